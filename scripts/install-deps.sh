@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages headroom needs, and only the missing ones.
+# As root it runs apt-get; otherwise it prints the one command to run and fails.
+# Usage: scripts/install-deps.sh [build|validate|all]
+set -euo pipefail
+what="${1:-build}"
+build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev
+            libcli11-dev libonnx-dev libprotobuf-dev protobuf-compiler coinor-libcbc-dev)
+# The validation comparison in `make test` only reads committed JSON; measuring needs torch.
+validate_pkgs=(python3-torch python3-torchvision python3-onnx)
+case "$what" in
+  build) pkgs=("${build_pkgs[@]}") ;;
+  validate) pkgs=("${validate_pkgs[@]}") ;;
+  all) pkgs=("${build_pkgs[@]}" "${validate_pkgs[@]}") ;;
+  *) echo "install-deps.sh: unknown set '$what' (build, validate or all)" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "missing Debian packages; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

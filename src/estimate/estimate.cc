@@ -1,0 +1,127 @@
+#include "estimate/estimate.h"
+
+#include <algorithm>
+
+#include "frontends/zoo/registry.h"
+#include "util/checked.h"
+
+namespace headroom {
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::AmpFp16: return "amp-fp16";
+    case Precision::AmpBf16: return "amp-bf16";
+    case Precision::Bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::optional<Precision> parse_precision(std::string_view s) {
+  for (Precision p : {Precision::Fp32, Precision::AmpFp16, Precision::AmpBf16, Precision::Bf16}) {
+    if (precision_name(p) == s) return p;
+  }
+  return std::nullopt;
+}
+
+Graph build_graph(const EstimateOptions& o, int64_t batch) {
+  BuildConfig cfg;
+  cfg.batch = batch;
+  cfg.seq = o.seq;
+  cfg.loss = o.loss;
+  cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
+  cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
+  if (o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16) {
+    throw InputError("--precision " + std::string(precision_name(o.precision)) +
+                     " is not modelled yet; use fp32 or bf16");
+  }
+  return build_model(o.model, cfg);
+}
+
+ScheduleOptions schedule_options(const EstimateOptions& o) {
+  ScheduleOptions s;
+  s.mode = o.mode;
+  s.optimizer = o.optimizer;
+  s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
+  s.foreach = o.foreach.value_or(s.device.default_foreach);
+  s.iterations = o.iterations;
+  return s;
+}
+
+Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, const SimResult& sim) {
+  Estimate e;
+  e.options = o;
+  e.parameter_count = g.parameter_count();
+  e.weights_bytes = g.weights_bytes();
+  e.input_bytes = g.input_bytes();
+  e.peak_bytes = sim.peak.bytes;
+  e.breakdown_at_peak = sim.at_peak;
+  e.op_count = static_cast<int64_t>(g.ops.size());
+  e.notes = g.notes;
+  if (sim.peak.step >= 0) {
+    const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
+    e.peak_phase = st.phase;
+    e.peak_op = st.label;
+    e.peak_iteration = st.iteration;
+    std::vector<BufferId> live = live_after(p, sim.peak.event);
+    std::stable_sort(live.begin(), live.end(), [&](BufferId a, BufferId b) {
+      return p.buffers[static_cast<size_t>(a)].bytes > p.buffers[static_cast<size_t>(b)].bytes;
+    });
+    // Categories at the peak can differ from the category at birth (a stolen gradient).
+    std::vector<Category> cat(p.buffers.size());
+    for (int32_t ei = 0; ei <= sim.peak.event; ++ei) {
+      const Event& ev = p.events[static_cast<size_t>(ei)];
+      if (ev.kind == Event::Kind::Alloc) cat[static_cast<size_t>(ev.buffer)] = p.buffers[static_cast<size_t>(ev.buffer)].category;
+      if (ev.kind == Event::Kind::Retag) cat[static_cast<size_t>(ev.buffer)] = ev.category;
+    }
+    for (size_t i = 0; i < live.size() && static_cast<int>(i) < o.top_tensors; ++i) {
+      const Buffer& b = p.buffers[static_cast<size_t>(live[i])];
+      e.largest_at_peak.push_back({b.name, cat[static_cast<size_t>(live[i])], b.bytes,
+                                   b.op == kNone ? "" : g.op(b.op).name});
+    }
+  }
+  for (const IterationPeaks& ip : sim.iterations) {
+    IterationSummary s;
+    s.iteration = ip.iteration;
+    s.peak_bytes = ip.peak.bytes;
+    const Step& st = p.steps[static_cast<size_t>(ip.peak.step)];
+    s.peak_phase = st.phase;
+    s.peak_op = st.label;
+    for (const auto& [phase, pp] : ip.by_phase) {
+      s.phases.push_back({phase, pp.bytes, p.steps[static_cast<size_t>(pp.step)].label});
+    }
+    e.iterations.push_back(std::move(s));
+  }
+  return e;
+}
+
+Result<Estimate> estimate(const EstimateOptions& o) {
+  return capture_input_errors([&]() -> Estimate {
+    if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
+    if (o.seq && *o.seq <= 0) throw InputError("sequence length must be positive, got " + std::to_string(*o.seq));
+    if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");
+    int64_t micro = o.batch;
+    int micro_batches = 1;
+    if (o.micro_batch) {
+      if (o.mode != RunMode::Training) throw InputError("--micro-batch applies to training only");
+      if (*o.micro_batch <= 0 || *o.micro_batch > o.batch || o.batch % *o.micro_batch != 0) {
+        throw InputError("micro-batch " + std::to_string(*o.micro_batch) + " must divide the batch " +
+                         std::to_string(o.batch));
+      }
+      micro = *o.micro_batch;
+      micro_batches = static_cast<int>(o.batch / micro);
+    }
+    Graph g = build_graph(o, micro);
+    ScheduleOptions so = schedule_options(o);
+    so.micro_batches = micro_batches;
+    Program p = build_program(g, so);
+    SimResult sim = simulate(p);
+    Estimate e = summarize(o, g, p, sim);
+    e.foreach = so.foreach;
+    e.micro_batch = micro;
+    e.micro_batches = micro_batches;
+    return e;
+  });
+}
+
+}  // namespace headroom

@@ -1,0 +1,92 @@
+// estimate: the peak memory of inference or of training iterations of a model, with where it
+// goes. It builds the graph, the program (schedule), replays it on the exact heap, and
+// summarizes: peak, when it happens (phase and op), the breakdown by category at the peak and the
+// largest buffers alive then. All sizes are exact bytes without allocator rounding (what
+// torch.cuda.max_memory_allocated reports).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontends/zoo/model_spec.h"
+#include "ir/graph.h"
+#include "schedule/build_program.h"
+#include "schedule/program.h"
+#include "sim/simulate.h"
+#include "training/optimizer.h"
+#include "util/error.h"
+
+namespace headroom {
+
+enum class Precision : uint8_t { Fp32, AmpFp16, AmpBf16, Bf16 };
+std::string_view precision_name(Precision p);
+std::optional<Precision> parse_precision(std::string_view s);
+
+struct EstimateOptions {
+  std::string model;                  // built-in spec ("resnet50", "mlp:layers=4,dim=256")
+  int64_t batch = 1;
+  std::optional<int64_t> seq;
+  RunMode mode = RunMode::Training;
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  std::optional<bool> foreach;        // unset: the device's default implementation
+  Precision precision = Precision::Fp32;
+  std::string device = "cuda";        // "cuda" or "cpu"
+  std::optional<int64_t> micro_batch; // gradient accumulation: forward/backward at this size
+  bool dropout = true;
+  LossKind loss = LossKind::Default;
+  int iterations = 2;
+  int top_tensors = 10;
+};
+
+struct BufferAtPeak {
+  std::string name;
+  Category category;
+  int64_t bytes = 0;
+  std::string op;  // the op that made it ("" for weights, inputs, optimizer state)
+};
+
+struct PhasePeak {
+  Phase phase;
+  int64_t bytes = 0;
+  std::string op;
+};
+
+struct IterationSummary {
+  int iteration = 0;
+  int64_t peak_bytes = 0;
+  Phase peak_phase = Phase::Forward;
+  std::string peak_op;
+  std::vector<PhasePeak> phases;
+};
+
+struct Estimate {
+  EstimateOptions options;
+  bool foreach = false;           // resolved
+  int64_t micro_batch = 0;        // resolved (== batch without accumulation)
+  int micro_batches = 1;
+  int64_t parameter_count = 0;
+  int64_t weights_bytes = 0;
+  int64_t input_bytes = 0;
+  int64_t peak_bytes = 0;
+  Phase peak_phase = Phase::Inference;
+  std::string peak_op;            // label of the step holding the peak
+  int peak_iteration = 0;
+  CategoryBytes breakdown_at_peak{};
+  std::vector<BufferAtPeak> largest_at_peak;
+  std::vector<IterationSummary> iterations;
+  int64_t op_count = 0;
+  std::vector<std::string> notes;
+};
+
+// The whole pipeline. Bad input comes back as a failed Result with one line.
+Result<Estimate> estimate(const EstimateOptions& options);
+
+// The pieces, for tools that reuse them (fit, plan, tests).
+Graph build_graph(const EstimateOptions& options, int64_t batch);
+ScheduleOptions schedule_options(const EstimateOptions& options);
+Estimate summarize(const EstimateOptions& options, const Graph& g, const Program& p, const SimResult& sim);
+
+}  // namespace headroom

@@ -1,0 +1,150 @@
+// GraphBuilder writes a Graph the way eager PyTorch code runs: one call per PyTorch call, in order.
+// Layer calls (conv2d, linear, ...) create their parameters named as in PyTorch's state_dict
+// ("<module>.weight", "<module>.bias"), so parameter counts and layer names match the reference.
+// Shapes are inferred here; a bad shape is an InputError naming the op and the shapes.
+// FLOPs and bytes moved are filled for every op (multiply-add = 2 FLOPs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace headroom {
+
+struct Conv2dSpec {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride = 1, padding_h = 0, padding_w = 0, dilation = 1, groups = 1;
+  bool bias = true;
+  static Conv2dSpec square(int64_t k, int64_t stride = 1, int64_t padding = 0, bool bias = true) {
+    Conv2dSpec s;
+    s.kernel_h = s.kernel_w = k;
+    s.stride = stride;
+    s.padding_h = s.padding_w = padding;
+    s.bias = bias;
+    return s;
+  }
+};
+
+struct Pool2dSpec {
+  int64_t kernel = 1, stride = 1, padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string model, DType activation_dtype = DType::F32);
+
+  DType activation_dtype() const { return act_; }
+  void set_dim(const std::string& name, int64_t value) { g_.dims[name] = value; }
+
+  // Leaves.
+  TensorId input(const std::string& name, std::vector<int64_t> shape, DType dtype, int batch_axis = 0);
+  TensorId target(const std::string& name, std::vector<int64_t> shape, DType dtype, int batch_axis = 0);
+  TensorId parameter(const std::string& name, std::vector<int64_t> shape);
+  TensorId buffer(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  // A parameter that is the same storage as `other` (weight tying).
+  TensorId tied_parameter(const std::string& name, TensorId other);
+
+  // Layers (create parameters).
+  TensorId conv2d(const std::string& module, TensorId x, int64_t out_channels, const Conv2dSpec& spec);
+  TensorId batch_norm2d(const std::string& module, TensorId x, bool training = true);
+  TensorId layer_norm(const std::string& module, TensorId x, bool bias = true);
+  TensorId linear(const std::string& module, TensorId x, int64_t out_features, bool bias = true);
+  // Linear with a weight that already exists (tied lm_head); weight shape [out, in].
+  TensorId linear_with(const std::string& module, TensorId x, TensorId weight, TensorId bias = kNone);
+  TensorId embedding(const std::string& module, TensorId ids, int64_t num, int64_t dim);
+
+  // Activations.
+  TensorId relu(const std::string& name, TensorId x, bool inplace);
+  TensorId hardtanh(const std::string& name, TensorId x, double lo, double hi, bool inplace);
+  TensorId gelu(const std::string& name, TensorId x, bool approximate_tanh = false);
+  TensorId tanh(const std::string& name, TensorId x);
+  TensorId sigmoid(const std::string& name, TensorId x);
+  TensorId silu(const std::string& name, TensorId x);
+
+  // Elementwise (broadcasting).
+  TensorId add(const std::string& name, TensorId a, TensorId b);
+  TensorId add_(const std::string& name, TensorId a, TensorId b);  // a += b
+  TensorId sub(const std::string& name, TensorId a, TensorId b);
+  TensorId mul(const std::string& name, TensorId a, TensorId b);
+  TensorId div(const std::string& name, TensorId a, TensorId b);
+  TensorId add_scalar(const std::string& name, TensorId x, double s);
+  TensorId mul_scalar(const std::string& name, TensorId x, double s);
+  TensorId div_scalar(const std::string& name, TensorId x, double s);
+  TensorId pow_scalar(const std::string& name, TensorId x, double exponent);
+  TensorId rsqrt(const std::string& name, TensorId x);
+  TensorId neg(const std::string& name, TensorId x);
+  TensorId where(const std::string& name, TensorId cond, TensorId a, TensorId b);
+  TensorId cast(const std::string& name, TensorId x, DType to);
+
+  // Reductions and linear algebra.
+  TensorId softmax(const std::string& name, TensorId x, int64_t dim);
+  TensorId log_softmax(const std::string& name, TensorId x, int64_t dim);
+  TensorId matmul(const std::string& name, TensorId a, TensorId b);
+  TensorId mean(const std::string& name, TensorId x, int64_t dim, bool keepdim);
+  TensorId sum(const std::string& name, TensorId x, int64_t dim, bool keepdim);
+
+  // Pooling.
+  TensorId max_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec);
+  TensorId avg_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec);
+  TensorId adaptive_avg_pool2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w);
+
+  TensorId dropout(const std::string& name, TensorId x, double p);
+
+  // Data movement. Views share storage; contiguous copies only when the input is not contiguous.
+  TensorId view(const std::string& name, TensorId x, std::vector<int64_t> shape);  // one -1 allowed
+  TensorId flatten(const std::string& name, TensorId x, int64_t start_dim);
+  TensorId permute(const std::string& name, TensorId x, std::vector<int64_t> perm);
+  TensorId transpose(const std::string& name, TensorId x, int64_t d0, int64_t d1);
+  TensorId slice(const std::string& name, TensorId x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+  TensorId select(const std::string& name, TensorId x, int64_t dim, int64_t index);
+  TensorId expand(const std::string& name, TensorId x, std::vector<int64_t> shape);
+  TensorId contiguous(const std::string& name, TensorId x);
+  TensorId cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim);
+
+  // Losses: everything from here on is the loss stage.
+  void begin_loss();
+  TensorId cross_entropy(const std::string& name, TensorId logits, TensorId target, double weight = 1.0);
+  TensorId mse_loss(const std::string& name, TensorId out, TensorId target);
+  void set_loss(TensorId loss) { g_.loss = loss; }
+  void mark_output(TensorId t) { g_.outputs.push_back(t); }
+  void note(std::string text) { g_.notes.push_back(std::move(text)); }
+  // Python locals: `hold(t)` keeps t referenced until the current scope is closed by
+  // `release_holds(scope)`, i.e. until the last op emitted before that call finishes.
+  size_t open_scope() const { return pending_holds_.size(); }
+  void hold(TensorId t) { pending_holds_.push_back(t); }
+  void release_holds(size_t scope);
+
+  const Tensor& tensor(TensorId id) const { return g_.tensor(id); }
+  const std::vector<int64_t>& shape(TensorId id) const { return g_.tensor(id).shape; }
+  // Whether a tensor's memory is laid out contiguously in its shape order.
+  bool is_contiguous(TensorId id) const { return contiguous_.at(static_cast<size_t>(id)); }
+
+  Graph finish();
+
+ private:
+  TensorId add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorRole role, int batch_axis);
+  OpId add_op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs);
+  TensorId add_output(OpId op, std::vector<int64_t> shape, DType dtype, TensorId alias_of = kNone,
+                      bool contiguous = true);
+  TensorId elementwise(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs = {});
+  TensorId unary(OpKind kind, const std::string& name, TensorId x, OpAttrs attrs = {}, int64_t flops_per_elem = 1);
+  std::string unique_name(const std::string& name);
+  void finish_op(OpId op, int64_t flops);
+
+  Graph g_;
+  DType act_;
+  OpStage stage_ = OpStage::Model;
+  std::vector<bool> contiguous_;
+  std::map<std::string, int> name_uses_;
+  std::vector<TensorId> pending_holds_;
+};
+
+// Broadcast two shapes as PyTorch does; InputError names `what` when they do not broadcast.
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                      const std::string& what);
+
+}  // namespace headroom

@@ -1,0 +1,56 @@
+#include "ir/op_kind.h"
+
+#include <utility>
+
+namespace headroom {
+namespace {
+
+constexpr std::pair<OpKind, std::string_view> kNames[] = {
+    {OpKind::Conv2d, "conv2d"}, {OpKind::BatchNorm2d, "batch_norm"},
+    {OpKind::LayerNorm, "layer_norm"}, {OpKind::Linear, "linear"},
+    {OpKind::Embedding, "embedding"}, {OpKind::Relu, "relu"}, {OpKind::Hardtanh, "hardtanh"},
+    {OpKind::Gelu, "gelu"}, {OpKind::Tanh, "tanh"}, {OpKind::Sigmoid, "sigmoid"},
+    {OpKind::Silu, "silu"}, {OpKind::Add, "add"}, {OpKind::Sub, "sub"}, {OpKind::Mul, "mul"},
+    {OpKind::Div, "div"}, {OpKind::AddScalar, "add_scalar"}, {OpKind::MulScalar, "mul_scalar"},
+    {OpKind::DivScalar, "div_scalar"}, {OpKind::PowScalar, "pow_scalar"},
+    {OpKind::Rsqrt, "rsqrt"}, {OpKind::Neg, "neg"}, {OpKind::Where, "where"},
+    {OpKind::Cast, "to"}, {OpKind::Softmax, "softmax"}, {OpKind::LogSoftmax, "log_softmax"},
+    {OpKind::MatMul, "matmul"}, {OpKind::Mean, "mean"}, {OpKind::Sum, "sum"},
+    {OpKind::MaxPool2d, "max_pool2d"}, {OpKind::AvgPool2d, "avg_pool2d"},
+    {OpKind::AdaptiveAvgPool2d, "adaptive_avg_pool2d"}, {OpKind::Dropout, "dropout"},
+    {OpKind::View, "view"}, {OpKind::Permute, "permute"}, {OpKind::Transpose, "transpose"},
+    {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"},
+    {OpKind::Contiguous, "contiguous"}, {OpKind::Cat, "cat"},
+    {OpKind::NllLoss, "nll_loss"}, {OpKind::MseLoss, "mse_loss"},
+    {OpKind::Opaque, "opaque"},
+};
+
+}  // namespace
+
+std::string_view op_kind_name(OpKind k) {
+  for (const auto& [kind, name] : kNames) {
+    if (kind == k) return name;
+  }
+  return "?";
+}
+
+std::optional<OpKind> parse_op_kind(std::string_view name) {
+  for (const auto& [kind, n] : kNames) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
+}
+
+bool is_view_kind(OpKind k) {
+  switch (k) {
+    case OpKind::View:
+    case OpKind::Permute:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Select:
+    case OpKind::Expand: return true;
+    default: return false;
+  }
+}
+
+}  // namespace headroom

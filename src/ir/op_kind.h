@@ -1,0 +1,38 @@
+// The operations of headroom's IR. One kind is one PyTorch call as eager code makes it
+// (nn.Conv2d -> convolution, nn.ReLU(inplace=True) -> relu_, x.view(...) -> view), because
+// memory behaviour (what is allocated, what autograd saves) is defined per call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace headroom {
+
+enum class OpKind : uint8_t {
+  // Layers with parameters.
+  Conv2d, BatchNorm2d, LayerNorm, Linear, Embedding,
+  // Activations and elementwise math.
+  Relu, Hardtanh, Gelu, Tanh, Sigmoid, Silu,
+  Add, Sub, Mul, Div, AddScalar, MulScalar, DivScalar, PowScalar, Rsqrt, Neg, Where, Cast,
+  // Reductions, normalizations and linear algebra.
+  Softmax, LogSoftmax, MatMul, Mean, Sum,
+  // Pooling.
+  MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+  // Regularization.
+  Dropout,
+  // Data movement: views alias their input's storage, the rest copy.
+  View, Permute, Transpose, Slice, Select, Expand, Contiguous, Cat,
+  // Losses.
+  NllLoss, MseLoss,
+  // A unknown op from an importer treated as elementwise (allowed by the user).
+  Opaque,
+};
+
+std::string_view op_kind_name(OpKind k);
+std::optional<OpKind> parse_op_kind(std::string_view name);
+
+// True when the op's output shares its input's storage (no allocation).
+bool is_view_kind(OpKind k);
+
+}  // namespace headroom

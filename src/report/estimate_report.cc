@@ -1,0 +1,115 @@
+#include "report/estimate_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "report/format.h"
+
+namespace headroom {
+namespace {
+
+std::string mode_name(RunMode m) { return m == RunMode::Training ? "train" : "infer"; }
+
+std::string bar(int64_t part, int64_t total, int width) {
+  if (total <= 0) return "";
+  int n = static_cast<int>(static_cast<double>(part) * width / static_cast<double>(total) + 0.5);
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "█";
+  return s;
+}
+
+std::string optimizer_desc(const Estimate& e) {
+  return fmt::format("{}, {}", optimizer_name(e.options.optimizer), e.foreach ? "foreach" : "single-tensor");
+}
+
+}  // namespace
+
+std::string estimate_text(const Estimate& e, bool color) {
+  const EstimateOptions& o = e.options;
+  const char* bold = color ? "\033[1m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  std::string s;
+  s += fmt::format("{}headroom estimate{}: {}, batch {}", bold, reset, o.model, o.batch);
+  if (o.seq) s += fmt::format(", seq {}", *o.seq);
+  if (o.mode == RunMode::Training) {
+    s += fmt::format(", training ({})", optimizer_desc(e));
+    if (e.micro_batches > 1) s += fmt::format(", micro-batch {} x {}", e.micro_batch, e.micro_batches);
+  } else {
+    s += ", inference";
+  }
+  s += fmt::format(", {}, device {}\n", precision_name(o.precision), o.device);
+  s += fmt::format("parameters {} | weights {} | inputs {} | {} ops\n\n", with_commas(e.parameter_count),
+                   human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
+  s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
+                   with_commas(e.peak_bytes), phase_name(e.peak_phase));
+  if (e.peak_iteration > 0) s += fmt::format(" of step {}", e.peak_iteration);
+  s += fmt::format(", at '{}'\n", e.peak_op);
+  for (const IterationSummary& it : e.iterations) {
+    s += fmt::format("  step {}: peak {} in {} at '{}'  (", it.iteration, human_bytes(it.peak_bytes),
+                     phase_name(it.peak_phase), it.peak_op);
+    for (size_t i = 0; i < it.phases.size(); ++i) {
+      s += fmt::format("{}{} {}", i ? ", " : "", phase_name(it.phases[i].phase), human_bytes(it.phases[i].bytes));
+    }
+    s += ")\n";
+  }
+  s += "\nbreakdown at the peak\n";
+  for (size_t c = 0; c < kCategoryCount; ++c) {
+    int64_t v = e.breakdown_at_peak[c];
+    if (v == 0) continue;
+    s += fmt::format("  {:<22} {:>10}  {:>6}  {}\n", category_name(static_cast<Category>(c)), human_bytes(v),
+                     percent(v, e.peak_bytes), bar(v, e.peak_bytes, 30));
+  }
+  if (!e.largest_at_peak.empty()) {
+    s += "\nlargest buffers alive at the peak\n";
+    for (const BufferAtPeak& b : e.largest_at_peak) {
+      s += fmt::format("  {:>10}  {:<20} {}\n", human_bytes(b.bytes), category_name(b.category), b.name);
+    }
+  }
+  for (const std::string& n : e.notes) s += "\nnote: " + n + "\n";
+  return s;
+}
+
+std::string estimate_json(const Estimate& e) {
+  const EstimateOptions& o = e.options;
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["batch"] = o.batch;
+  if (o.seq) j["seq"] = *o.seq;
+  j["mode"] = mode_name(o.mode);
+  j["optimizer"] = o.mode == RunMode::Training ? nlohmann::ordered_json(std::string(optimizer_name(o.optimizer)))
+                                                : nlohmann::ordered_json(nullptr);
+  j["foreach"] = o.mode == RunMode::Training ? nlohmann::ordered_json(e.foreach) : nlohmann::ordered_json(nullptr);
+  j["precision"] = std::string(precision_name(o.precision));
+  j["device"] = o.device;
+  j["micro_batch"] = e.micro_batch;
+  j["parameter_count"] = e.parameter_count;
+  j["weights_bytes"] = e.weights_bytes;
+  j["input_bytes"] = e.input_bytes;
+  j["peak_bytes"] = e.peak_bytes;
+  j["peak_phase"] = std::string(phase_name(e.peak_phase));
+  j["peak_op"] = e.peak_op;
+  nlohmann::ordered_json bd = nlohmann::ordered_json::object();
+  for (size_t c = 0; c < kCategoryCount; ++c) bd[std::string(category_name(static_cast<Category>(c)))] = e.breakdown_at_peak[c];
+  j["breakdown_at_peak"] = bd;
+  nlohmann::ordered_json largest = nlohmann::ordered_json::array();
+  for (const BufferAtPeak& b : e.largest_at_peak) {
+    largest.push_back({{"name", b.name}, {"category", std::string(category_name(b.category))}, {"bytes", b.bytes}, {"op", b.op}});
+  }
+  j["largest_at_peak"] = largest;
+  if (o.mode == RunMode::Training) {
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const IterationSummary& it : e.iterations) {
+      nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+      for (const PhasePeak& pp : it.phases) phases[std::string(phase_name(pp.phase))] = pp.bytes;
+      steps.push_back({{"step", it.iteration}, {"peak_bytes", it.peak_bytes},
+                       {"peak_phase", std::string(phase_name(it.peak_phase))}, {"peak_op", it.peak_op},
+                       {"phase_peaks", phases}});
+    }
+    j["steps"] = steps;
+  }
+  j["notes"] = e.notes;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace headroom

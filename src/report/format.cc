@@ -1,0 +1,36 @@
+#include "report/format.h"
+
+#include <fmt/format.h>
+
+namespace headroom {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes < 0 ? -bytes : bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::string sign = bytes < 0 ? "-" : "";
+  if (u == 0) return sign + fmt::format("{} B", static_cast<int64_t>(v));
+  int decimals = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+  return sign + fmt::format("{:.{}f} {}", v, decimals, units[u]);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+std::string percent(int64_t part, int64_t total) {
+  if (total <= 0) return "-";
+  return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(total));
+}
+
+}  // namespace headroom

@@ -1,0 +1,16 @@
+// Number formatting shared by the text reports: binary byte units and thousands separators.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace headroom {
+
+// "1.50 GiB", "312.0 MiB", "4.0 KiB", "12 B" (binary units, 3 significant digits).
+std::string human_bytes(int64_t bytes);
+// "25,557,032"
+std::string with_commas(int64_t n);
+// "12.3%" of total (0 total gives "-")
+std::string percent(int64_t part, int64_t total);
+
+}  // namespace headroom

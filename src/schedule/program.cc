@@ -1,0 +1,63 @@
+#include "schedule/program.h"
+
+#include <string>
+
+#include "util/error.h"
+
+namespace headroom {
+
+std::string_view category_name(Category c) {
+  switch (c) {
+    case Category::Weights: return "weights";
+    case Category::Inputs: return "inputs";
+    case Category::Gradients: return "gradients";
+    case Category::OptimizerState: return "optimizer_state";
+    case Category::SavedActivations: return "saved_activations";
+    case Category::Activations: return "activations";
+    case Category::ActivationGradients: return "activation_gradients";
+    case Category::Temporaries: return "temporaries";
+  }
+  return "?";
+}
+
+std::string_view phase_name(Phase p) {
+  switch (p) {
+    case Phase::Setup: return "setup";
+    case Phase::Inference: return "inference";
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+void validate_program(const Program& p) {
+  enum class State : uint8_t { Unborn, Live, Dead };
+  std::vector<State> state(p.buffers.size(), State::Unborn);
+  for (const Event& e : p.events) {
+    HEADROOM_CHECK(e.buffer >= 0 && static_cast<size_t>(e.buffer) < p.buffers.size(), "event on unknown buffer");
+    State& s = state[static_cast<size_t>(e.buffer)];
+    const std::string& name = p.buffers[static_cast<size_t>(e.buffer)].name;
+    switch (e.kind) {
+      case Event::Kind::Alloc:
+        HEADROOM_CHECK(s == State::Unborn, "buffer allocated twice: " + name);
+        s = State::Live;
+        break;
+      case Event::Kind::Free:
+        HEADROOM_CHECK(s == State::Live, "free of a buffer that is not live: " + name);
+        s = State::Dead;
+        break;
+      case Event::Kind::Retag:
+        HEADROOM_CHECK(s == State::Live, "retag of a buffer that is not live: " + name);
+        break;
+    }
+  }
+  int32_t next = 0;
+  for (const Step& st : p.steps) {
+    HEADROOM_CHECK(st.first_event == next && st.end_event >= st.first_event, "steps must tile the events: " + st.label);
+    next = st.end_event;
+  }
+  HEADROOM_CHECK(next == static_cast<int32_t>(p.events.size()), "steps must cover every event");
+}
+
+}  // namespace headroom

@@ -1,0 +1,75 @@
+// A Program is the memory story of one run: an ordered list of allocation, free and retag events
+// on buffers, grouped into steps (one step = one op of the forward, one autograd node of the
+// backward, one optimizer action). It is what the schedule stage produces and what every
+// allocator model in sim/ consumes (XLA's driver/algorithm split).
+//
+// Invariants (checked by validate_program):
+//  - every buffer is allocated exactly once, freed at most once, after its allocation;
+//  - a retag only touches a live buffer;
+//  - steps cover the events in order without gaps: steps[i].end_event == steps[i+1].first_event.
+// Buffers still live at the end (weights, optimizer state) are simply never freed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace headroom {
+
+enum class Category : uint8_t {
+  Weights,             // parameters and buffers (and casted weight copies under autocast)
+  Inputs,              // model inputs and loss targets
+  Gradients,           // parameter gradients (param.grad)
+  OptimizerState,      // momentum buffers, Adam moments, step counters
+  SavedActivations,    // forward outputs that autograd keeps for backward
+  Activations,         // other forward outputs (alive until their last use)
+  ActivationGradients, // gradients of activations during backward
+  Temporaries,         // allocated and freed inside one op
+};
+inline constexpr size_t kCategoryCount = 8;
+std::string_view category_name(Category c);
+using CategoryBytes = std::array<int64_t, kCategoryCount>;
+
+enum class Phase : uint8_t { Setup, Inference, Forward, Backward, Optimizer };
+std::string_view phase_name(Phase p);
+
+using BufferId = int32_t;
+
+struct Buffer {
+  int64_t bytes = 0;
+  Category category = Category::Activations;
+  std::string name;    // tensor or role name, e.g. "layer1.0.conv1" or "layer1.0.conv1.weight.grad"
+  OpId op = kNone;     // the graph op that made it (kNone for setup and optimizer buffers)
+};
+
+struct Event {
+  enum class Kind : uint8_t { Alloc, Free, Retag };
+  Kind kind = Kind::Alloc;
+  Category category = Category::Activations;  // new category, for Retag
+  BufferId buffer = 0;
+};
+
+struct Step {
+  Phase phase = Phase::Setup;
+  int32_t iteration = 0;  // training step number (1, 2, ...); 0 for setup and inference
+  int32_t micro_batch = 0;
+  OpId op = kNone;        // graph op of a forward/backward step
+  std::string label;      // "layer1.0.conv1", "backward layer1.0.conv1", "adam step"
+  int32_t first_event = 0;
+  int32_t end_event = 0;
+};
+
+struct Program {
+  std::vector<Buffer> buffers;
+  std::vector<Event> events;
+  std::vector<Step> steps;
+};
+
+// Throws std::logic_error when an invariant above is broken.
+void validate_program(const Program& p);
+
+}  // namespace headroom

@@ -1,0 +1,89 @@
+#include "sim/simulate.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace headroom {
+
+SimResult simulate(const Program& program, HeapAlgorithm* algorithm) {
+  SimResult r;
+  CategoryBytes live{};
+  int64_t total = 0;
+  std::vector<Category> cat(program.buffers.size());
+  for (size_t si = 0; si < program.steps.size(); ++si) {
+    const Step& st = program.steps[si];
+    IterationPeaks* it = nullptr;
+    if (st.iteration > 0) {
+      if (r.iterations.empty() || r.iterations.back().iteration != st.iteration) {
+        r.iterations.push_back(IterationPeaks{st.iteration, {}, {}});
+      }
+      it = &r.iterations.back();
+    }
+    for (int32_t ei = st.first_event; ei < st.end_event; ++ei) {
+      const Event& e = program.events[static_cast<size_t>(ei)];
+      const Buffer& b = program.buffers[static_cast<size_t>(e.buffer)];
+      size_t c;
+      switch (e.kind) {
+        case Event::Kind::Alloc:
+          cat[static_cast<size_t>(e.buffer)] = b.category;
+          c = static_cast<size_t>(b.category);
+          live[c] += b.bytes;
+          total += b.bytes;
+          if (algorithm) {
+            algorithm->alloc(e.buffer, b.bytes);
+            r.footprint_peak = std::max(r.footprint_peak, algorithm->footprint());
+          }
+          if (total > r.peak.bytes) {
+            r.peak = {total, static_cast<int32_t>(si), ei};
+            r.at_peak = live;
+          }
+          if (it) {
+            if (total > it->peak.bytes) it->peak = {total, static_cast<int32_t>(si), ei};
+            PeakPoint& pp = it->by_phase[st.phase];
+            if (total > pp.bytes) pp = {total, static_cast<int32_t>(si), ei};
+          }
+          break;
+        case Event::Kind::Free:
+          c = static_cast<size_t>(cat[static_cast<size_t>(e.buffer)]);
+          live[c] -= b.bytes;
+          total -= b.bytes;
+          if (algorithm) algorithm->free(e.buffer);
+          break;
+        case Event::Kind::Retag: {
+          size_t from = static_cast<size_t>(cat[static_cast<size_t>(e.buffer)]);
+          live[from] -= b.bytes;
+          cat[static_cast<size_t>(e.buffer)] = e.category;
+          live[static_cast<size_t>(e.category)] += b.bytes;
+          break;
+        }
+      }
+    }
+  }
+  r.end_bytes = total;
+  return r;
+}
+
+std::vector<BufferId> live_after(const Program& program, int32_t event) {
+  std::vector<int32_t> born(program.buffers.size(), -1);
+  std::vector<bool> alive(program.buffers.size(), false);
+  for (int32_t ei = 0; ei <= event && ei < static_cast<int32_t>(program.events.size()); ++ei) {
+    const Event& e = program.events[static_cast<size_t>(ei)];
+    if (e.kind == Event::Kind::Alloc) {
+      alive[static_cast<size_t>(e.buffer)] = true;
+      born[static_cast<size_t>(e.buffer)] = ei;
+    } else if (e.kind == Event::Kind::Free) {
+      alive[static_cast<size_t>(e.buffer)] = false;
+    }
+  }
+  std::vector<BufferId> out;
+  for (size_t b = 0; b < alive.size(); ++b) {
+    if (alive[b]) out.push_back(static_cast<BufferId>(b));
+  }
+  std::sort(out.begin(), out.end(), [&](BufferId a, BufferId b) {
+    return born[static_cast<size_t>(a)] < born[static_cast<size_t>(b)];
+  });
+  return out;
+}
+
+}  // namespace headroom

@@ -1,0 +1,414 @@
+#include "training/op_rules.h"
+
+#include <algorithm>
+
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace headroom {
+namespace {
+
+using K = LocalEvent::Kind;
+
+int64_t in_bytes(const RuleContext& c, int i) { return c.graph.tensor(c.op.inputs[static_cast<size_t>(i)]).bytes(); }
+int64_t out_bytes(const RuleContext& c, int j) { return c.graph.tensor(c.op.outputs[static_cast<size_t>(j)]).bytes(); }
+const Tensor& in_t(const RuleContext& c, int i) { return c.graph.tensor(c.op.inputs[static_cast<size_t>(i)]); }
+const Tensor& out_t(const RuleContext& c, int j) { return c.graph.tensor(c.op.outputs[static_cast<size_t>(j)]); }
+bool needs(const RuleContext& c, int i) {
+  return static_cast<size_t>(i) < c.input_requires_grad.size() && c.input_requires_grad[static_cast<size_t>(i)];
+}
+bool any_needs(const RuleContext& c) {
+  return std::any_of(c.input_requires_grad.begin(), c.input_requires_grad.end(), [](bool b) { return b; });
+}
+
+// Every output a new buffer, allocated in order; nothing saved.
+ForwardPlan fresh_outputs(const RuleContext& c) {
+  ForwardPlan p;
+  for (size_t j = 0; j < c.op.outputs.size(); ++j) {
+    p.output_alias.push_back(-1);
+    p.events.push_back({K::AllocOutput, static_cast<int>(j), 0});
+  }
+  p.creates_node = c.grad_mode && any_needs(c);
+  return p;
+}
+
+// Outputs that share input 0's storage (views and in-place ops).
+ForwardPlan aliased_outputs(const RuleContext& c) {
+  ForwardPlan p;
+  for (size_t j = 0; j < c.op.outputs.size(); ++j) p.output_alias.push_back(0);
+  p.creates_node = c.grad_mode && any_needs(c);
+  return p;
+}
+
+void save(ForwardPlan& p, Ref::Kind kind, int index) { p.saved.push_back({kind, index}); }
+void save_input(ForwardPlan& p, int i) { save(p, Ref::Kind::Input, i); }
+void save_output(ForwardPlan& p, int j) { save(p, Ref::Kind::Output, j); }
+
+int add_extra(ForwardPlan& p, std::string name, int64_t bytes) {
+  p.extras.push_back({std::move(name), bytes});
+  int k = static_cast<int>(p.extras.size()) - 1;
+  p.events.push_back({K::AllocExtra, k, 0});
+  return k;
+}
+
+int add_temp(std::vector<LocalEvent>& ev, int64_t bytes, int& counter) {
+  ev.push_back({K::AllocTemp, counter, bytes});
+  return counter++;
+}
+
+// Backward that allocates a new gradient for every input that needs one, of that input's size.
+BackwardPlan new_grads(const RuleContext& c) {
+  BackwardPlan b;
+  for (size_t i = 0; i < c.op.inputs.size(); ++i) {
+    if (!needs(c, static_cast<int>(i))) continue;
+    b.grads.push_back({static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
+    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
+  }
+  return b;
+}
+
+// A gradient that reaches a broadcast input is reduced to the input's shape (sum_to, in the
+// engine's validate_outputs): a new, smaller buffer when the shapes differ, the gradient itself
+// otherwise.
+GradOut passthrough_or_reduce(const RuleContext& c, int i, bool incoming_contiguous) {
+  const Tensor& in = in_t(c, i);
+  if (in.shape == out_t(c, 0).shape) return {i, GradOut::Kind::Incoming, 0, incoming_contiguous};
+  return {i, GradOut::Kind::New, in.bytes(), true};
+}
+
+void push_grad(BackwardPlan& b, GradOut g) {
+  b.grads.push_back(g);
+  if (g.kind == GradOut::Kind::New) b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
+}
+
+bool is_identity_perm(const std::vector<int64_t>& perm, const std::vector<int64_t>& in_shape) {
+  // Moving only size-1 dimensions keeps the layout.
+  std::vector<int64_t> moved;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    int64_t p = perm[i] < 0 ? perm[i] + static_cast<int64_t>(perm.size()) : perm[i];
+    if (in_shape[static_cast<size_t>(p)] != 1) moved.push_back(p);
+  }
+  return std::is_sorted(moved.begin(), moved.end());
+}
+
+}  // namespace
+
+bool differentiable_input(const Op& op, int input) {
+  switch (op.kind) {
+    case OpKind::Embedding: return input == 1;
+    case OpKind::NllLoss: return input == 0;
+    case OpKind::MseLoss: return input == 0;
+    case OpKind::Where: return input != 0;
+    case OpKind::BatchNorm2d: return input <= 2;  // not the running statistics
+    default: return true;
+  }
+}
+
+ForwardPlan forward_plan(const RuleContext& c) {
+  const Op& op = c.op;
+  switch (op.kind) {
+    case OpKind::Conv2d: {
+      ForwardPlan p = fresh_outputs(c);
+      if (c.device.conv_forward_output_scratch) {
+        int t = 0;
+        add_temp(p.events, out_bytes(c, 0), t);
+        p.events.push_back({K::FreeTemp, 0, 0});
+      }
+      if (p.creates_node) {
+        save_input(p, 0);
+        save_input(p, 1);
+      }
+      return p;
+    }
+    case OpKind::BatchNorm2d: {
+      ForwardPlan p = fresh_outputs(c);
+      if (c.module_training) {
+        // native_batch_norm returns the batch mean and inverse std per channel (fp32).
+        int64_t ch = in_t(c, 0).shape[1] * 4;
+        int m = add_extra(p, "save_mean", ch);
+        int r = add_extra(p, "save_invstd", ch);
+        if (p.creates_node) {
+          save_input(p, 0);
+          save(p, Ref::Kind::Extra, m);
+          save(p, Ref::Kind::Extra, r);
+        }
+      } else if (p.creates_node) {
+        save_input(p, 0);
+      }
+      return p;
+    }
+    case OpKind::LayerNorm: {
+      ForwardPlan p = fresh_outputs(c);
+      const auto& s = in_t(c, 0).shape;
+      int64_t rows = 4;
+      for (size_t i = 0; i + 1 < s.size(); ++i) rows = checked_mul(rows, s[i], "layer_norm stats");
+      int m = add_extra(p, "mean", rows);
+      int r = add_extra(p, "rstd", rows);
+      if (p.creates_node) {
+        save_input(p, 0);
+        save(p, Ref::Kind::Extra, m);
+        save(p, Ref::Kind::Extra, r);
+      }
+      return p;
+    }
+    case OpKind::Linear: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node && needs(c, 1)) save_input(p, 0);
+      return p;
+    }
+    case OpKind::Embedding: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
+    case OpKind::Relu:
+    case OpKind::Hardtanh: {
+      bool inplace = op.attrs.inplace;
+      ForwardPlan p = inplace ? aliased_outputs(c) : fresh_outputs(c);
+      if (inplace) p.events.clear();
+      if (p.creates_node) {
+        // relu saves its result; hardtanh saves its input, hardtanh_ its result.
+        if (op.kind == OpKind::Hardtanh && !inplace) save_input(p, 0);
+        else save_output(p, 0);
+      }
+      return p;
+    }
+    case OpKind::Gelu:
+    case OpKind::Silu:
+    case OpKind::PowScalar: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Rsqrt:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_output(p, 0);
+      return p;
+    }
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::AddScalar:
+    case OpKind::MulScalar:
+    case OpKind::DivScalar:
+    case OpKind::Neg:
+    case OpKind::Cast:
+    case OpKind::Contiguous:
+    case OpKind::Cat:
+    case OpKind::Mean:
+    case OpKind::Sum: {
+      if (op.attrs.inplace) {
+        ForwardPlan p = aliased_outputs(c);
+        return p;
+      }
+      return fresh_outputs(c);
+    }
+    case OpKind::Mul: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) {
+        if (needs(c, 0)) save_input(p, 1);
+        if (needs(c, 1)) save_input(p, 0);
+      }
+      return p;
+    }
+    case OpKind::Div: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) {
+        save_input(p, 1);
+        if (needs(c, 1)) save_input(p, 0);
+      }
+      return p;
+    }
+    case OpKind::Where: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
+    case OpKind::MatMul: {
+      // matmul folds batch dimensions with reshape: an operand whose layout cannot be viewed that
+      // way is copied, and bmm saves the operands it multiplies (the copies when there are any).
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.creates_node = c.grad_mode && any_needs(c);
+      int copies[2] = {-1, -1};
+      for (int i = 0; i < 2; ++i) {
+        if (!in_t(c, i).contiguous) copies[i] = add_extra(p, i == 0 ? "lhs_copy" : "rhs_copy", in_bytes(c, i));
+      }
+      p.events.push_back({K::AllocOutput, 0, 0});
+      if (p.creates_node) {
+        // bmm saves self when mat2 needs grad and mat2 when self needs grad.
+        if (needs(c, 1)) copies[0] >= 0 ? save(p, Ref::Kind::Extra, copies[0]) : save_input(p, 0);
+        if (needs(c, 0)) copies[1] >= 0 ? save(p, Ref::Kind::Extra, copies[1]) : save_input(p, 1);
+      }
+      return p;
+    }
+    case OpKind::MaxPool2d: {
+      ForwardPlan p = fresh_outputs(c);
+      int64_t idx_bytes = checked_mul(out_t(c, 0).numel(), 8, "max_pool2d indices");
+      if (p.creates_node) {
+        int k = add_extra(p, "indices", idx_bytes);
+        save_input(p, 0);
+        save(p, Ref::Kind::Extra, k);
+      } else if (c.device.max_pool_indices_without_grad) {
+        int t = 0;
+        add_temp(p.events, idx_bytes, t);
+        p.events.push_back({K::FreeTemp, 0, 0});
+      }
+      return p;
+    }
+    case OpKind::AvgPool2d: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
+    case OpKind::AdaptiveAvgPool2d: {
+      ForwardPlan p = fresh_outputs(c);
+      // A 1x1 output is computed as mean over H and W, whose backward needs only the sizes.
+      bool global = op.attrs.kernel.size() == 2 && op.attrs.kernel[0] == 1 && op.attrs.kernel[1] == 1;
+      if (p.creates_node && !global) save_input(p, 0);
+      return p;
+    }
+    case OpKind::Dropout: {
+      bool identity = !c.module_training || op.attrs.p <= 0.0;
+      if (identity) {
+        ForwardPlan p = aliased_outputs(c);
+        p.creates_node = false;
+        return p;
+      }
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.creates_node = c.grad_mode && any_needs(c);
+      int64_t n = in_t(c, 0).numel();
+      int64_t mask = c.device.dropout_mask_same_dtype ? in_bytes(c, 0) : n;
+      int k = add_extra(p, "mask", mask);
+      p.events.push_back({K::AllocOutput, 0, 0});
+      if (p.creates_node) save(p, Ref::Kind::Extra, k);
+      return p;
+    }
+    case OpKind::View:
+    case OpKind::Permute:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Select:
+    case OpKind::Expand:
+      return aliased_outputs(c);
+    case OpKind::NllLoss: {
+      ForwardPlan p = fresh_outputs(c);
+      int k = add_extra(p, "total_weight", dtype_size(out_t(c, 0).dtype));
+      if (p.creates_node) {
+        save_input(p, 0);
+        save(p, Ref::Kind::Extra, k);
+      }
+      return p;
+    }
+    case OpKind::MseLoss: {
+      // The elementwise squared error is materialized, then reduced to the mean.
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.creates_node = c.grad_mode && any_needs(c);
+      int t = 0;
+      add_temp(p.events, in_bytes(c, 0), t);
+      p.events.push_back({K::AllocOutput, 0, 0});
+      p.events.push_back({K::FreeTemp, 0, 0});
+      if (p.creates_node) {
+        save_input(p, 0);
+        save_input(p, 1);
+      }
+      return p;
+    }
+    case OpKind::Opaque: {
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) {
+        for (size_t i = 0; i < op.inputs.size(); ++i) save_input(p, static_cast<int>(i));
+      }
+      return p;
+    }
+  }
+  HEADROOM_CHECK(false, "no forward rule for op kind " + std::string(op_kind_name(op.kind)));
+}
+
+BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
+  const Op& op = c.op;
+  switch (op.kind) {
+    case OpKind::Add:
+    case OpKind::AddScalar: {
+      BackwardPlan b;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (needs(c, static_cast<int>(i))) push_grad(b, passthrough_or_reduce(c, static_cast<int>(i), incoming_contiguous));
+      }
+      return b;
+    }
+    case OpKind::Sub: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, passthrough_or_reduce(c, 0, incoming_contiguous));
+      if (needs(c, 1)) push_grad(b, {1, GradOut::Kind::New, in_bytes(c, 1), true});
+      return b;
+    }
+    case OpKind::Contiguous: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::Incoming, 0, incoming_contiguous});
+      return b;
+    }
+    case OpKind::View: {
+      // reshape of the gradient: a view when it is contiguous, a copy otherwise.
+      BackwardPlan b;
+      if (!needs(c, 0)) return b;
+      if (incoming_contiguous) push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, true});
+      else push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      return b;
+    }
+    case OpKind::Permute:
+    case OpKind::Transpose: {
+      BackwardPlan b;
+      if (!needs(c, 0)) return b;
+      std::vector<int64_t> perm = op.attrs.perm;
+      if (op.kind == OpKind::Transpose) {
+        perm.clear();
+        for (size_t i = 0; i < in_t(c, 0).shape.size(); ++i) perm.push_back(static_cast<int64_t>(i));
+        std::swap(perm[static_cast<size_t>(op.attrs.perm[0])], perm[static_cast<size_t>(op.attrs.perm[1])]);
+      }
+      bool identity = is_identity_perm(perm, in_t(c, 0).shape);
+      push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && identity});
+      return b;
+    }
+    case OpKind::Expand: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, passthrough_or_reduce(c, 0, incoming_contiguous));
+      return b;
+    }
+    case OpKind::Cat: {
+      // The gradient of each input is a narrow() view of the incoming gradient; it keeps a
+      // contiguous layout only when every dimension before the cat dimension has size 1.
+      BackwardPlan b;
+      bool outer = true;
+      for (int64_t d = 0; d < op.attrs.dim; ++d) outer = outer && out_t(c, 0).shape[static_cast<size_t>(d)] == 1;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (needs(c, static_cast<int>(i))) {
+          push_grad(b, {static_cast<int>(i), GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && outer});
+        }
+      }
+      return b;
+    }
+    case OpKind::Sum: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, false});
+      return b;
+    }
+    case OpKind::Linear: {
+      // addmm backward: grad.mm(W) for the input, grad.t().mm(x) for the weight, and the bias
+      // gradient reduced from the incoming gradient by the engine (sum_to).
+      BackwardPlan b;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (needs(c, static_cast<int>(i))) push_grad(b, {static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
+      }
+      return b;
+    }
+    default:
+      return new_grads(c);
+  }
+}
+
+}  // namespace headroom

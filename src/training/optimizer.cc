@@ -1,0 +1,36 @@
+#include "training/optimizer.h"
+
+namespace headroom {
+
+std::string_view optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Momentum: return "momentum";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::optional<OptimizerKind> parse_optimizer(std::string_view name) {
+  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::Momentum, OptimizerKind::Adam, OptimizerKind::AdamW}) {
+    if (optimizer_name(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+int optimizer_state_tensors(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::Sgd: return 0;
+    case OptimizerKind::Momentum: return 1;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: return 2;
+  }
+  return 0;
+}
+
+bool optimizer_has_step_tensor(OptimizerKind k) {
+  return k == OptimizerKind::Adam || k == OptimizerKind::AdamW;
+}
+
+}  // namespace headroom

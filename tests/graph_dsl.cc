@@ -1,0 +1,60 @@
+#include "graph_dsl.h"
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "sim/simulate.h"
+
+namespace headroom::testing {
+
+Program program_from_script(const std::string& script) {
+  Program p;
+  std::map<std::string, BufferId> ids;
+  std::istringstream in(script);
+  std::string tok;
+  p.steps.push_back(Step{Phase::Forward, 1, 1, kNone, "step0", 0, 0});
+  while (in >> tok) {
+    if (tok == "|") {
+      p.steps.back().end_event = static_cast<int32_t>(p.events.size());
+      p.steps.push_back(Step{Phase::Forward, 1, 1, kNone, "step" + std::to_string(p.steps.size()),
+                             static_cast<int32_t>(p.events.size()), 0});
+      continue;
+    }
+    if (tok[0] == '+') {
+      size_t colon = tok.find(':');
+      std::string name = tok.substr(1, colon - 1);
+      int64_t bytes = std::stoll(tok.substr(colon + 1));
+      p.buffers.push_back(Buffer{bytes, Category::Activations, name, kNone});
+      ids[name] = static_cast<BufferId>(p.buffers.size()) - 1;
+      p.events.push_back({Event::Kind::Alloc, Category::Activations, ids[name]});
+    } else if (tok[0] == '-') {
+      p.events.push_back({Event::Kind::Free, Category::Activations, ids.at(tok.substr(1))});
+    } else {
+      throw std::invalid_argument("bad script token " + tok);
+    }
+  }
+  p.steps.back().end_event = static_cast<int32_t>(p.events.size());
+  return p;
+}
+
+std::string check_oracles(const Program& p) {
+  try {
+    validate_program(p);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  SimResult r = simulate(p);
+  int64_t live = 0;
+  for (size_t i = 0; i < p.events.size(); ++i) {
+    const Event& e = p.events[i];
+    if (e.kind == Event::Kind::Alloc) live += p.buffers[static_cast<size_t>(e.buffer)].bytes;
+    if (e.kind == Event::Kind::Free) live -= p.buffers[static_cast<size_t>(e.buffer)].bytes;
+    if (live > r.peak.bytes) return "live bytes exceed the reported peak at event " + std::to_string(i);
+    if (live < 0) return "negative live bytes at event " + std::to_string(i);
+  }
+  if (live != r.end_bytes) return "end bytes disagree";
+  return "";
+}
+
+}  // namespace headroom::testing

@@ -1,0 +1,20 @@
+// Test helpers: build a Program from a short script and check the oracles that every simulated
+// program must satisfy (no double free, frees only of live buffers, peak >= live at every step).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedule/program.h"
+
+namespace headroom::testing {
+
+// Script tokens: "+a:100" allocates buffer a of 100 bytes, "-a" frees it, "|" starts a new step.
+Program program_from_script(const std::string& script);
+
+// Runs validate_program and checks that the exact simulator's peak is at least the live bytes
+// after every event; returns a description of the first violation, or "" when all hold.
+std::string check_oracles(const Program& p);
+
+}  // namespace headroom::testing

@@ -1,0 +1,141 @@
+"""The measured cases (stable order = the order of CASES).
+
+A case is a dict with exactly the fields that map onto the headroom CLI:
+    model     -> MODEL                    (name, e.g. "resnet50", "mlp:layers=4,dim=256")
+    batch     -> --batch N
+    seq       -> --seq N                  (null for models without a sequence)
+    mode      -> --mode infer|train
+    optimizer -> --optimizer sgd|momentum|adam|adamw   (null for infer)
+    foreach   -> --foreach | --no-foreach               (null for infer)
+    dropout   -> (nothing) | --dropout off
+    precision -> always "fp32" (no flag)
+and always --device cpu --json.  See README.md.
+
+Coverage (not a full cross product):
+  * every model: inference at 2-3 batch sizes + training with >= 2 optimizers;
+  * all 8 optimizer x foreach combinations on mlp, llama (small), resnet18 and bert-base
+    (small layer count variant to keep the run short);
+  * dropout on/off on the models that have dropout (alexnet, vgg*, inception_v3,
+    mobilenet_v2, bert, gpt2); "dropout on" for models without dropout is
+    identical to off and is recorded as dropout=true.
+"""
+
+OPTS = ("sgd", "momentum", "adam", "adamw")
+
+# small Llama used for measurement (GQA: 8 heads, 4 kv heads)
+LLAMA_SMALL = "llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000"
+LLAMA_MHA = "llama:hidden=256,layers=2,heads=8,kv_heads=8,ffn=688,vocab=1000"
+
+
+def _id(c):
+    parts = [c["model"], c["mode"], f"b{c['batch']}"]
+    if c["seq"] is not None:
+        parts.append(f"s{c['seq']}")
+    if c["mode"] == "train":
+        parts.append(c["optimizer"])
+        parts.append("foreach" if c["foreach"] else "no-foreach")
+    parts.append("dropout-on" if c["dropout"] else "dropout-off")
+    return "/".join(parts)
+
+
+def case(model, mode, batch, seq=None, optimizer=None, foreach=None, dropout=True):
+    if mode == "infer":
+        optimizer = foreach = None
+    else:
+        assert optimizer in OPTS and foreach in (True, False)
+    c = dict(model=model, mode=mode, batch=batch, seq=seq, optimizer=optimizer, foreach=foreach,
+             dropout=dropout, precision="fp32")
+    c["id"] = _id(c)
+    return c
+
+
+def infer(model, batches, seq=None, dropout=True):
+    return [case(model, "infer", b, seq, dropout=dropout) for b in batches]
+
+
+def train(model, batches, opts, seq=None, dropout=True):
+    """opts: list of (optimizer, foreach)"""
+    return [case(model, "train", b, seq, o, f, dropout) for b in batches for (o, f) in opts]
+
+
+ALL_OPTS = [(o, f) for o in OPTS for f in (False, True)]
+
+
+def _build():
+    C = []
+    # ---- MLP: full optimizer x foreach grid ----------------------------
+    C += infer("mlp", [1, 8, 64])
+    C += train("mlp", [8], ALL_OPTS)
+    C += train("mlp", [64], [("sgd", False), ("adam", True)])
+    C += infer("mlp:layers=4,dim=256", [1, 32])
+    C += train("mlp:layers=4,dim=256", [1, 32], [("momentum", False), ("adamw", True)])
+    # ---- torchvision CNNs ----------------------------------------------
+    C += infer("alexnet", [1, 4])
+    C += train("alexnet", [1, 4], [("sgd", False), ("adam", True)])
+    C += train("alexnet", [4], [("sgd", False)], dropout=False)
+    for m in ("vgg11", "vgg16", "vgg19"):
+        C += infer(m, [1, 2])
+        C += train(m, [1], [("momentum", False), ("adamw", True)])
+        C += train(m, [2], [("sgd", False)])
+    C += train("vgg11", [2], [("sgd", False)], dropout=False)
+    C += infer("resnet18", [1, 2, 4])
+    C += train("resnet18", [2], ALL_OPTS)
+    C += train("resnet18", [1, 4], [("sgd", False), ("adam", True)])
+    C += infer("resnet34", [1, 4])
+    C += train("resnet34", [1, 2], [("momentum", True), ("adamw", False)])
+    C += infer("resnet50", [1, 2, 4])
+    C += train("resnet50", [1, 2], [("sgd", False), ("adam", True)])
+    C += train("resnet50", [4], [("momentum", False)])
+    C += infer("resnet101", [1, 2])
+    C += train("resnet101", [1, 2], [("sgd", True), ("adam", False)])
+    C += infer("resnet152", [1, 2])
+    C += train("resnet152", [1], [("momentum", False), ("adamw", True)])
+    C += train("resnet152", [2], [("sgd", False)])
+    C += infer("inception_v3", [1, 2])
+    C += train("inception_v3", [2], [("sgd", False), ("adam", True)])
+    C += train("inception_v3", [4], [("sgd", False)])
+    C += train("inception_v3", [2], [("sgd", False)], dropout=False)
+    C += infer("inception_v3:aux=false", [1, 2])
+    C += train("inception_v3:aux=false", [1, 2], [("momentum", False), ("adamw", True)])
+    C += infer("mobilenet_v2", [1, 2, 4])
+    C += train("mobilenet_v2", [1, 2, 4], [("sgd", False), ("adam", True)])
+    C += train("mobilenet_v2", [2], [("sgd", False)], dropout=False)
+    C += infer("densenet121", [1, 2])
+    C += train("densenet121", [1, 2], [("momentum", False), ("adam", True)])
+    C += infer("vit_b_16", [1, 2])
+    C += train("vit_b_16", [1, 2], [("sgd", False), ("adamw", True)])
+    # ---- transformers ------------------------------------------------------
+    C += infer("bert-base", [1, 2], seq=128)
+    C += train("bert-base", [1], [("adam", True), ("adam", False), ("sgd", False)], seq=128)
+    C += train("bert-base", [2], [("adamw", True)], seq=128)
+    C += train("bert-base", [1], [("sgd", False)], seq=128, dropout=False)
+    C += train("bert-base:layers=2", [2], ALL_OPTS, seq=64)
+    C += infer("bert-large", [1], seq=128)
+    C += train("bert-large", [1], [("sgd", False)], seq=128)
+    C += infer("gpt2", [1, 2], seq=128)
+    C += train("gpt2", [1], [("adam", True), ("adam", False), ("momentum", False)], seq=128)
+    C += train("gpt2", [2], [("sgd", False)], seq=128)
+    C += train("gpt2", [1], [("sgd", False)], seq=128, dropout=False)
+    C += infer("gpt2-medium", [1], seq=128)
+    C += train("gpt2-medium", [1], [("sgd", False)], seq=128)
+    C += infer("gpt2-large", [1], seq=64)
+    C += infer("gpt2-xl", [1], seq=32)
+    for m in (LLAMA_SMALL,):
+        C += infer(m, [1, 2, 4], seq=128)
+        C += train(m, [2], ALL_OPTS, seq=128)
+        C += train(m, [1, 4], [("sgd", False), ("adamw", True)], seq=128)
+    C += infer(LLAMA_MHA, [2], seq=128)
+    C += train(LLAMA_MHA, [2], [("adam", False)], seq=128)
+    return C
+
+
+CASES = _build()
+_ids = [c["id"] for c in CASES]
+assert len(set(_ids)) == len(_ids), "duplicate case ids"
+
+
+def heavy_gb(c):
+    """Rough RAM need in GiB, for the scheduler only (not a prediction)."""
+    big = {"gpt2-xl": 8, "gpt2-large": 5, "bert-large": 6, "gpt2-medium": 6, "vgg16": 4, "vgg19": 4,
+           "vgg11": 4}
+    return big.get(c["model"].split(":")[0], 2)
