@@ -182,15 +182,20 @@ def flatten(prof):
 
 
 def op_label(chain):
-    """Compact attribution: '[Node: ]outermost op > innermost op'."""
-    node = None
+    """Compact attribution: '[context: ]outermost aten op > innermost op', where
+    context is the autograd node (backward) or the optimizer's record_function."""
+    ctx = None
     ops = []
     for n in chain:
         if n.startswith(EVAL_PREFIX):
-            node = n[len(EVAL_PREFIX):]
+            ctx = n[len(EVAL_PREFIX):]
             ops = []
             continue
-        if node is not None and n == node:
+        if ctx is not None and n == ctx:
+            continue
+        if n.startswith("Optimizer."):
+            ctx = n
+            ops = []
             continue
         ops.append(n)
     if not ops:
@@ -199,7 +204,7 @@ def op_label(chain):
         s = ops[0]
     else:
         s = ops[0] + " > " + ops[-1]
-    return f"{node}: {s}" if node else s
+    return f"{ctx}: {s}" if ctx else s
 
 
 def full_label(chain):
@@ -376,7 +381,10 @@ def _top_alive(rp, idx_list, baseline_set, limit=30):
     top = []
     for nb, ai in items[:limit]:
         _, chain, mod, ph = rp.allocs[ai]
-        top.append(dict(bytes=nb, op=op_label(chain), module=mod or None, phase=ph))
+        d = dict(bytes=nb, op=op_label(chain), phase=ph)
+        if mod:
+            d["module"] = mod
+        top.append(d)
     # grouped view: same (phase, op) summed
     groups = {}
     for nb, ai in items:

@@ -72,7 +72,7 @@ def build_shim():
 def run_proof():
     p = subprocess.run([PY, os.path.join(HERE, "proof.py"), "--json"], env=_env(),
                        capture_output=True, text=True)
-    sys.stdout.write("".join(l + "\n" for l in p.stdout.splitlines() if l.startswith(("PASS", "FAIL", "PROOF"))))
+    sys.stdout.write("".join(l + "\n" for l in p.stdout.splitlines() if l.startswith(("PASS", "FAIL", "PROOF OK", "PROOF FAILED"))))
     res = None
     for line in p.stdout.splitlines():
         if line.startswith("PROOF_JSON "):
@@ -99,7 +99,8 @@ def run_one(c):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default=None, help="run cases whose id contains this substring")
+    ap.add_argument("--only", action="append", default=None,
+                    help="run cases whose id contains this substring (repeatable: any of them)")
     ap.add_argument("--out", default=os.path.join(HERE, "measured.json"))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="with --only: do not merge into existing --out")
@@ -111,7 +112,7 @@ def main():
         return worker(a.worker)
 
     import cases
-    sel = [c for c in cases.CASES if a.only is None or a.only in c["id"]]
+    sel = [c for c in cases.CASES if a.only is None or any(o in c["id"] for o in a.only)]
     if a.list:
         for c in sel:
             print(c["id"])

@@ -178,7 +178,8 @@ class Interpreter {
           out_buf[j] = buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
         } else {
           Category cat = saved_tensor[static_cast<size_t>(storage[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
-          out_buf[j] = new_buffer(g_.tensor(out).bytes(), cat, g_.tensor(out).name, op.id);
+          int64_t bytes = (j == 0 && fp.output_bytes >= 0) ? fp.output_bytes : g_.tensor(out).bytes();
+          out_buf[j] = new_buffer(bytes, cat, g_.tensor(out).name, op.id);
           fresh.push_back(out_buf[j]);
         }
         buf_of_[static_cast<size_t>(out)] = out_buf[j];
@@ -313,7 +314,7 @@ class Interpreter {
     begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
     BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, "loss.grad (ones)", kNone);
     alloc(seed);
-    ref(seed);
+    ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
     grad_[static_cast<size_t>(leaf(g_.loss))] = {seed, true};
     end_step();
 
@@ -368,6 +369,7 @@ class Interpreter {
       end_step();
     }
     begin_step(Phase::Backward, iteration, micro, kNone, "drop outputs and loss");
+    unref(seed);
     // Gradients that reached tensors no node consumes are dropped.
     for (GradValue& gv : grad_) {
       if (gv.buffer != kNone) {
@@ -391,6 +393,7 @@ class Interpreter {
   void optimizer_step(int iteration) {
     std::vector<TensorId> ps = trainable();
     begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step()");
+    record_function();
     const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
     if (!state_created_) {
       // State is created lazily by step() for each parameter, in parameter order.
@@ -431,11 +434,22 @@ class Interpreter {
     }
     end_step();
     begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=True)");
+    record_function();
     for (TensorId p : ps) {
       unref(param_grad_[static_cast<size_t>(p)]);
       param_grad_[static_cast<size_t>(p)] = kNone;
     }
     end_step();
+  }
+
+  // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
+  // 288-byte RecordFunction holder, both freed before the work starts.
+  void record_function() {
+    if (!o_.device.optimizer_record_function) return;
+    BufferId handle = temp(4, "record_function handle");
+    BufferId holder = temp(288, "record_function holder");
+    unref(holder);
+    unref(handle);
   }
 
   void state(int64_t bytes, std::string name) {

@@ -5,7 +5,6 @@ namespace headroom {
 DeviceProfile DeviceProfile::cuda() {
   DeviceProfile d;
   d.name = "cuda";
-  d.conv_forward_output_scratch = false;
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
   return d;
@@ -14,10 +13,12 @@ DeviceProfile DeviceProfile::cuda() {
 DeviceProfile DeviceProfile::cpu() {
   DeviceProfile d;
   d.name = "cpu";
-  d.conv_forward_output_scratch = true;
+  d.onednn_conv = true;
   d.dropout_mask_same_dtype = true;
   d.default_foreach = false;
-  d.max_pool_indices_without_grad = false;
+  d.batch_norm_cpu_temporaries = true;
+  d.layer_norm_backward_temp = true;
+  d.optimizer_record_function = true;
   return d;
 }
 

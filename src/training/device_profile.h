@@ -10,9 +10,21 @@ namespace headroom {
 
 struct DeviceProfile {
   std::string name;  // "cuda" or "cpu"
-  // CPU (oneDNN/mkldnn) convolution writes its result into a scratch buffer of the output's size
-  // and copies it into the NCHW output: one output-sized temporary per convolution forward.
-  bool conv_forward_output_scratch = false;
+  // CPU convolution (PyTorch 1.13, fp32, NCHW): oneDNN reorders source, weight and destination
+  // into channel-blocked layouts (block `onednn_block`) on every call, forward and backward; the
+  // thnn path (1x1 stride-1 convs with a small batch on one thread) allocates nothing extra.
+  // See training/cpu_conv.h.
+  bool onednn_conv = false;
+  int onednn_block = 16;  // 16 with AVX-512, 8 with AVX2
+  int threads = 1;        // intra-op threads (torch.get_num_threads())
+  // CPU batch norm: four per-channel fp32 temporaries in training (two in eval), and a backward
+  // that allocates the input gradient twice (one copy dies at once).
+  bool batch_norm_cpu_temporaries = false;
+  // CPU layer norm backward: a 2 * threads * D fp32 temporary.
+  bool layer_norm_backward_temp = false;
+  // torch.optim in 1.13 wraps step() and zero_grad() in record_function: a 4-byte handle and a
+  // 288-byte holder, allocated and freed on the CPU at the start of each call.
+  bool optimizer_record_function = false;
   // Training-mode dropout: CUDA runs the fused native_dropout and keeps a bool mask (1 byte per
   // element); the CPU path computes input * (bernoulli(1-p) / (1-p)) and keeps a mask of the
   // input's dtype.
@@ -20,8 +32,8 @@ struct DeviceProfile {
   // Optimizer implementation when --foreach/--no-foreach is not given. PyTorch >= 2.0 picks
   // foreach for CUDA tensors; 1.13 (and the CPU) uses the single-tensor loop.
   bool default_foreach = true;
-  // Max pooling under no_grad: the CPU kernel computes no indices; CUDA computes them and drops
-  // them (an output-sized int64 temporary).
+  // Max pooling under no_grad still computes the int64 indices and drops them at once
+  // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;
 
   static DeviceProfile cuda();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "training/cpu_conv.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -108,32 +109,48 @@ ForwardPlan forward_plan(const RuleContext& c) {
   const Op& op = c.op;
   switch (op.kind) {
     case OpKind::Conv2d: {
-      ForwardPlan p = fresh_outputs(c);
-      if (c.device.conv_forward_output_scratch) {
-        int t = 0;
-        add_temp(p.events, out_bytes(c, 0), t);
-        p.events.push_back({K::FreeTemp, 0, 0});
-      }
+      ForwardPlan p = c.device.onednn_conv ? cpu_conv_forward(c) : fresh_outputs(c);
+      p.creates_node = c.grad_mode && any_needs(c);
       if (p.creates_node) {
+        // ConvolutionBackward0 keeps input and weight whichever inputs need a gradient.
         save_input(p, 0);
         save_input(p, 1);
       }
       return p;
     }
     case OpKind::BatchNorm2d: {
-      ForwardPlan p = fresh_outputs(c);
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.creates_node = c.grad_mode && any_needs(c);
+      int64_t ch = in_t(c, 0).shape[1] * 4;
+      const bool cpu = c.device.batch_norm_cpu_temporaries;
+      int t = 0;
       if (c.module_training) {
-        // native_batch_norm returns the batch mean and inverse std per channel (fp32).
-        int64_t ch = in_t(c, 0).shape[1] * 4;
+        // num_batches_tracked += 1 makes an int64 scalar; native_batch_norm returns the batch
+        // mean and inverse std per channel (fp32), computes the statistics with two more
+        // per-channel buffers on the CPU, then the output, then two transform buffers.
+        if (cpu) p.events.push_back({K::AllocTemp, t, 8}), p.events.push_back({K::FreeTemp, t++, 0});
         int m = add_extra(p, "save_mean", ch);
         int r = add_extra(p, "save_invstd", ch);
+        if (cpu) {
+          int a = add_temp(p.events, ch, t), b2 = add_temp(p.events, ch, t);
+          p.events.push_back({K::FreeTemp, a, 0});
+          p.events.push_back({K::FreeTemp, b2, 0});
+        }
+        p.events.push_back({K::AllocOutput, 0, 0});
         if (p.creates_node) {
           save_input(p, 0);
           save(p, Ref::Kind::Extra, m);
           save(p, Ref::Kind::Extra, r);
         }
-      } else if (p.creates_node) {
-        save_input(p, 0);
+      } else {
+        p.events.push_back({K::AllocOutput, 0, 0});
+        if (p.creates_node) save_input(p, 0);
+      }
+      if (cpu) {
+        int a = add_temp(p.events, ch, t), b2 = add_temp(p.events, ch, t);
+        p.events.push_back({K::FreeTemp, a, 0});
+        p.events.push_back({K::FreeTemp, b2, 0});
       }
       return p;
     }
@@ -165,11 +182,16 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Hardtanh: {
       bool inplace = op.attrs.inplace;
       ForwardPlan p = inplace ? aliased_outputs(c) : fresh_outputs(c);
-      if (inplace) p.events.clear();
-      if (p.creates_node) {
-        // relu saves its result; hardtanh saves its input, hardtanh_ its result.
-        if (op.kind == OpKind::Hardtanh && !inplace) save_input(p, 0);
-        else save_output(p, 0);
+      if (!p.creates_node) return p;
+      if (op.kind == OpKind::Relu) {
+        save_output(p, 0);  // relu and relu_ keep their result
+      } else if (inplace) {
+        // hardtanh_ (ReLU6(inplace=True)) needs its input for backward, so autograd clones it
+        // first: in training the in-place form costs what the out-of-place one does.
+        int k = add_extra(p, "clone", in_bytes(c, 0));
+        save(p, Ref::Kind::Extra, k);
+      } else {
+        save_input(p, 0);
       }
       return p;
     }
@@ -266,9 +288,8 @@ ForwardPlan forward_plan(const RuleContext& c) {
     }
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
-      // A 1x1 output is computed as mean over H and W, whose backward needs only the sizes.
-      bool global = op.attrs.kernel.size() == 2 && op.attrs.kernel[0] == 1 && op.attrs.kernel[1] == 1;
-      if (p.creates_node && !global) save_input(p, 0);
+      // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
+      if (p.creates_node) save_input(p, 0);
       return p;
     }
     case OpKind::Dropout: {
@@ -305,13 +326,16 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::MseLoss: {
-      // The elementwise squared error is materialized, then reduced to the mean.
+      // The elementwise squared error is written into a buffer of the input's size that becomes
+      // the storage of the returned 0-dim loss; a second buffer of that size is the reduction's
+      // temporary.
       ForwardPlan p;
       p.output_alias.push_back(-1);
       p.creates_node = c.grad_mode && any_needs(c);
+      p.output_bytes = in_bytes(c, 0);
+      p.events.push_back({K::AllocOutput, 0, 0});
       int t = 0;
       add_temp(p.events, in_bytes(c, 0), t);
-      p.events.push_back({K::AllocOutput, 0, 0});
       p.events.push_back({K::FreeTemp, 0, 0});
       if (p.creates_node) {
         save_input(p, 0);
@@ -398,12 +422,46 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       return b;
     }
     case OpKind::Linear: {
-      // addmm backward: grad.mm(W) for the input, grad.t().mm(x) for the weight, and the bias
-      // gradient reduced from the incoming gradient by the engine (sum_to).
+      // addmm/mm backward: grad.mm(W) for the input, grad.t().mm(x) for the weight (already in
+      // the weight's layout), the bias gradient a sum over rows. Each mm first makes a
+      // non-contiguous incoming gradient contiguous (a temporary per mm).
       BackwardPlan b;
+      int t = 0;
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (needs(c, static_cast<int>(i))) push_grad(b, {static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
+        if (!needs(c, static_cast<int>(i))) continue;
+        int copy = -1;
+        if (!incoming_contiguous && i < 2) copy = add_temp(b.events, out_bytes(c, 0), t);
+        push_grad(b, {static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
+        if (copy >= 0) b.events.push_back({K::FreeTemp, copy, 0});
       }
+      return b;
+    }
+    case OpKind::BatchNorm2d: {
+      BackwardPlan b;
+      int t = 0;
+      int dead = -1;
+      if (needs(c, 0) && c.device.batch_norm_cpu_temporaries) dead = add_temp(b.events, in_bytes(c, 0), t);
+      if (needs(c, 1)) push_grad(b, {1, GradOut::Kind::New, in_bytes(c, 1), true});
+      if (needs(c, 2)) push_grad(b, {2, GradOut::Kind::New, in_bytes(c, 2), true});
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      if (dead >= 0) b.events.push_back({K::FreeTemp, dead, 0});
+      return b;
+    }
+    case OpKind::LayerNorm: {
+      BackwardPlan b = new_grads(c);
+      if (c.device.layer_norm_backward_temp) {
+        int t = 0;
+        add_temp(b.events, checked_mul(2 * c.device.threads, in_t(c, 0).shape.back() * 4, "layer_norm temp"), t);
+        b.events.push_back({K::FreeTemp, 0, 0});
+      }
+      return b;
+    }
+    case OpKind::Conv2d:
+      if (c.device.onednn_conv) return cpu_conv_backward(c, incoming_contiguous);
+      return new_grads(c);
+    case OpKind::Dropout: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
       return b;
     }
     default:

@@ -52,6 +52,7 @@ struct ForwardPlan {
   std::vector<LocalEvent> events;  // allocation order inside the op
   std::vector<Ref> saved;          // kept until this op's backward node has run
   bool creates_node = false;       // an autograd node records this op
+  int64_t output_bytes = -1;       // storage size of output 0 when it differs from its shape's
 };
 
 // How a backward node produces the gradient of one of its inputs.

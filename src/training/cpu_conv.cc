@@ -1,0 +1,172 @@
+#include "training/cpu_conv.h"
+
+#include "util/checked.h"
+
+namespace headroom {
+namespace {
+
+using K = LocalEvent::Kind;
+
+struct ConvShape {
+  int64_t n, cin, h, w, cout, ho, wo, kh, kw, groups;
+  bool bias;
+};
+
+ConvShape shape_of(const RuleContext& c) {
+  const Tensor& x = c.graph.tensor(c.op.inputs[0]);
+  const Tensor& wt = c.graph.tensor(c.op.inputs[1]);
+  const Tensor& y = c.graph.tensor(c.op.outputs[0]);
+  return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], y.shape[1], y.shape[2], y.shape[3],
+          wt.shape[2], wt.shape[3], c.op.attrs.groups, c.op.inputs.size() > 2};
+}
+
+int64_t blocked(int64_t ch, int block) { return (ch + block - 1) / block * block; }
+
+int64_t bytes4(std::initializer_list<int64_t> dims) {
+  int64_t n = 4;
+  for (int64_t d : dims) n = checked_mul(n, d, "convolution buffer");
+  return n;
+}
+
+struct OnednnSizes {
+  int64_t src_b, dst_b, wb, wb_data;  // wb_data: weight layout of the backward-data pass
+  bool plain_src, depthwise, grouped;
+};
+
+OnednnSizes onednn_sizes(const ConvShape& s, int block) {
+  OnednnSizes z{};
+  z.depthwise = s.groups > 1 && s.groups == s.cin && s.groups == s.cout;
+  z.grouped = s.groups > 1 && !z.depthwise;
+  z.plain_src = s.groups == 1 && s.cin <= 4;
+  z.src_b = z.plain_src ? 0 : bytes4({s.n, blocked(s.cin, block), s.h, s.w});
+  z.dst_b = bytes4({s.n, blocked(s.cout, block), s.ho, s.wo});
+  if (z.depthwise) {
+    z.wb = bytes4({blocked(s.cout, block), s.kh, s.kw});
+    z.wb_data = z.wb;
+  } else if (z.grouped) {
+    z.wb = bytes4({s.cout, s.cin / s.groups, s.kh, s.kw});
+    z.wb_data = z.wb;
+  } else if (z.plain_src) {
+    z.wb = bytes4({blocked(s.cout, block), s.cin, s.kh, s.kw});
+    z.wb_data = bytes4({blocked(s.cout, block), blocked(s.cin, block), s.kh, s.kw});
+  } else {
+    z.wb = bytes4({blocked(s.cout, block), blocked(s.cin, block), s.kh, s.kw});
+    z.wb_data = z.wb;
+  }
+  return z;
+}
+
+bool needs(const RuleContext& c, int i) {
+  return static_cast<size_t>(i) < c.input_requires_grad.size() && c.input_requires_grad[static_cast<size_t>(i)];
+}
+
+// Temporaries are numbered in allocation order; `t` is the next index.
+int temp(std::vector<LocalEvent>& ev, int& t, int64_t bytes) {
+  ev.push_back({K::AllocTemp, t, bytes});
+  return t++;
+}
+void drop(std::vector<LocalEvent>& ev, int index) { ev.push_back({K::FreeTemp, index, 0}); }
+
+}  // namespace
+
+bool cpu_conv_uses_onednn(const RuleContext& c) {
+  ConvShape s = shape_of(c);
+  const OpAttrs& a = c.op.attrs;
+  bool strided = a.stride.size() == 2 && (a.stride[0] != 1 || a.stride[1] != 1);
+  bool dilated = a.dilation.size() == 2 && (a.dilation[0] != 1 || a.dilation[1] != 1);
+  bool not_1x1 = s.kh != 1 || s.kw != 1;
+  bool first = strided || dilated || s.n >= 16 || not_1x1 || c.device.threads > 1;
+  int64_t numel = s.n * s.cin * s.h * s.w;
+  bool second = s.groups > 1 || (s.kh > 3 && s.kw > 3) || s.n > 1 || numel > 20480;
+  return first && second;
+}
+
+ForwardPlan cpu_conv_forward(const RuleContext& c) {
+  ForwardPlan p;
+  p.output_alias.push_back(-1);
+  ConvShape s = shape_of(c);
+  int t = 0;
+  if (cpu_conv_uses_onednn(c)) {
+    OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
+    int src = z.plain_src ? -1 : temp(p.events, t, z.src_b);
+    int wb = temp(p.events, t, z.wb);
+    int dst = temp(p.events, t, z.dst_b);
+    drop(p.events, wb);
+    if (src >= 0) drop(p.events, src);
+    p.events.push_back({K::AllocOutput, 0, 0});
+    drop(p.events, dst);
+  } else if (s.kh != 1 || s.kw != 1) {
+    int cols = temp(p.events, t, bytes4({s.cin / s.groups, s.kh, s.kw, s.ho, s.wo}));
+    p.events.push_back({K::AllocOutput, 0, 0});
+    drop(p.events, cols);
+  } else {
+    p.events.push_back({K::AllocOutput, 0, 0});
+  }
+  return p;
+}
+
+BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
+  BackwardPlan b;
+  ConvShape s = shape_of(c);
+  int t = 0;
+  const int64_t x_bytes = c.graph.tensor(c.op.inputs[0]).bytes();
+  const int64_t w_bytes = c.graph.tensor(c.op.inputs[1]).bytes();
+  auto grad = [&](int input, int64_t bytes) {
+    b.grads.push_back({input, GradOut::Kind::New, bytes, true});
+    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
+  };
+  const bool wgrad = needs(c, 1) || (s.bias && needs(c, 2));
+  if (cpu_conv_uses_onednn(c)) {
+    OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
+    int64_t gin_b = bytes4({s.n, blocked(s.cin, c.device.onednn_block), s.h, s.w});
+    if (needs(c, 0)) {
+      int go = temp(b.events, t, z.dst_b);
+      int wd = temp(b.events, t, z.wb_data);
+      int gi = temp(b.events, t, gin_b);
+      drop(b.events, wd);
+      drop(b.events, go);
+      grad(0, x_bytes);
+      drop(b.events, gi);
+    }
+    if (wgrad) {
+      if (z.grouped) {
+        int dw = temp(b.events, t, z.wb);
+        if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+        grad(1, w_bytes);
+        drop(b.events, dw);
+      } else {
+        int go = temp(b.events, t, z.dst_b);
+        int src = z.plain_src ? -1 : temp(b.events, t, z.src_b);
+        int dw = temp(b.events, t, z.wb);
+        int db = s.bias ? temp(b.events, t, s.cout * 4) : -1;
+        if (src >= 0) drop(b.events, src);
+        drop(b.events, go);
+        if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+        grad(1, w_bytes);
+        drop(b.events, dw);
+        if (db >= 0) drop(b.events, db);
+      }
+    }
+    return b;
+  }
+  // thnn: a non-contiguous incoming gradient is made contiguous once per pass that reads it.
+  const int64_t gout_bytes = c.graph.tensor(c.op.outputs[0]).bytes();
+  bool columns = s.kh != 1 || s.kw != 1;
+  int64_t cols = columns ? bytes4({s.cin / s.groups, s.kh, s.kw, s.ho, s.wo}) : 0;
+  if (needs(c, 0)) {
+    int copy = incoming_contiguous ? -1 : temp(b.events, t, gout_bytes);
+    grad(0, x_bytes);
+    if (columns) drop(b.events, temp(b.events, t, cols));
+    if (copy >= 0) drop(b.events, copy);
+  }
+  if (wgrad) {
+    int copy = incoming_contiguous ? -1 : temp(b.events, t, gout_bytes);
+    if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+    grad(1, w_bytes);
+    if (columns) drop(b.events, temp(b.events, t, cols));
+    if (copy >= 0) drop(b.events, copy);
+  }
+  return b;
+}
+
+}  // namespace headroom

@@ -1,0 +1,28 @@
+// PyTorch 1.13's CPU convolution (fp32, NCHW) as it allocates, measured op by op
+// (docs/research/pytorch-cpu-op-traces.md section 3.1).
+//
+// Path choice (aten _convolution use_mkldnn):
+//   oneDNN when (strided || dilated || N >= 16 || kernel != 1x1 || threads > 1)
+//          and (groups > 1 || (kH > 3 && kW > 3) || N > 1 || N*C*H*W > 20480);
+//   otherwise thnn (_slow_conv2d): nothing extra for 1x1, an im2col buffer
+//   (Cin*kh*kw*Ho*Wo) for larger kernels.
+// oneDNN forward, every call:   +srcB +WB +dstB -WB -srcB +out -dstB
+//   srcB = N*cB(Cin)*H*W*4 (omitted for first-layer kernels with Cin <= 4, which read plain src),
+//   dstB = N*cB(Cout)*Ho*Wo*4, cB(c) = c rounded up to the channel block,
+//   WB = cB(Cout)*cB(Cin)*kh*kw*4 (dense), cB(Cout)*Cin*kh*kw*4 (plain src), cB(C)*kh*kw*4
+//   (depthwise), Cout*(Cin/g)*kh*kw*4 (other grouped convs).
+// oneDNN backward, data:    +gOutB +WB' +gInB -WB' -gOutB +grad_input -gInB
+//                  weights: +gOutB +srcB +dWB [+db] -srcB -gOutB +b.grad +W.grad -dWB [-db]
+//   (grouped convs: +dWB +W.grad -dWB). oneDNN scratchpads (a few KiB, kernel specific) are not
+//   modelled.
+#pragma once
+
+#include "training/op_rules.h"
+
+namespace headroom {
+
+bool cpu_conv_uses_onednn(const RuleContext& ctx);
+ForwardPlan cpu_conv_forward(const RuleContext& ctx);
+BackwardPlan cpu_conv_backward(const RuleContext& ctx, bool incoming_contiguous);
+
+}  // namespace headroom
