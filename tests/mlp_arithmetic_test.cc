@@ -133,3 +133,57 @@ TEST(MlpArithmetic, EveryBuiltinProgramPassesTheOracles) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(MlpArithmetic, AutocastInferenceCastsOperandsAndCachesWeights) {
+  // amp-fp16 inference, mlp:layers=1,dim=4, batch 2. Persistent fp32: W 64 + b 16 + x 32 = 112.
+  // linear runs in fp16: x cast 16 -> 128, W cast 32 (cached) -> 160, b cast 8 (cached) -> 168,
+  // output fp16 16 -> 184 (peak); x's cast freed -> 168. GELU keeps fp16: 16 -> 184; the linear
+  // output is freed -> 168. The cached weight casts live until the autocast region ends.
+  EstimateOptions o;
+  o.model = "mlp:layers=1,dim=4";
+  o.batch = 2;
+  o.mode = RunMode::Inference;
+  o.precision = Precision::AmpFp16;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().peak_bytes, 184);
+  EXPECT_EQ(r.value().peak_op, "0");
+}
+
+TEST(MlpArithmetic, AutocastTrainingKeepsFp32GradientsAndState) {
+  // Whatever the activations' width, parameter gradients are fp32 (80 bytes) when the
+  // optimizer runs, and Adam's state is fp32: 2 x 80 + 2 x 4 step tensors.
+  EstimateOptions o;
+  o.model = "mlp:layers=1,dim=4";
+  o.batch = 2;
+  o.optimizer = OptimizerKind::Adam;
+  o.foreach = false;
+  o.precision = Precision::AmpFp16;
+  Graph g = build_graph(o, 2);
+  Program p = build_program(g, schedule_options(o));
+  SimResult sim = simulate(p);
+  Estimate e = summarize(o, g, p, sim);
+  ASSERT_EQ(e.peak_phase, Phase::Optimizer);
+  EXPECT_EQ(e.breakdown_at_peak[static_cast<size_t>(Category::Gradients)], 80);
+  EXPECT_EQ(e.breakdown_at_peak[static_cast<size_t>(Category::OptimizerState)], 168);
+}
+
+TEST(MlpArithmetic, Bf16StoresEverythingInHalfWidth) {
+  // Pure bf16: weights 40 (20 params x 2), input 16, target 16. Inference peak: 40 + 16 +
+  // linear out 16 + GELU out 16 = 88.
+  EstimateOptions o;
+  o.model = "mlp:layers=1,dim=4";
+  o.batch = 2;
+  o.mode = RunMode::Inference;
+  o.precision = Precision::Bf16;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().weights_bytes, 40);
+  EXPECT_EQ(r.value().peak_bytes, 88);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "frontends/zoo/registry.h"
+#include "training/autocast.h"
 #include "util/checked.h"
 
 namespace headroom {
@@ -31,11 +32,11 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.loss = o.loss;
   cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
-  if (o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16) {
-    throw InputError("--precision " + std::string(precision_name(o.precision)) +
-                     " is not modelled yet; use fp32 or bf16");
-  }
-  return build_model(o.model, cfg);
+  Graph g = build_model(o.model, cfg);
+  if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
+  // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
+  if (o.precision == Precision::AmpBf16) return apply_autocast(g, DType::BF16, /*grad_scaler=*/false);
+  return g;
 }
 
 ScheduleOptions schedule_options(const EstimateOptions& o) {

@@ -103,7 +103,8 @@ TensorId GraphBuilder::target(const std::string& name, std::vector<int64_t> shap
 }
 
 TensorId GraphBuilder::parameter(const std::string& name, std::vector<int64_t> shape) {
-  return add_tensor(name, std::move(shape), DType::F32, TensorRole::Parameter, -1);
+  // Parameters are stored in the model's dtype (model.to(torch.bfloat16) converts them too).
+  return add_tensor(name, std::move(shape), act_, TensorRole::Parameter, -1);
 }
 
 TensorId GraphBuilder::buffer(const std::string& name, std::vector<int64_t> shape, DType dtype) {
@@ -231,8 +232,8 @@ TensorId GraphBuilder::batch_norm2d(const std::string& module, TensorId x, bool 
   int64_t c = s[1];
   TensorId w = parameter(module + ".weight", {c});
   TensorId b = parameter(module + ".bias", {c});
-  TensorId rm = buffer(module + ".running_mean", {c}, DType::F32);
-  TensorId rv = buffer(module + ".running_var", {c}, DType::F32);
+  TensorId rm = buffer(module + ".running_mean", {c}, act_);
+  TensorId rv = buffer(module + ".running_var", {c}, act_);
   buffer(module + ".num_batches_tracked", {}, DType::I64);
   OpAttrs a;
   a.training = training;
@@ -646,6 +647,191 @@ Graph GraphBuilder::finish() {
   release_holds(0);
   g_.validate();
   return std::move(g_);
+}
+
+
+// ---- Transformer-zoo additions: layers with existing parameters, layout-independent views, and
+// untracked calls on masks and position tables. ----------------------------------------------
+
+TensorId GraphBuilder::embedding_with(const std::string& module, TensorId ids, TensorId weight) {
+  const auto& ws = shape(weight);
+  if (ws.size() != 2) throw InputError(module + ": embedding weight must be 2-D, got " + shape_str(ws));
+  OpId op = add_op(OpKind::Embedding, module, {ids, weight}, {});
+  std::vector<int64_t> os = shape(ids);
+  os.push_back(ws[1]);
+  TensorId out = add_output(op, os, act_);
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::layer_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias) {
+  int64_t d = shape(x).empty() ? 0 : shape(x).back();
+  if (shape(weight) != std::vector<int64_t>{d} || (bias != kNone && shape(bias) != std::vector<int64_t>{d})) {
+    throw InputError(module + ": layer_norm over " + shape_str(shape(x)) + " with weight " + shape_str(shape(weight)));
+  }
+  std::vector<TensorId> ins{x, weight};
+  if (bias != kNone) ins.push_back(bias);
+  OpId op = add_op(OpKind::LayerNorm, module, ins, {});
+  TensorId out = add_output(op, shape(x), tensor(x).dtype);
+  finish_op(op, checked_mul(tensor(x).numel(), 5, "flops"));
+  return out;
+}
+
+TensorId GraphBuilder::addmm(const std::string& name, TensorId bias, TensorId mat1, TensorId mat2) {
+  const auto& a = shape(mat1);
+  const auto& w = shape(mat2);
+  if (a.size() != 2 || w.size() != 2 || a[1] != w[0] || shape(bias) != std::vector<int64_t>{w[1]}) {
+    throw InputError(name + ": addmm of " + shape_str(a) + " and " + shape_str(w) + " with bias " +
+                     shape_str(shape(bias)));
+  }
+  OpId op = add_op(OpKind::Linear, name, {mat1, mat2, bias}, {});
+  TensorId out = add_output(op, {a[0], w[1]}, tensor(mat1).dtype);
+  finish_op(op, checked_mul(checked_mul(a[0], checked_mul(a[1], w[1], name), name), 2, name + " flops"));
+  return out;
+}
+
+TensorId GraphBuilder::unsqueeze(const std::string& name, TensorId x, int64_t dim) {
+  std::vector<int64_t> os = shape(x);
+  int64_t d = norm_dim(dim, os.size() + 1, name);
+  os.insert(os.begin() + d, 1);
+  OpId op = add_op(OpKind::View, name, {x}, {});
+  TensorId out = add_output(op, os, tensor(x).dtype, x, is_contiguous(x));
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::squeeze(const std::string& name, TensorId x, int64_t dim) {
+  std::vector<int64_t> os = shape(x);
+  int64_t d = norm_dim(dim, os.size(), name);
+  if (os[static_cast<size_t>(d)] != 1) {
+    throw InputError(name + ": squeeze of dimension " + std::to_string(dim) + " of " + shape_str(os) +
+                     ", which is not 1");
+  }
+  os.erase(os.begin() + d);
+  OpId op = add_op(OpKind::View, name, {x}, {});
+  TensorId out = add_output(op, os, tensor(x).dtype, x, is_contiguous(x));
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::unflatten(const std::string& name, TensorId x, int64_t dim, std::vector<int64_t> sizes) {
+  const auto& s = shape(x);
+  int64_t d = norm_dim(dim, s.size(), name);
+  int64_t n = s[static_cast<size_t>(d)];
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      throw InputError(name + ": bad sizes " + shape_str(sizes));
+    } else {
+      known = checked_mul(known, sizes[i], name);
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) throw InputError(name + ": cannot split " + std::to_string(n) + " into " + shape_str(sizes));
+    sizes[static_cast<size_t>(infer)] = n / known;
+  } else if (known != n) {
+    throw InputError(name + ": cannot split dimension " + std::to_string(n) + " of " + shape_str(s) + " into " +
+                     shape_str(sizes));
+  }
+  std::vector<int64_t> os(s.begin(), s.begin() + d);
+  os.insert(os.end(), sizes.begin(), sizes.end());
+  os.insert(os.end(), s.begin() + d + 1, s.end());
+  OpId op = add_op(OpKind::View, name, {x}, {});
+  TensorId out = add_output(op, os, tensor(x).dtype, x, is_contiguous(x));
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::reshape(const std::string& name, TensorId x, std::vector<int64_t> new_shape) {
+  if (is_contiguous(x)) return view(name, x, std::move(new_shape));
+  TensorId copy = contiguous(name, x);
+  return view(name + ".view", copy, std::move(new_shape));
+}
+
+bool GraphBuilder::depends_on_parameter(TensorId t) {
+  if (tracked_.size() < g_.tensors.size()) tracked_.resize(g_.tensors.size(), -1);
+  std::vector<TensorId> stack{t};
+  while (!stack.empty()) {
+    TensorId u = stack.back();
+    if (tracked_[static_cast<size_t>(u)] >= 0) {
+      stack.pop_back();
+      continue;
+    }
+    const Tensor& x = g_.tensor(u);
+    if (x.producer == kNone) {
+      tracked_[static_cast<size_t>(u)] = x.role == TensorRole::Parameter ? 1 : 0;
+      stack.pop_back();
+      continue;
+    }
+    bool pending = false, any = false;
+    for (TensorId in : g_.op(x.producer).inputs) {
+      int8_t s = tracked_[static_cast<size_t>(in)];
+      if (s < 0) {
+        stack.push_back(in);
+        pending = true;
+      }
+      any = any || s == 1;
+    }
+    if (!pending) {
+      tracked_[static_cast<size_t>(u)] = any ? 1 : 0;
+      stack.pop_back();
+    }
+  }
+  return tracked_[static_cast<size_t>(t)] == 1;
+}
+
+TensorId GraphBuilder::untracked(const std::string& name, std::vector<TensorId> inputs, std::vector<int64_t> out_shape,
+                                 DType dtype, OpAttrs attrs, TensorId alias_of) {
+  for (TensorId in : inputs) {
+    HEADROOM_CHECK(!depends_on_parameter(in),
+                   name + ": '" + tensor(in).name + "' depends on a parameter; an Opaque op would not model its gradient");
+  }
+  int64_t flops = numel_of(out_shape, name);
+  OpId op = add_op(OpKind::Opaque, name, std::move(inputs), std::move(attrs));
+  TensorId out = add_output(op, std::move(out_shape), dtype, alias_of);
+  finish_op(op, flops);
+  return out;
+}
+
+TensorId GraphBuilder::factory(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  return untracked(name, {}, std::move(shape), dtype);
+}
+
+TensorId GraphBuilder::compare(const std::string& name, TensorId a, TensorId b) {
+  return untracked(name, {a, b}, broadcast_shapes(shape(a), shape(b), name), DType::Bool);
+}
+
+TensorId GraphBuilder::rsub_scalar(const std::string& name, TensorId x, double s) {
+  OpAttrs a;
+  a.scalar = s;
+  return untracked(name, {x}, shape(x), tensor(x).dtype, a);
+}
+
+TensorId GraphBuilder::masked_fill(const std::string& name, TensorId x, TensorId mask, double value) {
+  OpAttrs a;
+  a.scalar = value;
+  return untracked(name, {x, mask}, broadcast_shapes(shape(x), shape(mask), name), tensor(x).dtype, a);
+}
+
+TensorId GraphBuilder::masked_fill_(const std::string& name, TensorId x, TensorId mask, double value) {
+  if (broadcast_shapes(shape(x), shape(mask), name) != shape(x)) {
+    throw InputError(name + ": in-place masked_fill_ of " + shape_str(shape(x)) + " with mask " + shape_str(shape(mask)));
+  }
+  OpAttrs a;
+  a.scalar = value;
+  a.inplace = true;
+  return untracked(name, {x, mask}, shape(x), tensor(x).dtype, a, x);
+}
+
+TensorId GraphBuilder::index(const std::string& name, TensorId x, TensorId indices) {
+  const auto& s = shape(x);
+  if (s.empty()) throw InputError(name + ": indexing a 0-dim tensor");
+  std::vector<int64_t> os = shape(indices);
+  os.insert(os.end(), s.begin() + 1, s.end());
+  return untracked(name, {x, indices}, os, tensor(x).dtype);
 }
 
 }  // namespace headroom

@@ -56,6 +56,15 @@ class GraphBuilder {
   // Linear with a weight that already exists (tied lm_head); weight shape [out, in].
   TensorId linear_with(const std::string& module, TensorId x, TensorId weight, TensorId bias = kNone);
   TensorId embedding(const std::string& module, TensorId ids, int64_t num, int64_t dim);
+  // The same layers with parameters that already exist: a module registers its parameters in
+  // __init__ order, which can differ from the order forward() calls its layers in (BERT's
+  // embeddings, Llama's norms), and parameter order decides allocation and optimizer-state order.
+  TensorId embedding_with(const std::string& module, TensorId ids, TensorId weight);
+  TensorId layer_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias = kNone);
+  // torch.addmm(bias, mat1, mat2) = mat1 [m,k] @ mat2 [k,n] + bias [n], as GPT-2's Conv1D calls it
+  // with its weight stored [in, out]. Recorded as a Linear op with inputs (mat1, mat2, bias): the
+  // same allocations, saved tensors (mat1) and gradients.
+  TensorId addmm(const std::string& name, TensorId bias, TensorId mat1, TensorId mat2);
 
   // Activations.
   TensorId relu(const std::string& name, TensorId x, bool inplace);
@@ -104,6 +113,33 @@ class GraphBuilder {
   TensorId expand(const std::string& name, TensorId x, std::vector<int64_t> shape);
   TensorId contiguous(const std::string& name, TensorId x);
   TensorId cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim);
+  // Views valid on any layout; the result keeps the input's contiguity.
+  TensorId unsqueeze(const std::string& name, TensorId x, int64_t dim);
+  TensorId squeeze(const std::string& name, TensorId x, int64_t dim);  // dim must have size 1
+  // x.view(...) that only splits dimension `dim` into `sizes` (one -1 allowed). Unlike view(), valid
+  // on a non-contiguous tensor (a slice of GPT-2's fused qkv): splitting one dimension always
+  // keeps the strides expressible. Recorded as a View op.
+  TensorId unflatten(const std::string& name, TensorId x, int64_t dim, std::vector<int64_t> sizes);
+  // x.reshape(shape): a view of a contiguous tensor; otherwise a contiguous copy (op `name`),
+  // viewed (op `name`.view), as reshape's clone + _unsafe_view. Contiguity is the builder's flag, so
+  // a layout PyTorch could still view (a transposed size-1 dimension) counts as a copy.
+  TensorId reshape(const std::string& name, TensorId x, std::vector<int64_t> shape);
+
+  // Calls on tensors autograd never tracks (attention masks, position ids, rotary tables) that have
+  // no op kind of their own. They are recorded as Opaque ops: a fresh output and, since no input
+  // requires grad, no autograd node. REQUIRES (checked, HEADROOM_CHECK): no input depends on a
+  // parameter.
+  // torch.ones / zeros / full / arange / torch.tensor: a new tensor from nothing.
+  TensorId factory(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  // a < b, a == b, ...: a bool tensor of the broadcast shape.
+  TensorId compare(const std::string& name, TensorId a, TensorId b);
+  TensorId rsub_scalar(const std::string& name, TensorId x, double s);  // s - x
+  TensorId masked_fill(const std::string& name, TensorId x, TensorId mask, double value);
+  // x.masked_fill_(mask, value): the output aliases x in the graph. (The simulator's Opaque rule
+  // gives every output a fresh buffer, so it costs one transient copy of x there.)
+  TensorId masked_fill_(const std::string& name, TensorId x, TensorId mask, double value);
+  // x[indices]: advanced indexing on dimension 0; shape indices.shape + x.shape[1:].
+  TensorId index(const std::string& name, TensorId x, TensorId indices);
 
   // Losses: everything from here on is the loss stage.
   void begin_loss();
@@ -134,6 +170,10 @@ class GraphBuilder {
   TensorId unary(OpKind kind, const std::string& name, TensorId x, OpAttrs attrs = {}, int64_t flops_per_elem = 1);
   std::string unique_name(const std::string& name);
   void finish_op(OpId op, int64_t flops);
+  // Whether t is computed from a parameter (so autograd would track it). Memoized in tracked_.
+  bool depends_on_parameter(TensorId t);
+  TensorId untracked(const std::string& name, std::vector<TensorId> inputs, std::vector<int64_t> shape,
+                     DType dtype, OpAttrs attrs = {}, TensorId alias_of = kNone);
 
   Graph g_;
   DType act_;
@@ -141,6 +181,7 @@ class GraphBuilder {
   std::vector<bool> contiguous_;
   std::map<std::string, int> name_uses_;
   std::vector<TensorId> pending_holds_;
+  std::vector<int8_t> tracked_;  // per tensor: -1 unknown, 0 no, 1 depends on a parameter
 };
 
 // Broadcast two shapes as PyTorch does; InputError names `what` when they do not broadcast.

@@ -109,6 +109,9 @@ struct Graph {
   std::vector<TensorId> outputs;  // model outputs (what inference returns)
   TensorId loss = kNone;          // the scalar loss, when the graph has a loss stage
   std::vector<Hold> holds;
+  // Loss-stage tensors the training loop keeps referenced until backward returns (the unscaled
+  // loss behind GradScaler's scaled one, partial losses held in Python variables).
+  std::vector<TensorId> loss_terms;
   std::vector<std::string> notes;  // facts a report should state (e.g. "batch norm folded")
 
   const Tensor& tensor(TensorId id) const { return tensors.at(static_cast<size_t>(id)); }

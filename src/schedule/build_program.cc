@@ -129,7 +129,10 @@ class Interpreter {
       hold_release[static_cast<size_t>(h.until)].push_back(h.tensor);
     }
     std::vector<TensorId> returned = g_.outputs;
-    if (phase == Phase::Forward) returned.push_back(g_.loss);
+    if (phase == Phase::Forward) {
+      returned.push_back(g_.loss);
+      returned.insert(returned.end(), g_.loss_terms.begin(), g_.loss_terms.end());
+    }
     for (TensorId t : returned) ++uses[static_cast<size_t>(t)];
     returned_ = returned;
     // Leaves (weights, inputs, targets) already have buffers; each read by an op is a reference.
