@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -29,16 +30,28 @@ bool color_enabled() {
   return isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 }
 
+// A positive integer option, parsed strictly: "abc", "-3", "1e3" and values past 64 bits are
+// errors that name the option.
+int64_t parse_positive(const std::string& option, const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) throw InputError(option + " " + text + " does not fit in 64 bits");
+  if (ec != std::errc() || end != text.data() + text.size() || v <= 0) {
+    throw InputError(option + " must be a positive integer, got '" + text + "'");
+  }
+  return v;
+}
+
 struct EstimateArgs {
   std::string model;
-  int64_t batch = 1;
-  int64_t seq = 0;
+  std::string batch = "1";
+  std::string seq;
   std::string mode = "train";
   std::string optimizer = "adam";
   bool foreach = false;
   bool no_foreach = false;
   std::string precision = "fp32";
-  int64_t micro_batch = 0;
+  std::string micro_batch;
   std::string device = "cuda";
   std::string dropout = "on";
   std::string loss = "default";
@@ -67,12 +80,8 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
   return capture_input_errors([&]() -> EstimateOptions {
     EstimateOptions o;
     o.model = a.model;
-    o.batch = a.batch;
-    if (a.batch <= 0) throw InputError("--batch must be a positive integer, got " + std::to_string(a.batch));
-    if (cmd->count("--seq")) {
-      if (a.seq <= 0) throw InputError("--seq must be a positive integer, got " + std::to_string(a.seq));
-      o.seq = a.seq;
-    }
+    o.batch = parse_positive("--batch", a.batch);
+    if (cmd->count("--seq")) o.seq = parse_positive("--seq", a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
     else if (a.mode == "infer") o.mode = RunMode::Inference;
     else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
@@ -85,7 +94,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     auto prec = parse_precision(a.precision);
     if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
     o.precision = *prec;
-    if (cmd->count("--micro-batch")) o.micro_batch = a.micro_batch;
+    if (cmd->count("--micro-batch")) o.micro_batch = parse_positive("--micro-batch", a.micro_batch);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;
     if (a.dropout == "on") o.dropout = true;

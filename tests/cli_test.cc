@@ -1,0 +1,93 @@
+// The headroom command as a user meets it: bad input gives one line on stderr, exit code 2 and
+// nothing on stdout; good input is deterministic.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun run(const std::string& args) {
+  std::string err_file = ::testing::TempDir() + "headroom_cli_stderr.txt";
+  std::string cmd = std::string(HEADROOM_CLI) + " " + args + " 2>" + err_file;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(err_file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+void expect_usage_error(const std::string& args, const std::string& fragment) {
+  CliRun r = run(args);
+  EXPECT_EQ(r.code, 2) << args;
+  EXPECT_EQ(r.out, "") << args;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
+}
+
+TEST(Cli, UnknownModelSuggestsClosestNames) {
+  expect_usage_error("estimate resnet5", "did you mean 'resnet50'");
+  expect_usage_error("estimate nosuchmodel", "unknown model 'nosuchmodel'");
+}
+
+TEST(Cli, BadNumbersAndOptions) {
+  expect_usage_error("estimate resnet18 --batch 0", "--batch must be a positive integer");
+  expect_usage_error("estimate resnet18 --batch -4", "--batch must be a positive integer");
+  expect_usage_error("estimate resnet18 --batch abc", "batch");
+  expect_usage_error("estimate resnet18 --batch 99999999999999999999", "batch");
+  expect_usage_error("estimate resnet18 --mode fly", "--mode must be infer or train");
+  expect_usage_error("estimate resnet18 --optimizer lion", "--optimizer must be");
+  expect_usage_error("estimate resnet18 --precision fp8", "--precision must be");
+  expect_usage_error("estimate resnet18 --device tpu", "--device must be cuda or cpu");
+  expect_usage_error("estimate resnet18 --foreach --no-foreach", "contradict");
+  expect_usage_error("estimate resnet18 --batch 8 --micro-batch 3", "must divide the batch");
+}
+
+TEST(Cli, SizesThatOverflowAreNamed) {
+  expect_usage_error("estimate mlp:layers=1,dim=4000000000 --batch 4000000000", "overflows 64 bits");
+}
+
+TEST(Cli, BadModelParameters) {
+  expect_usage_error("estimate mlp:layers", "is not key=value");
+  expect_usage_error("estimate mlp:depth=3", "has no parameter 'depth'");
+  expect_usage_error("estimate mlp:layers=0", "must be at least 1");
+  expect_usage_error("estimate resnet50:", "nothing after ':'");
+}
+
+TEST(Cli, JsonIsDeterministicAndCarriesTheContract) {
+  CliRun a = run("estimate resnet18 --batch 4 --json");
+  CliRun b = run("estimate resnet18 --batch 4 --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  for (const char* key : {"\"model\"", "\"batch\"", "\"mode\"", "\"optimizer\"", "\"precision\"", "\"device\"",
+                          "\"parameter_count\"", "\"weights_bytes\"", "\"input_bytes\"", "\"peak_bytes\"",
+                          "\"peak_phase\"", "\"breakdown_at_peak\"", "\"steps\""}) {
+    EXPECT_NE(a.out.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(Cli, ModelsListsEveryBuiltin) {
+  CliRun r = run("models");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("resnet50"), std::string::npos);
+  EXPECT_NE(r.out.find("25,557,032"), std::string::npos);
+}
+
+}  // namespace
