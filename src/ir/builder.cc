@@ -201,7 +201,7 @@ TensorId GraphBuilder::elementwise(OpKind kind, const std::string& name, std::ve
 }
 
 TensorId GraphBuilder::conv2d(const std::string& module, TensorId x, int64_t out_channels, const Conv2dSpec& spec) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(module + ": conv2d expects [N,C,H,W], got " + shape_str(s));
   if (spec.groups <= 0 || s[1] % spec.groups != 0 || out_channels % spec.groups != 0) {
     throw InputError(module + ": channels " + std::to_string(s[1]) + "->" + std::to_string(out_channels) +
@@ -227,7 +227,7 @@ TensorId GraphBuilder::conv2d(const std::string& module, TensorId x, int64_t out
 }
 
 TensorId GraphBuilder::batch_norm2d(const std::string& module, TensorId x, bool training) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(module + ": batch_norm2d expects [N,C,H,W], got " + shape_str(s));
   int64_t c = s[1];
   TensorId w = parameter(module + ".weight", {c});
@@ -261,8 +261,8 @@ TensorId GraphBuilder::linear(const std::string& module, TensorId x, int64_t out
 }
 
 TensorId GraphBuilder::linear_with(const std::string& module, TensorId x, TensorId weight, TensorId bias) {
-  const auto& s = shape(x);
-  const auto& ws = shape(weight);
+  const std::vector<int64_t> s = shape(x);
+  const std::vector<int64_t> ws = shape(weight);
   if (s.empty() || ws.size() != 2 || s.back() != ws[1]) {
     throw InputError(module + ": linear input " + shape_str(s) + " does not match weight " + shape_str(ws));
   }
@@ -368,8 +368,8 @@ TensorId GraphBuilder::log_softmax(const std::string& name, TensorId x, int64_t 
 }
 
 TensorId GraphBuilder::matmul(const std::string& name, TensorId a, TensorId b) {
-  const auto& sa = shape(a);
-  const auto& sb = shape(b);
+  const std::vector<int64_t> sa = shape(a);
+  const std::vector<int64_t> sb = shape(b);
   if (sa.size() < 2 || sb.size() < 2 || sa.back() != sb[sb.size() - 2]) {
     throw InputError(name + ": matmul of " + shape_str(sa) + " and " + shape_str(sb) + " does not match");
   }
@@ -412,7 +412,7 @@ TensorId GraphBuilder::sum(const std::string& name, TensorId x, int64_t dim, boo
 }
 
 TensorId GraphBuilder::max_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_str(s));
   OpAttrs a;
   a.kernel = {spec.kernel, spec.kernel};
@@ -428,7 +428,7 @@ TensorId GraphBuilder::max_pool2d(const std::string& name, TensorId x, const Poo
 }
 
 TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_str(s));
   OpAttrs a;
   a.kernel = {spec.kernel, spec.kernel};
@@ -444,7 +444,7 @@ TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Poo
 }
 
 TensorId GraphBuilder::adaptive_avg_pool2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(name + ": adaptive_avg_pool2d expects [N,C,H,W], got " + shape_str(s));
   OpAttrs a;
   a.kernel = {out_h, out_w};
@@ -488,7 +488,7 @@ TensorId GraphBuilder::view(const std::string& name, TensorId x, std::vector<int
 }
 
 TensorId GraphBuilder::flatten(const std::string& name, TensorId x, int64_t start_dim) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(start_dim, s.size(), name);
   std::vector<int64_t> os(s.begin(), s.begin() + d);
   int64_t rest = 1;
@@ -499,7 +499,7 @@ TensorId GraphBuilder::flatten(const std::string& name, TensorId x, int64_t star
 }
 
 TensorId GraphBuilder::permute(const std::string& name, TensorId x, std::vector<int64_t> perm) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (perm.size() != s.size()) throw InputError(name + ": permute order has the wrong rank");
   std::vector<int64_t> os;
   bool identity = true;
@@ -517,7 +517,7 @@ TensorId GraphBuilder::permute(const std::string& name, TensorId x, std::vector<
 }
 
 TensorId GraphBuilder::transpose(const std::string& name, TensorId x, int64_t d0, int64_t d1) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   int64_t a0 = norm_dim(d0, s.size(), name), a1 = norm_dim(d1, s.size(), name);
   std::vector<int64_t> os = s;
   std::swap(os[static_cast<size_t>(a0)], os[static_cast<size_t>(a1)]);
@@ -531,7 +531,7 @@ TensorId GraphBuilder::transpose(const std::string& name, TensorId x, int64_t d0
 }
 
 TensorId GraphBuilder::slice(const std::string& name, TensorId x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(dim, s.size(), name);
   int64_t n = s[static_cast<size_t>(d)];
   if (start < 0) start += n;
@@ -557,7 +557,7 @@ TensorId GraphBuilder::slice(const std::string& name, TensorId x, int64_t dim, i
 }
 
 TensorId GraphBuilder::select(const std::string& name, TensorId x, int64_t dim, int64_t index) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(dim, s.size(), name);
   std::vector<int64_t> os = s;
   os.erase(os.begin() + d);
@@ -593,7 +593,7 @@ TensorId GraphBuilder::cat(const std::string& name, const std::vector<TensorId>&
   std::vector<int64_t> os = shape(xs[0]);
   int64_t d = norm_dim(dim, os.size(), name);
   for (size_t i = 1; i < xs.size(); ++i) {
-    const auto& s = shape(xs[i]);
+    const std::vector<int64_t> s = shape(xs[i]);
     for (size_t j = 0; j < s.size() && s.size() == os.size(); ++j) {
       if (static_cast<int64_t>(j) != d && s[j] != os[j]) {
         throw InputError(name + ": cat of " + shape_str(os) + " and " + shape_str(s));
@@ -607,6 +607,19 @@ TensorId GraphBuilder::cat(const std::string& name, const std::vector<TensorId>&
   OpId op = add_op(OpKind::Cat, name, xs, a);
   TensorId out = add_output(op, os, tensor(xs[0]).dtype);
   finish_op(op, 0);
+  return out;
+}
+
+std::vector<TensorId> GraphBuilder::chunk(const std::string& name, TensorId x, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) throw InputError(name + ": chunk count must be positive, got " + std::to_string(chunks));
+  int64_t d = norm_dim(dim, shape(x).size(), name);
+  int64_t n = shape(x)[static_cast<size_t>(d)];
+  int64_t piece = std::max<int64_t>(1, (n + chunks - 1) / chunks);
+  std::vector<TensorId> out;
+  for (int64_t start = 0; start < n; start += piece) {
+    out.push_back(slice(name + "." + std::to_string(out.size()), x, d, start, std::min(n, start + piece)));
+  }
+  if (out.empty()) out.push_back(slice(name + ".0", x, d, 0, 0));  // an empty dimension: one empty piece
   return out;
 }
 
@@ -654,7 +667,7 @@ Graph GraphBuilder::finish() {
 // untracked calls on masks and position tables. ----------------------------------------------
 
 TensorId GraphBuilder::embedding_with(const std::string& module, TensorId ids, TensorId weight) {
-  const auto& ws = shape(weight);
+  const std::vector<int64_t> ws = shape(weight);
   if (ws.size() != 2) throw InputError(module + ": embedding weight must be 2-D, got " + shape_str(ws));
   OpId op = add_op(OpKind::Embedding, module, {ids, weight}, {});
   std::vector<int64_t> os = shape(ids);
@@ -678,8 +691,8 @@ TensorId GraphBuilder::layer_norm_with(const std::string& module, TensorId x, Te
 }
 
 TensorId GraphBuilder::addmm(const std::string& name, TensorId bias, TensorId mat1, TensorId mat2) {
-  const auto& a = shape(mat1);
-  const auto& w = shape(mat2);
+  const std::vector<int64_t> a = shape(mat1);
+  const std::vector<int64_t> w = shape(mat2);
   if (a.size() != 2 || w.size() != 2 || a[1] != w[0] || shape(bias) != std::vector<int64_t>{w[1]}) {
     throw InputError(name + ": addmm of " + shape_str(a) + " and " + shape_str(w) + " with bias " +
                      shape_str(shape(bias)));
@@ -715,7 +728,7 @@ TensorId GraphBuilder::squeeze(const std::string& name, TensorId x, int64_t dim)
 }
 
 TensorId GraphBuilder::unflatten(const std::string& name, TensorId x, int64_t dim, std::vector<int64_t> sizes) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(dim, s.size(), name);
   int64_t n = s[static_cast<size_t>(d)];
   int64_t known = 1;
@@ -827,7 +840,7 @@ TensorId GraphBuilder::masked_fill_(const std::string& name, TensorId x, TensorI
 }
 
 TensorId GraphBuilder::index(const std::string& name, TensorId x, TensorId indices) {
-  const auto& s = shape(x);
+  const std::vector<int64_t> s = shape(x);
   if (s.empty()) throw InputError(name + ": indexing a 0-dim tensor");
   std::vector<int64_t> os = shape(indices);
   os.insert(os.end(), s.begin() + 1, s.end());
