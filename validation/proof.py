@@ -251,6 +251,29 @@ def proof_mlp(shim):
 
 
 # ---------------------------------------------------------------------------
+# 4. model definitions: parameter counts of the HF reference modules
+#    (instantiated: bert-base, gpt2 and a small llama; arithmetic only for the
+#    big Llama presets, whose arithmetic is validated on the small instances)
+# ---------------------------------------------------------------------------
+def proof_models():
+    import models
+    for name in ("bert-base", "gpt2"):
+        m = models.build(name, 1, 8)[0]
+        n = sum(p.numel() for p in m.parameters())
+        check(f"params {name} (instantiated)", n, models.KNOWN_PARAM_COUNTS[name])
+        check(f"params {name} (arithmetic)", models.param_count(name), n)
+        del m
+    for name in ("llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000",
+                 "llama:hidden=128,layers=3,heads=4,kv_heads=4,ffn=344,vocab=500",
+                 "mlp:layers=4,dim=256", "bert-base:layers=1", "gpt2:layers=1"):
+        m = models.build(name, 1, 8)[0]
+        check(f"params {name} arithmetic == instantiated", models.param_count(name),
+              sum(p.numel() for p in m.parameters()))
+    for name in ("llama-2-7b", "llama-3-8b"):
+        check(f"params {name} (arithmetic)", models.param_count(name), models.KNOWN_PARAM_COUNTS[name])
+
+
+# ---------------------------------------------------------------------------
 # probes: what each method sees beyond c10 blocks
 # ---------------------------------------------------------------------------
 def probes(shim):
@@ -302,6 +325,7 @@ def main():
     proof_empty(shim)
     proof_linear(shim)
     proof_mlp(shim)
+    proof_models()
     pr = probes(shim)
     result = dict(passed=not FAIL, checks=len(LOG), failures=FAIL, shim=shim is not None, probes=pr)
     if "--json" in sys.argv:

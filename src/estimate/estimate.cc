@@ -31,6 +31,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.seq = o.seq;
   cfg.loss = o.loss;
   cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
+  cfg.inference = o.mode == RunMode::Inference;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
   Graph g = build_model(o.model, cfg);
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);

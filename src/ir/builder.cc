@@ -588,6 +588,27 @@ TensorId GraphBuilder::contiguous(const std::string& name, TensorId x) {
   return out;
 }
 
+std::vector<TensorId> GraphBuilder::split(const std::string& name, TensorId x, int64_t split_size, int64_t dim) {
+  const std::vector<int64_t> s = shape(x);
+  int64_t d = norm_dim(dim, s.size(), name);
+  if (split_size <= 0) throw InputError(name + ": split size must be positive");
+  OpAttrs a;
+  a.dim = d;
+  a.step = split_size;
+  OpId op = add_op(OpKind::Split, name, {x}, a);
+  bool outer = is_contiguous(x);
+  for (size_t i = 0; i < static_cast<size_t>(d); ++i) outer = outer && s[i] == 1;
+  std::vector<TensorId> outs;
+  for (int64_t start = 0; start < s[static_cast<size_t>(d)]; start += split_size) {
+    std::vector<int64_t> os = s;
+    os[static_cast<size_t>(d)] = std::min(split_size, s[static_cast<size_t>(d)] - start);
+    bool whole = os[static_cast<size_t>(d)] == s[static_cast<size_t>(d)];
+    outs.push_back(add_output(op, os, tensor(x).dtype, x, whole ? is_contiguous(x) : outer));
+  }
+  finish_op(op, 0);
+  return outs;
+}
+
 TensorId GraphBuilder::cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim) {
   if (xs.empty()) throw InputError(name + ": cat of nothing");
   std::vector<int64_t> os = shape(xs[0]);

@@ -33,6 +33,18 @@ struct Pool2dSpec {
   bool count_include_pad = true;
 };
 
+// The window of a 2-D convolution or pooling given per axis, as importers read it (ONNX keeps
+// separate begin and end pads; PyTorch pads both sides alike, so a file from PyTorch has them
+// equal). Output size per axis: floor((in + begin + end - dilation * (kernel - 1) - 1) / stride) + 1
+// (ceil with `ceil_mode`, dropping a last window that would start in the end padding).
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  bool ceil_mode = false;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string model, DType activation_dtype = DType::F32);
@@ -112,7 +124,12 @@ class GraphBuilder {
   TensorId select(const std::string& name, TensorId x, int64_t dim, int64_t index);
   TensorId expand(const std::string& name, TensorId x, std::vector<int64_t> shape);
   TensorId contiguous(const std::string& name, TensorId x);
+  // torch.split(x, size, dim): views, one autograd node whose backward makes one gradient.
+  std::vector<TensorId> split(const std::string& name, TensorId x, int64_t split_size, int64_t dim);
   TensorId cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim);
+  // torch.chunk: views along `dim`, each ceil(n / chunks) long (the last may be shorter, and there
+  // may be fewer than `chunks`, as in PyTorch). One Slice op per piece, named "<name>.<i>".
+  std::vector<TensorId> chunk(const std::string& name, TensorId x, int64_t chunks, int64_t dim);
   // Views valid on any layout; the result keeps the input's contiguity.
   TensorId unsqueeze(const std::string& name, TensorId x, int64_t dim);
   TensorId squeeze(const std::string& name, TensorId x, int64_t dim);  // dim must have size 1
@@ -158,6 +175,37 @@ class GraphBuilder {
   const std::vector<int64_t>& shape(TensorId id) const { return g_.tensor(id).shape; }
   // Whether a tensor's memory is laid out contiguously in its shape order.
   bool is_contiguous(TensorId id) const { return contiguous_.at(static_cast<size_t>(id)); }
+
+  // ---- Importer additions (ONNX frontend, defined in builder_import.cc): leaves of any dtype,
+  // layers over parameters that already exist with per-axis geometry, multi-axis reductions and a
+  // generic op. Every size is checked; bad geometry is an InputError naming the op. ----
+  TensorId parameter(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  const Op& op(OpId id) const { return g_.op(id); }
+  // nn.Conv2d's call with existing weight [out, in/groups, kh, kw] and bias [out] (or kNone); the
+  // kernel comes from the weight, the rest of `w` from the caller.
+  TensorId conv2d_with(const std::string& module, TensorId x, TensorId weight, TensorId bias, const Window2d& w,
+                       int64_t groups);
+  // Batch norm over dimension 1 of an input of rank >= 2 (BatchNorm1d/2d/3d make the same calls).
+  TensorId batch_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias,
+                           TensorId running_mean, TensorId running_var, bool training);
+  // x @ W (+ b) with W stored [in, out]: a Linear op with inputs (x, W[, b]), as addmm records it
+  // (same allocations, saved tensors and gradients as linear with W [out, in]). Any rank of x.
+  TensorId linear_in_out(const std::string& name, TensorId x, TensorId weight, TensorId bias = kNone);
+  TensorId max_pool2d_with(const std::string& name, TensorId x, const Window2d& w);
+  TensorId avg_pool2d_with(const std::string& name, TensorId x, const Window2d& w);
+  // torch.mean / torch.sum over several dimensions in one call (one op, one output).
+  TensorId mean_dims(const std::string& name, TensorId x, std::vector<int64_t> dims, bool keepdim);
+  TensorId sum_dims(const std::string& name, TensorId x, std::vector<int64_t> dims, bool keepdim);
+  // An op headroom has no kind for, recorded as Opaque: fresh outputs of the given shapes and
+  // dtypes; when autograd records it, it keeps every input and its backward allocates a gradient
+  // per input that needs one (the rule of an elementwise op that saves its inputs). Unlike the
+  // untracked helpers above, inputs may depend on parameters.
+  struct OpaqueOutput {
+    std::vector<int64_t> shape;
+    DType dtype = DType::F32;
+  };
+  std::vector<TensorId> opaque(const std::string& name, std::vector<TensorId> inputs,
+                               const std::vector<OpaqueOutput>& outputs, OpAttrs attrs = {});
 
   Graph finish();
 

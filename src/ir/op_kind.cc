@@ -19,7 +19,7 @@ constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::MaxPool2d, "max_pool2d"}, {OpKind::AvgPool2d, "avg_pool2d"},
     {OpKind::AdaptiveAvgPool2d, "adaptive_avg_pool2d"}, {OpKind::Dropout, "dropout"},
     {OpKind::View, "view"}, {OpKind::Permute, "permute"}, {OpKind::Transpose, "transpose"},
-    {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"},
+    {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"}, {OpKind::Split, "split"},
     {OpKind::Contiguous, "contiguous"}, {OpKind::Cat, "cat"},
     {OpKind::NllLoss, "nll_loss"}, {OpKind::MseLoss, "mse_loss"},
     {OpKind::Opaque, "opaque"},
@@ -48,7 +48,8 @@ bool is_view_kind(OpKind k) {
     case OpKind::Transpose:
     case OpKind::Slice:
     case OpKind::Select:
-    case OpKind::Expand: return true;
+    case OpKind::Expand:
+    case OpKind::Split: return true;
     default: return false;
   }
 }

@@ -22,7 +22,7 @@ enum class OpKind : uint8_t {
   // Regularization.
   Dropout,
   // Data movement: views alias their input's storage, the rest copy.
-  View, Permute, Transpose, Slice, Select, Expand, Contiguous, Cat,
+  View, Permute, Transpose, Slice, Select, Expand, Split, Contiguous, Cat,
   // Losses.
   NllLoss, MseLoss,
   // A unknown op from an importer treated as elementwise (allowed by the user).

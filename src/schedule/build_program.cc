@@ -325,10 +325,15 @@ class Interpreter {
       if (!reach[static_cast<size_t>(i)]) continue;
       const Op& op = g_.ops[static_cast<size_t>(i)];
       begin_step(Phase::Backward, iteration, micro, op.id, op.name);
-      HEADROOM_CHECK(op.outputs.size() == 1 || op.kind == OpKind::Opaque, "one differentiable output per op");
-      GradValue in_grad = grad_[static_cast<size_t>(op.outputs[0])];
-      grad_[static_cast<size_t>(op.outputs[0])] = {};
-      HEADROOM_CHECK(in_grad.buffer != kNone, "node runs without its gradient: " + op.name);
+      // The node's incoming gradients: one per output that received any (split has several).
+      std::vector<GradValue> incoming;
+      for (TensorId out : op.outputs) {
+        GradValue& gv = grad_[static_cast<size_t>(out)];
+        if (gv.buffer != kNone) incoming.push_back(gv);
+        gv = {};
+      }
+      HEADROOM_CHECK(!incoming.empty(), "node runs without a gradient: " + op.name);
+      GradValue in_grad = incoming[0];
       RuleContext c = context(op, true);
       BackwardPlan bp = backward_plan(c, in_grad.contiguous);
       std::vector<GradValue> outs(bp.grads.size());
@@ -362,8 +367,8 @@ class Interpreter {
           default: HEADROOM_CHECK(false, "forward event in a backward plan");
         }
       }
-      // call_function returns (incoming gradient dropped), then release_variables().
-      unref(in_grad.buffer);
+      // call_function returns (incoming gradients dropped), then release_variables().
+      for (const GradValue& gv : incoming) unref(gv.buffer);
       for (BufferId b : nodes_[static_cast<size_t>(i)].saved) unref(b);
       nodes_[static_cast<size_t>(i)].saved.clear();
       for (size_t gi = 0; gi < bp.grads.size(); ++gi) {

@@ -219,8 +219,13 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Neg:
     case OpKind::Cast:
     case OpKind::Contiguous:
+    case OpKind::Mean: {
+      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
     case OpKind::Cat:
-    case OpKind::Mean:
     case OpKind::Sum: {
       if (op.attrs.inplace) {
         ForwardPlan p = aliased_outputs(c);
@@ -315,6 +320,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Slice:
     case OpKind::Select:
     case OpKind::Expand:
+    case OpKind::Split:
       return aliased_outputs(c);
     case OpKind::NllLoss: {
       ForwardPlan p = fresh_outputs(c);
@@ -344,7 +350,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::Opaque: {
-      ForwardPlan p = fresh_outputs(c);
+      ForwardPlan p = op.attrs.inplace ? aliased_outputs(c) : fresh_outputs(c);
       if (p.creates_node) {
         for (size_t i = 0; i < op.inputs.size(); ++i) save_input(p, static_cast<int>(i));
       }
@@ -460,6 +466,12 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       if (c.device.onednn_conv) return cpu_conv_backward(c, incoming_contiguous);
       return new_grads(c);
     case OpKind::Dropout: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      return b;
+    }
+    case OpKind::Split: {
+      // split_backward concatenates the outputs' gradients (zeros for missing ones): one buffer.
       BackwardPlan b;
       if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
       return b;

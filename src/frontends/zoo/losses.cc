@@ -36,8 +36,11 @@ TensorId add_loss(GraphBuilder& b, TensorId output, LossKind fallback, const Bui
       if (s[1] < 2) throw InputError("next-token loss needs a sequence of at least 2 tokens");
       // HF causal LMs: shift_logits = logits[..., :-1, :].contiguous() (a copy),
       // shift_labels = labels[..., 1:].contiguous() (a copy of the int64 labels).
+      // Python indexing makes one slice per `:` (PyTorch 1.13 skips no full-range slice), and each
+      // slice's backward allocates a gradient of its input's size.
       TensorId labels = b.target(prefix + ".labels", {s[0], s[1]}, DType::I64);
       TensorId sl = b.slice(prefix + ".shift_logits", output, 1, 0, s[1] - 1);
+      sl = b.slice(prefix + ".shift_logits", sl, 2, 0, s[2]);
       TensorId slc = b.contiguous(prefix + ".shift_logits.contiguous", sl);
       TensorId lab = b.slice(prefix + ".shift_labels", labels, 1, 1, s[1]);
       TensorId labc = b.contiguous(prefix + ".shift_labels.contiguous", lab);

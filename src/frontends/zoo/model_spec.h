@@ -28,6 +28,11 @@ struct BuildConfig {
   DType dtype = DType::F32;     // activation and weight storage dtype of the model
   LossKind loss = LossKind::Default;
   double dropout_scale = 1.0;   // 0 turns every dropout into identity
+  // The graph is for an inference run: module.eval() under torch.no_grad(). Most graphs do not
+  // depend on it (the schedule applies eval semantics per op), but some Python forwards branch on
+  // it: inception_v3 skips its aux head in eval, nn.MultiheadAttention takes its fused fast path
+  // (torch._native_multi_head_attention) under eval + no_grad.
+  bool inference = false;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that

@@ -1,0 +1,61 @@
+#include "frontends/onnx/onnx_import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+
+#include "frontends/onnx/onnx_lower.h"
+#include "frontends/onnx/onnx_model.h"
+
+namespace headroom {
+namespace {
+
+Graph import_model(std::string_view bytes, const OnnxImportOptions& options, const std::string& default_name) {
+  using namespace onnx_import;
+  onnx::ModelProto model = parse_model(bytes);
+  Structure st = check_structure(model);
+  check_supported_ops(model.graph(), options.allow_unknown);
+  DimBinding dims = bind_dims(model, st, options);
+  TypeTable types = infer_types(model);
+  std::string name = options.model_name.empty() ? default_name : options.model_name;
+  return lower_model(model, st, dims, types, options, name);
+}
+
+// Runs the import; every InputError (and any exception the ONNX library throws on a malformed
+// file) becomes a failed Result prefixed with the source.
+Result<Graph> guarded(const std::string& source, const std::function<Graph()>& fn) {
+  try {
+    return fn();
+  } catch (const InputError& e) {
+    return Result<Graph>::failure(source + ": " + e.what());
+  } catch (const std::logic_error&) {
+    throw;  // a broken invariant of headroom itself
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Result<Graph>::failure(source + ": invalid ONNX model: " + what.substr(0, what.find('\n')));
+  }
+}
+
+}  // namespace
+
+Result<Graph> import_onnx(const std::string& path, const OnnxImportOptions& options) {
+  return guarded(path, [&] {
+    std::string bytes = onnx_import::read_model_file(path);
+    return import_model(bytes, options, std::filesystem::path(path).stem().string());
+  });
+}
+
+Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions& options, const std::string& source) {
+  return guarded(source, [&] { return import_model(bytes, options, "onnx"); });
+}
+
+bool looks_like_onnx_path(const std::string& text) {
+  const std::string ext = ".onnx";
+  if (text.size() <= ext.size()) return false;
+  return std::equal(ext.rbegin(), ext.rend(), text.rbegin(),
+                    [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+}
+
+}  // namespace headroom

@@ -1,0 +1,202 @@
+#include "frontends/onnx/onnx_patterns.h"
+
+#include <cmath>
+
+namespace headroom::onnx_import {
+namespace {
+
+class Matcher {
+ public:
+  Matcher(const onnx::GraphProto& g, const Structure& st, const PatternQueries& q)
+      : g_(g), st_(st), q_(q), out_(static_cast<size_t>(g.node_size())) {}
+
+  std::vector<Fusion> run() {
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const std::string& op = g_.node(i).op_type();
+      if (!default_domain(i) || out_[static_cast<size_t>(i)].kind != Fusion::Kind::None) continue;
+      if (op == "Erf") gelu(i);
+      else if (op == "ReduceMean") layer_norm(i);
+      else if (op == "MatMul") linear_bias(i);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  bool default_domain(int i) const {
+    const std::string& d = g_.node(i).domain();
+    return d.empty() || d == "ai.onnx";
+  }
+  const onnx::NodeProto& node(int i) const { return g_.node(i); }
+  bool is(int i, const char* op) const {
+    return i >= 0 && node(i).op_type() == op && default_domain(i) && out_[static_cast<size_t>(i)].kind == Fusion::Kind::None;
+  }
+  int producer(const std::string& name) const {
+    auto it = st_.producer.find(name);
+    return it == st_.producer.end() ? -1 : it->second;
+  }
+  // The node that alone reads `name` (not a graph output either), or -1.
+  int sole_reader(const std::string& name) const {
+    if (st_.output_uses.count(name)) return -1;
+    auto it = st_.consumers.find(name);
+    if (it == st_.consumers.end() || it->second.size() != 1) return -1;
+    return it->second[0].first;
+  }
+  size_t readers(const std::string& name) const {
+    auto it = st_.consumers.find(name);
+    return it == st_.consumers.end() ? 0 : it->second.size();
+  }
+  const std::string& out0(int i) const { return node(i).output(0); }
+  // The other operand of a two-input node of which `name` is one operand ("" when both are).
+  std::string other(int i, const std::string& name) const {
+    const onnx::NodeProto& n = node(i);
+    if (n.input_size() != 2) return "";
+    if (n.input(0) == name && n.input(1) != name) return n.input(1);
+    if (n.input(1) == name && n.input(0) != name) return n.input(0);
+    return "";
+  }
+  bool scalar_near(const std::string& name, double v) const {
+    std::optional<double> s = q_.scalar(name);
+    return s && std::fabs(*s - v) <= 1e-3 * std::fabs(v);
+  }
+  // For a binary node with one scalar operand near v: the other operand, else "".
+  std::string operand_besides_scalar(int i, double v) const {
+    const onnx::NodeProto& n = node(i);
+    if (n.input_size() != 2) return "";
+    if (scalar_near(n.input(1), v)) return n.input(0);
+    if (scalar_near(n.input(0), v)) return n.input(1);
+    return "";
+  }
+  void claim(const std::vector<int>& nodes, int last, Fusion f) {
+    for (int n : nodes) out_[static_cast<size_t>(n)].kind = Fusion::Kind::Skip;
+    out_[static_cast<size_t>(last)] = std::move(f);
+  }
+
+  void gelu(int e) {
+    int d = producer(node(e).input(0));
+    std::string x;
+    if (is(d, "Div") && scalar_near(node(d).input(1), std::sqrt(2.0))) x = node(d).input(0);
+    else if (is(d, "Mul")) x = operand_besides_scalar(d, std::sqrt(0.5));
+    if (x.empty() || sole_reader(out0(d)) != e) return;
+    int a = sole_reader(out0(e));
+    if (!is(a, "Add") || operand_besides_scalar(a, 1.0) != out0(e)) return;
+    int m = sole_reader(out0(a));
+    if (!is(m, "Mul")) return;
+    std::string o = other(m, out0(a));
+    std::vector<int> nodes{d, e, a, m};
+    int last = -1;
+    if (o == x) {  // (x * (1 + erf)) * 0.5
+      int m2 = sole_reader(out0(m));
+      if (!is(m2, "Mul") || operand_besides_scalar(m2, 0.5) != out0(m)) return;
+      nodes.push_back(m2);
+      last = m2;
+    } else if (scalar_near(o, 0.5)) {  // ((1 + erf) * 0.5) * x
+      int m2 = sole_reader(out0(m));
+      if (!is(m2, "Mul") || other(m2, out0(m)) != x) return;
+      nodes.push_back(m2);
+      last = m2;
+    } else {  // (x * 0.5) * (1 + erf)
+      int h = producer(o);
+      if (!is(h, "Mul") || operand_besides_scalar(h, 0.5) != x || sole_reader(out0(h)) != m) return;
+      nodes.push_back(h);
+      last = m;
+    }
+    Fusion f;
+    f.kind = Fusion::Kind::Gelu;
+    f.x = x;
+    claim(nodes, last, f);
+  }
+
+  // Axes of a ReduceMean: [-1] or [rank-1] with keepdims, else false.
+  bool last_axis_mean(int r, const std::string& x) const {
+    const onnx::NodeProto& n = node(r);
+    NodeAttrs a(n);
+    if (a.i("keepdims", 1) != 1) return false;
+    std::optional<std::vector<int64_t>> axes = a.ints("axes");
+    if (!axes) return false;  // axes as an input (opset 18) are not matched
+    if (axes->size() != 1) return false;
+    int64_t ax = (*axes)[0];
+    if (ax == -1) return true;
+    std::optional<size_t> rank = q_.rank(x);
+    return rank && ax == static_cast<int64_t>(*rank) - 1;
+  }
+
+  bool is_vector_weight(const std::string& name) const {
+    std::optional<std::vector<int64_t>> d = q_.weight_dims(name);
+    return d && d->size() == 1;
+  }
+
+  void layer_norm(int r1) {
+    const std::string& x = node(r1).input(0);
+    if (!last_axis_mean(r1, x)) return;
+    int sub = sole_reader(out0(r1));
+    if (!is(sub, "Sub") || node(sub).input(0) != x || node(sub).input(1) != out0(r1)) return;
+    const std::string& d = out0(sub);
+    if (readers(d) != 2 || st_.output_uses.count(d)) return;
+    int pow = -1, div = -1;
+    for (const auto& [n, slot] : st_.consumers.at(d)) {
+      if (is(n, "Pow") && slot == 0 && scalar_near(node(n).input(1), 2.0)) pow = n;
+      else if (is(n, "Div") && slot == 0) div = n;
+    }
+    if (pow < 0 || div < 0) return;
+    int r2 = sole_reader(out0(pow));
+    if (!is(r2, "ReduceMean") || !last_axis_mean(r2, out0(pow))) return;
+    int eps = sole_reader(out0(r2));
+    if (!is(eps, "Add") || other(eps, out0(r2)).empty() || !q_.scalar(other(eps, out0(r2)))) return;
+    int sq = sole_reader(out0(eps));
+    if (!is(sq, "Sqrt") || sole_reader(out0(sq)) != div || node(div).input(1) != out0(sq)) return;
+    int mul = sole_reader(out0(div));
+    if (!is(mul, "Mul")) return;
+    std::string w = other(mul, out0(div));
+    if (!is_vector_weight(w)) return;
+    int add = sole_reader(out0(mul));
+    if (!is(add, "Add")) return;
+    std::string b = other(add, out0(mul));
+    if (!is_vector_weight(b)) return;
+    Fusion f;
+    f.kind = Fusion::Kind::LayerNorm;
+    f.x = x;
+    f.weight = w;
+    f.bias = b;
+    claim({r1, sub, pow, r2, eps, sq, div, mul}, add, f);
+  }
+
+  void linear_bias(int m) {
+    const onnx::NodeProto& mm = node(m);
+    if (mm.input_size() != 2) return;
+    std::optional<std::vector<int64_t>> w = q_.weight_dims(mm.input(1));
+    int64_t out_features = -1;
+    if (w && w->size() == 2) {
+      out_features = (*w)[1];
+    } else {
+      int t = producer(mm.input(1));
+      if (!is(t, "Transpose")) return;
+      std::optional<std::vector<int64_t>> perm = NodeAttrs(node(t)).ints("perm");
+      if (perm && *perm != std::vector<int64_t>{1, 0}) return;
+      w = q_.weight_dims(node(t).input(0));
+      if (!w || w->size() != 2) return;
+      out_features = (*w)[0];
+    }
+    int add = sole_reader(out0(m));
+    if (!is(add, "Add")) return;
+    std::string b = other(add, out0(m));
+    std::optional<std::vector<int64_t>> bd = q_.weight_dims(b);
+    if (!bd || *bd != std::vector<int64_t>{out_features}) return;
+    out_[static_cast<size_t>(m)].kind = Fusion::Kind::LinearBias;
+    out_[static_cast<size_t>(m)].bias = b;
+    out_[static_cast<size_t>(add)].kind = Fusion::Kind::Alias;
+    out_[static_cast<size_t>(add)].alias = out0(m);
+  }
+
+  const onnx::GraphProto& g_;
+  const Structure& st_;
+  const PatternQueries& q_;
+  std::vector<Fusion> out_;
+};
+
+}  // namespace
+
+std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st, const PatternQueries& q) {
+  return Matcher(g, st, q).run();
+}
+
+}  // namespace headroom::onnx_import

@@ -1,0 +1,49 @@
+// Decompositions the PyTorch exporter writes for one PyTorch call, found before lowering so that
+// the call is recorded once, with its own memory rule, instead of as the ops it was spelled with:
+//
+//   GELU (exact)   y = x * (erf(x / sqrt(2)) + 1) * 0.5, as Div/Erf/Add/Mul/Mul in any operand
+//                  order (also x * 0.5 first, and Mul by 1/sqrt(2))            -> gelu(x)
+//   layer norm     ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul w/Add b over the last
+//                  axis (opsets < 17 have no LayerNormalization)               -> layer_norm(x, w, b)
+//   linear         MatMul(x, W or Transpose(W)) + b with 2-D weight and 1-D bias
+//                  initializers (nn.Linear on a 3-D input)                     -> linear(x, W, b)
+//
+// Every intermediate must be read by the pattern alone, so a match never hides a tensor the
+// rest of the graph reads.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontends/onnx/onnx_model.h"
+
+namespace headroom::onnx_import {
+
+struct Fusion {
+  enum class Kind : uint8_t {
+    None,        // lower the node as itself
+    Skip,        // part of a pattern whose last node emits the call
+    Gelu,        // emit gelu(x)
+    LayerNorm,   // emit layer_norm(x, weight, bias)
+    LinearBias,  // this MatMul is a linear with `bias` folded in
+    Alias,       // this node's output is the value of tensor `alias` (the folded bias Add)
+  };
+  Kind kind = Kind::None;
+  std::string x, weight, bias, alias;
+};
+
+struct PatternQueries {
+  // The value of a one-element compile-time constant (Constant node or inline initializer).
+  std::function<std::optional<double>(const std::string&)> scalar;
+  // The declared dims of a floating-point initializer that becomes a parameter, if it is one.
+  std::function<std::optional<std::vector<int64_t>>(const std::string&)> weight_dims;
+  // The inferred rank of a tensor, if known.
+  std::function<std::optional<size_t>(const std::string&)> rank;
+};
+
+// One entry per node of `g`.
+std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st, const PatternQueries& q);
+
+}  // namespace headroom::onnx_import

@@ -1,0 +1,52 @@
+// Pieces the Hugging Face transformer builders (bert.cc, gpt2.cc, llama.cc) share: reading their
+// spec parameters, the sequence length, and parameters declared in a module's __init__ order.
+//
+// Each builder mirrors its reference module in two passes, as nn.Module does: declare every
+// parameter and buffer in registration order (so parameter order = named_parameters(), which
+// decides setup allocation order and optimizer-state order), then run forward() call by call with
+// the *_with builder methods.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "frontends/zoo/model_spec.h"
+#include "ir/builder.h"
+
+namespace headroom {
+
+// The sequence length of a sequence model: config.seq, else `fallback`; an InputError when it is
+// longer than `max_positions` (naming `model` and `limit_name`, the spec key that sets the limit).
+int64_t sequence_length(const BuildConfig& config, int64_t fallback, int64_t max_positions,
+                        const std::string& model, const std::string& limit_name);
+
+// A floating-point spec parameter ("dropout=0.2"); InputError when it is not a number in
+// [min_value, max_value].
+double get_double(SpecReader& r, const std::string& model, const std::string& key, double fallback,
+                  double min_value, double max_value);
+
+// InputError unless `heads` divides `hidden` (attention head size).
+int64_t head_dim(const std::string& model, int64_t hidden, int64_t heads);
+
+// nn.Linear's parameters, created in registration order: weight [out, in], then bias [out].
+struct LinearParams {
+  TensorId weight = kNone;
+  TensorId bias = kNone;
+};
+LinearParams linear_params(GraphBuilder& b, const std::string& module, int64_t in, int64_t out, bool bias = true);
+
+// nn.LayerNorm's parameters: weight [d], bias [d].
+struct NormParams {
+  TensorId weight = kNone;
+  TensorId bias = kNone;
+};
+NormParams layer_norm_params(GraphBuilder& b, const std::string& module, int64_t d);
+
+inline TensorId apply_linear(GraphBuilder& b, const std::string& module, TensorId x, const LinearParams& p) {
+  return b.linear_with(module, x, p.weight, p.bias);
+}
+inline TensorId apply_layer_norm(GraphBuilder& b, const std::string& module, TensorId x, const NormParams& p) {
+  return b.layer_norm_with(module, x, p.weight, p.bias);
+}
+
+}  // namespace headroom
