@@ -454,6 +454,87 @@ TEST(OnnxImport, ViewsSlicesAndScalars) {
   EXPECT_EQ(g.tensor(g.outputs[1]).dtype, DType::F16);
 }
 
+// One model through most of the op table: kinds and shapes.
+TEST(OnnxImport, OpCoverage) {
+  OnnxModel m(17);
+  m.input("x", {std::string("batch"), int64_t{3}, int64_t{9}, int64_t{9}});
+  m.input("ids", {std::string("batch"), int64_t{5}}, TensorProto::INT64);
+  m.initializer("conv.weight", {8, 3, 3, 3}).initializer("conv.bias", {8});
+  m.node("Conv", {"x", "conv.weight", "conv.bias"}, {"c"}, "conv").ints("strides", {2, 1}).s("auto_pad", "SAME_UPPER");
+  m.constant("zero", OnnxModel::float_scalar(0.0f));
+  m.constant("six", OnnxModel::float_scalar(6.0f));
+  m.node("Clip", {"c", "zero", "six"}, {"r6"}, "relu6");
+  m.node("HardSwish", {"r6"}, {"hs"}, "hardswish");
+  m.node("MaxPool", {"hs"}, {"mp"}, "maxpool").ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1});
+  m.node("AveragePool", {"mp"}, {"ap"}, "avgpool").ints("kernel_shape", {2, 2});
+  m.constant("pads", OnnxModel::int64s({0, 0, 1, 1, 0, 0, 1, 1}));
+  m.node("Pad", {"ap", "pads"}, {"pd"}, "pad");
+  m.constant("roi", OnnxModel::int64s({}));
+  TensorProto scales;
+  scales.set_data_type(TensorProto::FLOAT);
+  scales.add_dims(4);
+  for (float f : {1.f, 1.f, 2.f, 2.f}) scales.add_float_data(f);
+  m.constant("scales", scales);
+  m.node("Resize", {"pd", "", "scales"}, {"up"}, "upsample");
+  m.node("ReduceMean", {"up"}, {"gap"}, "mean").ints("axes", {2, 3}).i("keepdims", 0);
+  // A linear with a weight stored [in, out] (constant-folded exports), then layer norm (opset 17).
+  m.initializer("proj.w", {8, 6}).initializer("proj.b", {6});
+  m.node("Gemm", {"gap", "proj.w", "proj.b"}, {"pj"}, "proj");
+  m.initializer("ln.weight", {6}).initializer("ln.bias", {6});
+  m.node("LayerNormalization", {"pj", "ln.weight", "ln.bias"}, {"ln"}, "ln").i("axis", -1);
+  // Embedding, einsum as a batched matmul, reductions.
+  m.initializer("emb.weight", {20, 6});
+  m.node("Gather", {"emb.weight", "ids"}, {"e"}, "emb");
+  m.node("Einsum", {"e", "e"}, {"gram"}, "gram").s("equation", "bik,bjk->bij");
+  m.node("ReduceSum", {"gram", "axes"}, {"rs"}, "rowsum").i("keepdims", 0);
+  m.constant("axes", OnnxModel::int64s({-1}));
+  m.initializer("fc.w", {5, 6});
+  m.node("MatMul", {"rs", "fc.w"}, {"z"}, "fc_mm");  // [N,5] @ [5,6]: a linear with W [in,out]
+  m.node("Add", {"z", "ln"}, {"out"}, "sum");
+  m.output("out");
+  // Constants may be defined after their reader only if they are initializers, so put the axes
+  // Constant node first.
+  auto* nodes = m.proto().mutable_graph()->mutable_node();
+  for (int i = 0; i < nodes->size(); ++i) {
+    if (nodes->Get(i).output(0) == "axes") {
+      for (int j = i; j > 0; --j) nodes->SwapElements(j, j - 1);
+    }
+  }
+  Graph g = import_ok(m, batch_options(2));
+  auto shape_of = [&](const std::string& op) {
+    for (const Op& o : g.ops) {
+      if (o.name == op) return g.tensor(o.outputs[0]).shape;
+    }
+    ADD_FAILURE() << op;
+    return std::vector<int64_t>{};
+  };
+  EXPECT_EQ(shape_of("conv"), (std::vector<int64_t>{2, 8, 5, 9}));  // SAME_UPPER, stride (2,1)
+  EXPECT_EQ(shape_of("maxpool"), (std::vector<int64_t>{2, 8, 3, 5}));
+  EXPECT_EQ(shape_of("avgpool"), (std::vector<int64_t>{2, 8, 2, 4}));
+  EXPECT_EQ(shape_of("pad"), (std::vector<int64_t>{2, 8, 4, 6}));
+  EXPECT_EQ(shape_of("upsample"), (std::vector<int64_t>{2, 8, 8, 12}));
+  EXPECT_EQ(shape_of("mean"), (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(shape_of("gram"), (std::vector<int64_t>{2, 5, 5}));
+  EXPECT_EQ(shape_of("rowsum"), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(count_kind(g, OpKind::Conv2d), 1);
+  EXPECT_EQ(count_kind(g, OpKind::Hardtanh), 1);
+  EXPECT_EQ(count_kind(g, OpKind::MaxPool2d), 1);
+  EXPECT_EQ(count_kind(g, OpKind::AvgPool2d), 1);
+  EXPECT_EQ(count_kind(g, OpKind::Opaque), 3);  // hardswish, pad, resize
+  EXPECT_EQ(count_kind(g, OpKind::Mean), 1);    // one call over two axes
+  EXPECT_EQ(count_kind(g, OpKind::Linear), 2);  // Gemm transB=0 and MatMul by a 2-D weight
+  EXPECT_EQ(count_kind(g, OpKind::LayerNorm), 1);
+  EXPECT_EQ(count_kind(g, OpKind::Embedding), 1);
+  EXPECT_EQ(count_kind(g, OpKind::MatMul), 1);  // the einsum
+  EXPECT_EQ(count_kind(g, OpKind::Permute), 1); // its second operand, [b,k,j]
+  EXPECT_EQ(count_kind(g, OpKind::Sum), 1);
+  const Op* clip = find_kind(g, OpKind::Hardtanh);
+  EXPECT_EQ(clip->attrs.scalar, 0.0);
+  EXPECT_EQ(clip->attrs.scalar2, 6.0);
+  EXPECT_EQ(g.parameter_count(), 8 * 27 + 8 + 8 * 6 + 6 + 12 + 20 * 6 + 30);
+}
+
 TEST(OnnxImport, LooksLikeOnnxPath) {
   EXPECT_TRUE(looks_like_onnx_path("model.onnx"));
   EXPECT_TRUE(looks_like_onnx_path("dir/Model.ONNX"));

@@ -56,6 +56,7 @@ struct EstimateArgs {
   std::string dropout = "on";
   std::string loss = "default";
   bool json = false;
+  bool trace = false;
   int top = 10;
 };
 
@@ -74,6 +75,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
   cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
 }
 
 Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
@@ -107,6 +109,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
     if (a.top < 0) throw InputError("--top must not be negative");
     o.top_tensors = a.top;
+    o.keep_program = a.trace;
     return o;
   });
 }
@@ -116,6 +119,10 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
   if (!o.ok()) return fail(o.error());
   Result<Estimate> e = estimate(o.value());
   if (!e.ok()) return fail(e.error());
+  if (a.trace) {
+    std::cout << program_trace(e.value().program);
+    return 0;
+  }
   std::cout << (a.json ? estimate_json(e.value()) : estimate_text(e.value(), color_enabled()));
   return 0;
 }

@@ -122,6 +122,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     e.foreach = so.foreach;
     e.micro_batch = micro;
     e.micro_batches = micro_batches;
+    if (o.keep_program) e.program = std::move(p);
     return e;
   });
 }

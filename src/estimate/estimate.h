@@ -39,6 +39,7 @@ struct EstimateOptions {
   LossKind loss = LossKind::Default;
   int iterations = 2;
   int top_tensors = 10;
+  bool keep_program = false;  // keep the simulated Program in the Estimate (for --trace)
 };
 
 struct BufferAtPeak {
@@ -79,6 +80,7 @@ struct Estimate {
   std::vector<IterationSummary> iterations;
   int64_t op_count = 0;
   std::vector<std::string> notes;
+  Program program;  // only with EstimateOptions::keep_program
 };
 
 // The whole pipeline. Bad input comes back as a failed Result with one line.

@@ -113,3 +113,24 @@ std::string estimate_json(const Estimate& e) {
 }
 
 }  // namespace headroom
+
+namespace headroom {
+
+std::string program_trace(const Program& p) {
+  std::string s;
+  int64_t total = 0;
+  for (const Step& st : p.steps) {
+    for (int32_t ei = st.first_event; ei < st.end_event; ++ei) {
+      const Event& e = p.events[static_cast<size_t>(ei)];
+      if (e.kind == Event::Kind::Retag) continue;
+      const Buffer& b = p.buffers[static_cast<size_t>(e.buffer)];
+      int64_t d = e.kind == Event::Kind::Alloc ? b.bytes : -b.bytes;
+      total += d;
+      s += fmt::format("{:+14d} {:14d}  {:9s} {:<3} {:<40} {}\n", d, total, phase_name(st.phase),
+                       st.iteration, st.label.substr(0, 40), b.name);
+    }
+  }
+  return s;
+}
+
+}  // namespace headroom

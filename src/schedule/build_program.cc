@@ -423,16 +423,20 @@ class Interpreter {
         // until the update is done.
         std::vector<BufferId> sq, denom;
         for (TensorId p : ps) sq.push_back(temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".sqrt"));
+        std::vector<BufferId> eps = python_scalar("eps");
         for (TensorId p : ps) denom.push_back(temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".denom"));
-        for (BufferId b : sq) unref(b);
-        for (BufferId b : denom) unref(b);
+        for (auto it = eps.rbegin(); it != eps.rend(); ++it) unref(*it);
+        for (auto it = denom.rbegin(); it != denom.rend(); ++it) unref(*it);
+        for (auto it = sq.rbegin(); it != sq.rend(); ++it) unref(*it);
       } else {
         // _single_tensor_adam: denom = (exp_avg_sq.sqrt() / c).add_(eps); the sqrt result dies
         // after the division, denom when the next iteration rebinds it.
         BufferId prev = kNone;
         for (TensorId p : ps) {
           BufferId s = temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".sqrt");
+          std::vector<BufferId> c = python_scalar("bias_correction2_sqrt");
           BufferId d = temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".denom");
+          for (auto it = c.rbegin(); it != c.rend(); ++it) unref(*it);
           unref(s);
           if (prev != kNone) unref(prev);
           prev = d;
@@ -458,6 +462,13 @@ class Interpreter {
     BufferId holder = temp(288, "record_function holder");
     unref(holder);
     unref(handle);
+  }
+
+  // A Python float operand on the CPU: a float64 0-dim tensor and its fp32 cast, alive while the
+  // op runs (none on CUDA, where they stay in host memory).
+  std::vector<BufferId> python_scalar(const std::string& what) {
+    if (!o_.device.python_scalar_tensors) return {};
+    return {temp(8, what + " (float64 scalar)"), temp(4, what + " (cast)")};
   }
 
   void state(int64_t bytes, std::string name) {

@@ -19,6 +19,7 @@ DeviceProfile DeviceProfile::cpu() {
   d.batch_norm_cpu_temporaries = true;
   d.layer_norm_backward_temp = true;
   d.optimizer_record_function = true;
+  d.python_scalar_tensors = true;
   return d;
 }
 

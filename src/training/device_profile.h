@@ -25,6 +25,10 @@ struct DeviceProfile {
   // torch.optim in 1.13 wraps step() and zero_grad() in record_function: a 4-byte handle and a
   // 288-byte holder, allocated and freed on the CPU at the start of each call.
   bool optimizer_record_function = false;
+  // A Python float passed to a tensor op becomes a 0-dim float64 CPU tensor (8 bytes), cast to
+  // the op's dtype (4 bytes) while the op runs. On CUDA these live in host memory; on the CPU
+  // they count. Modelled where they sit on a peak: Adam's division by the bias correction.
+  bool python_scalar_tensors = false;
   // Training-mode dropout: CUDA runs the fused native_dropout and keeps a bool mask (1 byte per
   // element); the CPU path computes input * (bernoulli(1-p) / (1-p)) and keeps a mask of the
   // input's dtype.

@@ -211,6 +211,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
       if (p.creates_node) save_output(p, 0);
       return p;
     }
+    case OpKind::Mean: {
+      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::AddScalar:
@@ -219,18 +225,9 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Neg:
     case OpKind::Cast:
     case OpKind::Contiguous:
-    case OpKind::Mean: {
-      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
-      ForwardPlan p = fresh_outputs(c);
-      if (p.creates_node) save_input(p, 0);
-      return p;
-    }
     case OpKind::Cat:
     case OpKind::Sum: {
-      if (op.attrs.inplace) {
-        ForwardPlan p = aliased_outputs(c);
-        return p;
-      }
+      if (op.attrs.inplace) return aliased_outputs(c);
       return fresh_outputs(c);
     }
     case OpKind::Mul: {

@@ -15,12 +15,30 @@ namespace {
 Graph import_model(std::string_view bytes, const OnnxImportOptions& options, const std::string& default_name) {
   using namespace onnx_import;
   onnx::ModelProto model = parse_model(bytes);
-  Structure st = check_structure(model);
   check_supported_ops(model.graph(), options.allow_unknown);
+  Structure st = check_structure(model);
   DimBinding dims = bind_dims(model, st, options);
   TypeTable types = infer_types(model);
   std::string name = options.model_name.empty() ? default_name : options.model_name;
   return lower_model(model, st, dims, types, options, name);
+}
+
+// Names in a file are arbitrary bytes: control characters in a message are escaped so that it
+// stays one printable line.
+std::string one_line(const std::string& text) {
+  static const char* kHex = "0123456789abcdef";
+  std::string r;
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      r += ch;
+    } else {
+      r += "\\x";
+      r += kHex[c >> 4];
+      r += kHex[c & 15];
+    }
+  }
+  return r;
 }
 
 // Runs the import; every InputError (and any exception the ONNX library throws on a malformed
@@ -29,12 +47,12 @@ Result<Graph> guarded(const std::string& source, const std::function<Graph()>& f
   try {
     return fn();
   } catch (const InputError& e) {
-    return Result<Graph>::failure(source + ": " + e.what());
+    return Result<Graph>::failure(one_line(source + ": " + e.what()));
   } catch (const std::logic_error&) {
     throw;  // a broken invariant of headroom itself
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Result<Graph>::failure(source + ": invalid ONNX model: " + what.substr(0, what.find('\n')));
+    return Result<Graph>::failure(one_line(source + ": invalid ONNX model: " + what.substr(0, what.find('\n'))));
   }
 }
 

@@ -126,6 +126,7 @@ class Lowerer {
         b_(name, majority_float_dtype(model.graph(), st, types)) {}
 
   Graph run() {
+    values_.reserve(static_cast<size_t>(g_.node_size()) * 2 + static_cast<size_t>(g_.initializer_size()));
     check_supported();
     for (const auto& [sym, value] : dims_.values) b_.set_dim(sym, value);
     if (!dims_.batch_symbols.empty()) b_.set_dim("batch", dims_.values.at(dims_.batch_symbols[0]));
@@ -147,7 +148,7 @@ class Lowerer {
   }
 
   // ---- handlers (one per ONNX op; see the table at the top of the file) ----------------------
-  void op_identity(NodeCtx& c) { alias(c, 0, *c.in.at(0)); }
+  void op_identity(NodeCtx& c) { alias(c, 0, need(c, 0)); }
   void op_relu(NodeCtx& c) {
     TensorId x = tensor(c, 0);
     bool inplace = writable_in_place(x);
@@ -180,9 +181,8 @@ class Lowerer {
 
   void op_arith(NodeCtx& c) {
     const std::string& op = c.node.op_type();
-    Value* a = c.in.at(0);
-    Value* y = c.in.at(1);
-    if (a == nullptr || y == nullptr) throw InputError(op + " needs two inputs");
+    Value* a = &need(c, 0);
+    Value* y = &need(c, 1);
     std::optional<double> sa = scalar_operand(*a, *y), sy = scalar_operand(*y, *a);
     if (sy) {
       TensorId x = materialize(*a);
@@ -212,8 +212,7 @@ class Lowerer {
     return set(c, 0, b_.div(c.name, x, z));
   }
   void op_pow(NodeCtx& c) {
-    Value* e = c.in.at(1);
-    std::optional<double> s = e ? scalar_operand(*e, *c.in.at(0)) : std::nullopt;
+    std::optional<double> s = scalar_operand(need(c, 1), need(c, 0));
     if (s) return set(c, 0, b_.pow_scalar(c.name, tensor(c, 0), *s));
     op_elementwise(c);
   }
@@ -230,9 +229,8 @@ class Lowerer {
   }
 
   void op_matmul(NodeCtx& c) {
-    Value* a = c.in.at(0);
-    Value* w = c.in.at(1);
-    if (a == nullptr || w == nullptr) throw InputError("MatMul needs two inputs");
+    Value* a = &need(c, 0);
+    Value* w = &need(c, 1);
     TensorId x = materialize(*a);
     TensorId bias = kNone;
     if (fusions_[static_cast<size_t>(c.index)].kind == Fusion::Kind::LinearBias) {
@@ -251,7 +249,7 @@ class Lowerer {
     if (b_.shape(a).size() != 2) throw InputError("Gemm input A must be 2-D, got " + shape_text(b_.shape(a)));
     if (c.attrs.i("transA", 0) != 0) a = b_.transpose(c.name + ".A_t", a, 0, 1);
     bool trans_b = c.attrs.i("transB", 0) != 0;
-    Value& bv = *c.in.at(1);
+    Value& bv = need(c, 1);
     TensorId w = kNone;
     bool out_in = trans_b;  // weight stored [out, in]
     if (bv.transposed_of != kNone) {
@@ -439,8 +437,8 @@ class Lowerer {
     set(c, 0, cur);
   }
   void op_gather(NodeCtx& c) {
-    Value& data = *c.in.at(0);
-    Value& idx = *c.in.at(1);
+    Value& data = need(c, 0);
+    Value& idx = need(c, 1);
     int64_t axis = c.attrs.i("axis", 0);
     TensorId d = materialize(data);
     const std::vector<int64_t>& s = b_.shape(d);
@@ -515,7 +513,7 @@ class Lowerer {
     set(c, 0, cur);
   }
   void op_transpose(NodeCtx& c) {
-    Value& in = *c.in.at(0);
+    Value& in = need(c, 0);
     std::optional<std::vector<int64_t>> perm = c.attrs.ints("perm");
     if (in.tensor != kNone && is_matrix_parameter(in.tensor) && (!perm || *perm == std::vector<int64_t>{1, 0})) {
       Value v;
@@ -750,6 +748,7 @@ class Lowerer {
     if (f.kind == Fusion::Kind::Skip) return;
     NodeCtx c{node, i, node.name().empty() ? node.op_type() + "_" + std::to_string(i) : node.name(), {}, NodeAttrs(node)};
     try {
+      if (node.output_size() == 0 || node.output(0).empty()) throw InputError("has no first output");
       if (f.kind == Fusion::Kind::Alias) return alias(c, 0, values_.at(f.alias));
       if (f.kind == Fusion::Kind::Gelu) {
         set(c, 0, b_.gelu(c.name, materialize(values_.at(f.x))));
@@ -841,7 +840,7 @@ class Lowerer {
   // ---- values ----------------------------------------------------------------------------
   void bind(const std::string& name, const Value& v) {
     values_[name] = v;
-    if (v.tensor != kNone) names_of_[v.tensor].push_back(name);
+    if (v.tensor != kNone && opts_.infer_inplace) names_of_[v.tensor].push_back(name);
   }
   void set(NodeCtx& c, int k, TensorId t, bool inplace = false) {
     if (k >= c.node.output_size() || c.node.output(k).empty()) return;
@@ -874,10 +873,14 @@ class Lowerer {
     } else {
       throw InputError("'" + v.origin + "' is " + v.unavailable);
     }
-    names_of_[v.tensor].push_back(v.origin);
+    if (opts_.infer_inplace) names_of_[v.tensor].push_back(v.origin);
     return v.tensor;
   }
   bool input_present(const NodeCtx& c, size_t i) const { return i < c.in.size() && c.in[i] != nullptr; }
+  Value& need(NodeCtx& c, size_t i) {
+    if (!input_present(c, i)) throw InputError("input " + std::to_string(i) + " is missing");
+    return *c.in[i];
+  }
   TensorId tensor(NodeCtx& c, size_t i) {
     if (!input_present(c, i)) throw InputError("input " + std::to_string(i) + " is missing");
     return materialize(*c.in[i]);

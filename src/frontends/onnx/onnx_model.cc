@@ -39,6 +39,12 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max = 4) {
 
 bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+std::string dims_text(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  return r + "]";
+}
+
 }  // namespace
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -250,6 +256,19 @@ Structure check_structure(const onnx::ModelProto& model) {
     define(g.initializer(i).name(), "initializer '" + g.initializer(i).name() + "'");
     st.initializer.emplace(g.initializer(i).name(), i);
   }
+  for (const TensorProto& t : g.initializer()) {
+    // Declared dims are all headroom reads of a weight: non-negative, and a byte size that fits.
+    int64_t n = 1;
+    for (int64_t d : t.dims()) {
+      if (d < 0) {
+        std::string dims;
+        for (int64_t x : t.dims()) dims += (dims.empty() ? "" : ",") + std::to_string(x);
+        throw InputError("initializer '" + t.name() + "' has a negative dimension [" + dims + "]");
+      }
+      n = checked_mul(n, d, "the size of initializer '" + t.name() + "'");
+    }
+    checked_mul(n, std::max<int64_t>(1, elem_size(t.data_type())), "the bytes of initializer '" + t.name() + "'");
+  }
   for (const onnx::SparseTensorProto& s : g.sparse_initializer()) {
     throw InputError("sparse initializer '" + s.values().name() + "' is not supported");
   }
@@ -449,10 +468,16 @@ bool InferredType::static_shape() const {
 
 TypeTable infer_types(onnx::ModelProto& model) {
   try {
+    // Lenient (error_mode 0): a node inference cannot handle keeps its declared shapes; the
+    // lowering recomputes every shape under PyTorch's rules and compares (check_shapes), and
+    // declared shapes that disagree with each other are caught below.
     onnx::ShapeInferenceOptions opts(/*check_type_val=*/false, /*strict_mode_val=*/0, /*data_prop_val=*/true);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
   } catch (const std::exception& e) {
-    throw InputError("shape inference failed: " + first_line(e.what()));
+    std::string msg = first_line(e.what());
+    bool contradiction = msg.find("existing shape differ") != std::string::npos ||
+                         msg.find("Can't merge shape") != std::string::npos;
+    throw InputError(std::string(contradiction ? "contradictory shapes: " : "shape inference failed: ") + msg);
   }
   TypeTable table;
   auto add = [&](const onnx::ValueInfoProto& v) {
@@ -464,7 +489,13 @@ TypeTable infer_types(onnx::ModelProto& model) {
     for (const auto& d : t.shape().dim()) {
       it.dims.push_back(d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue && d.dim_value() >= 0 ? d.dim_value() : -1);
     }
-    table[v.name()] = std::move(it);
+    auto [slot, fresh] = table.emplace(v.name(), it);
+    if (fresh) return;
+    InferredType& known = slot->second;
+    if (it.static_shape() && known.static_shape() && it.dims != known.dims) {
+      throw InputError("contradictory shapes for '" + v.name() + "': " + dims_text(known.dims) + " and " + dims_text(it.dims));
+    }
+    if (!known.static_shape() && it.has_shape) known = std::move(it);
   };
   for (const onnx::ValueInfoProto& v : model.graph().input()) add(v);
   for (const onnx::ValueInfoProto& v : model.graph().value_info()) add(v);

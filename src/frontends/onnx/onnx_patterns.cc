@@ -36,7 +36,7 @@ class Matcher {
   }
   // The node that alone reads `name` (not a graph output either), or -1.
   int sole_reader(const std::string& name) const {
-    if (st_.output_uses.count(name)) return -1;
+    if (name.empty() || st_.output_uses.count(name)) return -1;
     auto it = st_.consumers.find(name);
     if (it == st_.consumers.end() || it->second.size() != 1) return -1;
     return it->second[0].first;
@@ -45,11 +45,20 @@ class Matcher {
     auto it = st_.consumers.find(name);
     return it == st_.consumers.end() ? 0 : it->second.size();
   }
-  const std::string& out0(int i) const { return node(i).output(0); }
+  // Input k / output 0 of node i, or "" when the node has fewer (unverified nodes may).
+  const std::string& in(int i, int k) const {
+    static const std::string kNone;
+    return k < node(i).input_size() ? node(i).input(k) : kNone;
+  }
+  const std::string& out0(int i) const {
+    static const std::string kNone;
+    return node(i).output_size() > 0 ? node(i).output(0) : kNone;
+  }
   // The other operand of a two-input node of which `name` is one operand ("" when both are).
   std::string other(int i, const std::string& name) const {
     const onnx::NodeProto& n = node(i);
     if (n.input_size() != 2) return "";
+    if (name.empty()) return "";
     if (n.input(0) == name && n.input(1) != name) return n.input(1);
     if (n.input(1) == name && n.input(0) != name) return n.input(0);
     return "";
@@ -72,9 +81,9 @@ class Matcher {
   }
 
   void gelu(int e) {
-    int d = producer(node(e).input(0));
+    int d = producer(in(e, 0));
     std::string x;
-    if (is(d, "Div") && scalar_near(node(d).input(1), std::sqrt(2.0))) x = node(d).input(0);
+    if (is(d, "Div") && scalar_near(in(d, 1), std::sqrt(2.0))) x = in(d, 0);
     else if (is(d, "Mul")) x = operand_besides_scalar(d, std::sqrt(0.5));
     if (x.empty() || sole_reader(out0(d)) != e) return;
     int a = sole_reader(out0(e));
@@ -126,15 +135,15 @@ class Matcher {
   }
 
   void layer_norm(int r1) {
-    const std::string& x = node(r1).input(0);
+    const std::string& x = in(r1, 0);
     if (!last_axis_mean(r1, x)) return;
     int sub = sole_reader(out0(r1));
-    if (!is(sub, "Sub") || node(sub).input(0) != x || node(sub).input(1) != out0(r1)) return;
+    if (!is(sub, "Sub") || in(sub, 0) != x || in(sub, 1) != out0(r1)) return;
     const std::string& d = out0(sub);
     if (readers(d) != 2 || st_.output_uses.count(d)) return;
     int pow = -1, div = -1;
     for (const auto& [n, slot] : st_.consumers.at(d)) {
-      if (is(n, "Pow") && slot == 0 && scalar_near(node(n).input(1), 2.0)) pow = n;
+      if (is(n, "Pow") && slot == 0 && scalar_near(in(n, 1), 2.0)) pow = n;
       else if (is(n, "Div") && slot == 0) div = n;
     }
     if (pow < 0 || div < 0) return;
@@ -143,7 +152,7 @@ class Matcher {
     int eps = sole_reader(out0(r2));
     if (!is(eps, "Add") || other(eps, out0(r2)).empty() || !q_.scalar(other(eps, out0(r2)))) return;
     int sq = sole_reader(out0(eps));
-    if (!is(sq, "Sqrt") || sole_reader(out0(sq)) != div || node(div).input(1) != out0(sq)) return;
+    if (!is(sq, "Sqrt") || sole_reader(out0(sq)) != div || in(div, 1) != out0(sq)) return;
     int mul = sole_reader(out0(div));
     if (!is(mul, "Mul")) return;
     std::string w = other(mul, out0(div));
@@ -172,7 +181,7 @@ class Matcher {
       if (!is(t, "Transpose")) return;
       std::optional<std::vector<int64_t>> perm = NodeAttrs(node(t)).ints("perm");
       if (perm && *perm != std::vector<int64_t>{1, 0}) return;
-      w = q_.weight_dims(node(t).input(0));
+      w = q_.weight_dims(in(t, 0));
       if (!w || w->size() != 2) return;
       out_features = (*w)[0];
     }

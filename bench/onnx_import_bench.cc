@@ -1,0 +1,72 @@
+// ONNX import speed: the stripped torchvision resnet18 of tests/data/onnx, and a synthetic chain
+// of N nodes (Relu, then Add of the running value and the chain input, alternating) to see how
+// import time grows with the node count. Target: under 2 s for 100k nodes.
+#include <benchmark/benchmark.h>
+#include <onnx/onnx_pb.h>
+
+#include "frontends/onnx/onnx_import.h"
+
+namespace headroom {
+namespace {
+
+void BM_ImportResnet18(benchmark::State& state) {
+  const std::string path = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
+  OnnxImportOptions o;
+  o.batch = 32;
+  for (auto _ : state) {
+    Result<Graph> g = import_onnx(path, o);
+    if (!g.ok()) state.SkipWithError(g.error().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+}
+BENCHMARK(BM_ImportResnet18)->Unit(benchmark::kMillisecond);
+
+std::string chain_model(int64_t nodes) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* t = in->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  t->mutable_shape()->add_dim()->set_dim_value(64);
+  std::string prev = "x";
+  for (int64_t i = 0; i < nodes; ++i) {
+    onnx::NodeProto* n = g->add_node();
+    std::string out = "t" + std::to_string(i);
+    n->set_name("n" + std::to_string(i));
+    if (i % 2 == 0) {
+      n->set_op_type("Relu");
+      n->add_input(prev);
+    } else {
+      n->set_op_type("Add");
+      n->add_input(prev);
+      n->add_input("x");
+    }
+    n->add_output(out);
+    prev = out;
+  }
+  g->add_output()->set_name(prev);
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return m.SerializeAsString();
+}
+
+void BM_ImportChain(benchmark::State& state) {
+  const std::string bytes = chain_model(state.range(0));
+  OnnxImportOptions o;
+  o.batch = 8;
+  for (auto _ : state) {
+    Result<Graph> g = import_onnx_bytes(bytes, o, "chain.onnx");
+    if (!g.ok()) state.SkipWithError(g.error().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_ImportChain)->RangeMultiplier(10)->Range(1000, 100000)->Complexity()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace headroom

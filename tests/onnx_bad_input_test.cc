@@ -1,0 +1,252 @@
+// Bad ONNX input: every case is a failed Result with one line that names the file and the
+// tensor, node, input or dimension at fault; none crashes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "frontends/onnx/onnx_import.h"
+#include "onnx_test_models.h"
+
+namespace headroom {
+namespace {
+
+using onnx::TensorProto;
+using testing::OnnxModel;
+using testing::Weights;
+
+OnnxImportOptions opts() {
+  OnnxImportOptions o;
+  o.batch = 2;
+  return o;
+}
+
+// The error of importing `m`, checked to be one line that starts with the source name.
+std::string error_of(const OnnxModel& m, const OnnxImportOptions& o = opts()) {
+  Result<Graph> r = import_onnx_bytes(m.bytes(), o, "bad.onnx");
+  if (r.ok()) return "(imported)";
+  EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
+  EXPECT_EQ(r.error().rfind("bad.onnx: ", 0), 0u) << r.error();
+  return r.error();
+}
+
+#define EXPECT_ERROR_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+OnnxModel relu_model() {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.output("y");
+  return m;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("headroom_onnx_" + name)).string();
+}
+
+TEST(OnnxBadInput, NotAFile) {
+  Result<Graph> r = import_onnx("/nonexistent/model.onnx", opts());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "/nonexistent/model.onnx: no such file");
+  std::string dir = std::filesystem::temp_directory_path().string();
+  r = import_onnx(dir, opts());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), dir + ": is a directory, not an ONNX file");
+}
+
+TEST(OnnxBadInput, NotProtobufOrEmpty) {
+  std::string path = temp_path("text.onnx");
+  std::ofstream(path) << "this is not an onnx model\n";
+  Result<Graph> r = import_onnx(path, opts());
+  ASSERT_FALSE(r.ok());
+  EXPECT_ERROR_HAS(r.error(), "not an ONNX model");
+  std::ofstream(path, std::ios::trunc).close();
+  r = import_onnx(path, opts());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), path + ": the file is empty, not an ONNX model");
+  std::filesystem::remove(path);
+}
+
+// Every prefix of a valid model is rejected with one line (a cut inside the graph does not parse;
+// a cut between top-level fields loses the graph or the opset).
+TEST(OnnxBadInput, EveryTruncationIsAnError) {
+  OnnxModel m = relu_model();
+  std::string bytes = m.bytes();
+  ASSERT_TRUE(import_onnx_bytes(bytes, opts()).ok());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    Result<Graph> r = import_onnx_bytes(std::string_view(bytes).substr(0, n), opts(), "cut.onnx");
+    ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes imported";
+    EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
+  }
+}
+
+TEST(OnnxBadInput, Cycle) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("Add", {"x", "b"}, {"a"}, "A");
+  m.node("Relu", {"a"}, {"b"}, "B");
+  m.output("b");
+  EXPECT_EQ(error_of(m), "bad.onnx: the graph has a cycle through nodes 'A', 'B'");
+}
+
+TEST(OnnxBadInput, TensorUsedBeforeProduced) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("Sigmoid", {"y"}, {"z"}, "sig");
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.output("z");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: node 'sig' (Sigmoid) reads 'y' before node 'relu' (Relu) produces it (nodes must be in "
+            "topological order)");
+}
+
+TEST(OnnxBadInput, MissingGraphInput) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("Add", {"x", "ghost"}, {"y"}, "add");
+  m.output("y");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: node 'add' (Add) reads 'ghost', which is not a graph input, an initializer or any node's "
+            "output (a missing graph input?)");
+  OnnxModel out = relu_model();
+  out.output("nowhere");
+  EXPECT_EQ(error_of(out), "bad.onnx: graph output 'nowhere' is not produced by any node, input or initializer");
+}
+
+TEST(OnnxBadInput, DefinedTwice) {
+  OnnxModel m = relu_model();
+  m.node("Sigmoid", {"x"}, {"y"}, "sig");
+  EXPECT_EQ(error_of(m), "bad.onnx: tensor 'y' is defined twice: by node 'relu' (Relu) and by node 'sig' (Sigmoid)");
+}
+
+TEST(OnnxBadInput, MissingShape) {
+  OnnxModel m;
+  m.input_without_shape("x");
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.output("y");
+  EXPECT_EQ(error_of(m), "bad.onnx: graph input 'x' has no shape (export with input shapes, or add them with onnx tools)");
+}
+
+TEST(OnnxBadInput, ContradictoryShapes) {
+  OnnxModel m = relu_model();
+  m.value_info("y", {int64_t{2}, int64_t{5}});
+  EXPECT_EQ(error_of(m), "bad.onnx: contradictory shapes for 'y': [2,5] and [2,4]");
+  // A declared output shape that disagrees with the computation.
+  OnnxModel o;
+  o.input("x", {std::string("batch"), int64_t{4}});
+  o.node("Relu", {"x"}, {"y"}, "relu");
+  auto* out = o.proto().mutable_graph()->add_output();
+  out->set_name("y");
+  OnnxModel::set_dims(out->mutable_type(), TensorProto::FLOAT, {int64_t{2}, int64_t{3}});
+  EXPECT_ERROR_HAS(error_of(o), "contradictory shapes");
+}
+
+TEST(OnnxBadInput, NegativeDims) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{-3}});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  EXPECT_EQ(error_of(m), "bad.onnx: graph input 'x' dimension 1 is negative (-3)");
+  OnnxModel w;
+  w.input("x", {std::string("batch"), int64_t{4}});
+  w.initializer("w", {4, -2}, Weights::ExternalMissing);
+  w.node("MatMul", {"x", "w"}, {"y"});
+  w.output("y");
+  EXPECT_EQ(error_of(w), "bad.onnx: initializer 'w' has a negative dimension [4,-2]");
+}
+
+TEST(OnnxBadInput, OverflowingDims) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.initializer("w", {4, int64_t{1} << 40, int64_t{1} << 40}, Weights::ExternalMissing);
+  m.node("MatMul", {"x", "w"}, {"y"});
+  m.output("y");
+  EXPECT_ERROR_HAS(error_of(m), "size overflows 64 bits");
+  OnnxModel big = relu_model();
+  OnnxImportOptions o = opts();
+  o.batch = int64_t{1} << 62;
+  EXPECT_ERROR_HAS(error_of(big, o), "size overflows 64 bits");
+}
+
+TEST(OnnxBadInput, UnsupportedOpsAreListedWithCounts) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("NonZero", {"x"}, {"a"});
+  m.node("NonZero", {"x"}, {"b"});
+  m.node("Loop", {"x"}, {"c"});
+  m.output("a", TensorProto::INT64);
+  EXPECT_EQ(error_of(m), "bad.onnx: unsupported ONNX ops: Loop x1, NonZero x2 (allow unknown ops to treat them as elementwise)");
+}
+
+TEST(OnnxBadInput, SchemaAndAttributes) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.node("Relu", {"x", "x"}, {"y"}, "relu");
+  m.output("y");
+  EXPECT_ERROR_HAS(error_of(m), "bad.onnx: node 'relu' (Relu) does not match its ONNX schema (opset 13)");
+  OnnxModel c;
+  c.input("x", {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
+  c.initializer("w", {4, 3, 3, 3});
+  c.node("Conv", {"x", "w"}, {"y"}, "conv").i("pads", 1);
+  c.output("y");
+  EXPECT_ERROR_HAS(error_of(c), "bad.onnx: node 'conv' (Conv) does not match its ONNX schema");
+}
+
+TEST(OnnxBadInput, NoOpsetOrNoNodes) {
+  OnnxModel m = relu_model();
+  m.proto().clear_opset_import();
+  EXPECT_EQ(error_of(m), "bad.onnx: the model imports no opset of the default ONNX domain (opset_import)");
+  OnnxModel e;
+  e.input("x", {int64_t{2}});
+  e.output("x");
+  EXPECT_EQ(error_of(e), "bad.onnx: the graph has no nodes");
+}
+
+TEST(OnnxBadInput, WrongLayerGeometry) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{3}, int64_t{2}, int64_t{2}});
+  m.initializer("w", {4, 3, 5, 5});
+  m.node("Conv", {"x", "w"}, {"y"}, "conv");
+  m.output("y");
+  EXPECT_ERROR_HAS(error_of(m), "bad.onnx: node 'conv' (Conv): ");
+  OnnxModel g;
+  g.input("x", {std::string("batch"), int64_t{3}});
+  g.initializer("fc.weight", {5, 4}).initializer("fc.bias", {5});
+  g.node("Gemm", {"x", "fc.weight", "fc.bias"}, {"y"}, "fc").i("transB", 1);
+  g.output("y");
+  EXPECT_ERROR_HAS(error_of(g), "bad.onnx: node 'fc' (Gemm): ");
+}
+
+TEST(OnnxBadInput, ShapeFromData) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.input("shape", {int64_t{2}}, TensorProto::INT64);
+  m.node("Reshape", {"x", "shape"}, {"y"}, "view");
+  m.output("y");
+  EXPECT_EQ(error_of(m), "bad.onnx: node 'view' (Reshape): input 'shape' ('shape') is not a compile-time constant");
+}
+
+TEST(OnnxBadInput, InlineDataContradictsDims) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  m.initializer("w", {4, 4});
+  m.proto().mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(10);
+  m.node("MatMul", {"x", "w"}, {"y"});
+  m.output("y");
+  EXPECT_EQ(error_of(m), "bad.onnx: initializer 'w' declares [4,4] FLOAT (64 bytes) but holds 10 bytes");
+}
+
+TEST(OnnxBadInput, BadOptions) {
+  OnnxImportOptions o = opts();
+  o.batch = 0;
+  EXPECT_EQ(error_of(relu_model(), o), "bad.onnx: batch must be positive, got 0");
+  o = opts();
+  o.dims["batch"] = -1;
+  EXPECT_EQ(error_of(relu_model(), o), "bad.onnx: --dim batch=-1 must be positive");
+  o = opts();
+  o.loss_output = "logits";
+  EXPECT_EQ(error_of(relu_model(), o), "bad.onnx: loss output 'logits' is not a graph output");
+}
+
+}  // namespace
+}  // namespace headroom
