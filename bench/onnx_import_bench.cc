@@ -10,7 +10,8 @@ namespace headroom {
 namespace {
 
 void BM_ImportResnet18(benchmark::State& state) {
-  const std::string path = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
+  const std::string path =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
   OnnxImportOptions o;
   o.batch = 32;
   for (auto _ : state) {
@@ -51,7 +52,8 @@ std::string chain_model(int64_t nodes) {
     prev = out;
   }
   g->add_output()->set_name(prev);
-  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT);
   return m.SerializeAsString();
 }
 
@@ -66,7 +68,11 @@ void BM_ImportChain(benchmark::State& state) {
   }
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_ImportChain)->RangeMultiplier(10)->Range(1000, 100000)->Complexity()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ImportChain)
+    ->RangeMultiplier(10)
+    ->Range(1000, 100000)
+    ->Complexity()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace headroom

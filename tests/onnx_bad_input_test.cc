@@ -96,7 +96,8 @@ TEST(OnnxBadInput, TensorUsedBeforeProduced) {
   m.node("Relu", {"x"}, {"y"}, "relu");
   m.output("z");
   EXPECT_EQ(error_of(m),
-            "bad.onnx: node 'sig' (Sigmoid) reads 'y' before node 'relu' (Relu) produces it (nodes must be in "
+            "bad.onnx: node 'sig' (Sigmoid) reads 'y' before node 'relu' (Relu) produces it (nodes "
+            "must be in "
             "topological order)");
 }
 
@@ -106,17 +107,21 @@ TEST(OnnxBadInput, MissingGraphInput) {
   m.node("Add", {"x", "ghost"}, {"y"}, "add");
   m.output("y");
   EXPECT_EQ(error_of(m),
-            "bad.onnx: node 'add' (Add) reads 'ghost', which is not a graph input, an initializer or any node's "
+            "bad.onnx: node 'add' (Add) reads 'ghost', which is not a graph input, an initializer "
+            "or any node's "
             "output (a missing graph input?)");
   OnnxModel out = relu_model();
   out.output("nowhere");
-  EXPECT_EQ(error_of(out), "bad.onnx: graph output 'nowhere' is not produced by any node, input or initializer");
+  EXPECT_EQ(error_of(out),
+            "bad.onnx: graph output 'nowhere' is not produced by any node, input or initializer");
 }
 
 TEST(OnnxBadInput, DefinedTwice) {
   OnnxModel m = relu_model();
   m.node("Sigmoid", {"x"}, {"y"}, "sig");
-  EXPECT_EQ(error_of(m), "bad.onnx: tensor 'y' is defined twice: by node 'relu' (Relu) and by node 'sig' (Sigmoid)");
+  EXPECT_EQ(
+      error_of(m),
+      "bad.onnx: tensor 'y' is defined twice: by node 'relu' (Relu) and by node 'sig' (Sigmoid)");
 }
 
 TEST(OnnxBadInput, MissingShape) {
@@ -124,7 +129,9 @@ TEST(OnnxBadInput, MissingShape) {
   m.input_without_shape("x");
   m.node("Relu", {"x"}, {"y"}, "relu");
   m.output("y");
-  EXPECT_EQ(error_of(m), "bad.onnx: graph input 'x' has no shape (export with input shapes, or add them with onnx tools)");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: graph input 'x' has no shape (export with input shapes, or add them with "
+            "onnx tools)");
 }
 
 TEST(OnnxBadInput, ContradictoryShapes) {
@@ -175,7 +182,9 @@ TEST(OnnxBadInput, UnsupportedOpsAreListedWithCounts) {
   m.node("NonZero", {"x"}, {"b"});
   m.node("Loop", {"x"}, {"c"});
   m.output("a", TensorProto::INT64);
-  EXPECT_EQ(error_of(m), "bad.onnx: unsupported ONNX ops: Loop x1, NonZero x2 (allow unknown ops to treat them as elementwise)");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: unsupported ONNX ops: Loop x1, NonZero x2 (allow unknown ops to treat them "
+            "as elementwise)");
 }
 
 TEST(OnnxBadInput, SchemaAndAttributes) {
@@ -183,7 +192,8 @@ TEST(OnnxBadInput, SchemaAndAttributes) {
   m.input("x", {std::string("batch"), int64_t{4}});
   m.node("Relu", {"x", "x"}, {"y"}, "relu");
   m.output("y");
-  EXPECT_ERROR_HAS(error_of(m), "bad.onnx: node 'relu' (Relu) does not match its ONNX schema (opset 13)");
+  EXPECT_ERROR_HAS(error_of(m),
+                   "bad.onnx: node 'relu' (Relu) does not match its ONNX schema (opset 13)");
   OnnxModel c;
   c.input("x", {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
   c.initializer("w", {4, 3, 3, 3});
@@ -195,7 +205,8 @@ TEST(OnnxBadInput, SchemaAndAttributes) {
 TEST(OnnxBadInput, NoOpsetOrNoNodes) {
   OnnxModel m = relu_model();
   m.proto().clear_opset_import();
-  EXPECT_EQ(error_of(m), "bad.onnx: the model imports no opset of the default ONNX domain (opset_import)");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: the model imports no opset of the default ONNX domain (opset_import)");
   OnnxModel e;
   e.input("x", {int64_t{2}});
   e.output("x");
@@ -223,7 +234,9 @@ TEST(OnnxBadInput, ShapeFromData) {
   m.input("shape", {int64_t{2}}, TensorProto::INT64);
   m.node("Reshape", {"x", "shape"}, {"y"}, "view");
   m.output("y");
-  EXPECT_EQ(error_of(m), "bad.onnx: node 'view' (Reshape): input 'shape' ('shape') is not a compile-time constant");
+  EXPECT_EQ(
+      error_of(m),
+      "bad.onnx: node 'view' (Reshape): input 'shape' ('shape') is not a compile-time constant");
 }
 
 TEST(OnnxBadInput, InlineDataContradictsDims) {
@@ -233,7 +246,8 @@ TEST(OnnxBadInput, InlineDataContradictsDims) {
   m.proto().mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(10);
   m.node("MatMul", {"x", "w"}, {"y"});
   m.output("y");
-  EXPECT_EQ(error_of(m), "bad.onnx: initializer 'w' declares [4,4] FLOAT (64 bytes) but holds 10 bytes");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: initializer 'w' declares [4,4] FLOAT (64 bytes) but holds 10 bytes");
 }
 
 TEST(OnnxBadInput, BadOptions) {

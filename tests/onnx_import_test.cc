@@ -1,13 +1,14 @@
 // The ONNX importer on small models written with the protobuf API (tests/onnx_test_models.h) and
 // on a transformer block exported by torch.onnx (tests/data/onnx/gen_models.py): shapes, parameter
 // counts, op kinds, and memory equal to the same model written with GraphBuilder.
+#include "frontends/onnx/onnx_import.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "estimate/estimate.h"
-#include "frontends/onnx/onnx_import.h"
 #include "frontends/zoo/losses.h"
 #include "ir/builder.h"
 #include "onnx_test_models.h"
@@ -15,10 +16,10 @@
 namespace headroom {
 namespace {
 
+using onnx::TensorProto;
 using testing::Dim;
 using testing::OnnxModel;
 using testing::Weights;
-using onnx::TensorProto;
 
 OnnxImportOptions batch_options(int64_t batch) {
   OnnxImportOptions o;
@@ -62,7 +63,10 @@ OnnxModel conv_net(Weights w = Weights::Inline) {
   m.initializer("bn.weight", {4}, w).initializer("bn.bias", {4}, w);
   m.initializer("bn.running_mean", {4}, w).initializer("bn.running_var", {4}, w);
   m.initializer("fc.weight", {5, 4}, w).initializer("fc.bias", {5}, w);
-  m.node("Conv", {"input", "conv.weight"}, {"c"}, "conv").ints("kernel_shape", {3, 3}).ints("pads", {1, 1, 1, 1}).ints("strides", {1, 1});
+  m.node("Conv", {"input", "conv.weight"}, {"c"}, "conv")
+      .ints("kernel_shape", {3, 3})
+      .ints("pads", {1, 1, 1, 1})
+      .ints("strides", {1, 1});
   m.node("BatchNormalization", {"c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
          {"b", "rm", "rv", "sm", "sv"}, "bn")
       .f("epsilon", 1e-5f)
@@ -126,7 +130,8 @@ TEST(OnnxImport, ConvNetMemoryEqualsBuilderNetwork) {
     EXPECT_EQ(g.weights_bytes(), ref.weights_bytes());  // with num_batches_tracked
     for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
       SimResult a = run(g, mode), b = run(ref, mode);
-      EXPECT_EQ(a.peak.bytes, b.peak.bytes) << "batch " << batch << " mode " << static_cast<int>(mode);
+      EXPECT_EQ(a.peak.bytes, b.peak.bytes)
+          << "batch " << batch << " mode " << static_cast<int>(mode);
       EXPECT_EQ(a.end_bytes, b.end_bytes);
     }
   }
@@ -183,12 +188,12 @@ TEST(OnnxImport, AttentionSnippet) {
   o.dims["seq"] = 5;
   Graph g = import_ok(attention(8), o);
   EXPECT_EQ(g.parameter_count(), 3 * (8 * 8 + 8));
-  EXPECT_EQ(count_kind(g, OpKind::Linear), 3);   // MatMul + bias Add folded into linear
+  EXPECT_EQ(count_kind(g, OpKind::Linear), 3);  // MatMul + bias Add folded into linear
   EXPECT_EQ(count_kind(g, OpKind::Add), 0);
   EXPECT_EQ(count_kind(g, OpKind::MatMul), 2);
   EXPECT_EQ(count_kind(g, OpKind::DivScalar), 1);  // / sqrt(d): a Python scalar
   EXPECT_EQ(count_kind(g, OpKind::Softmax), 1);
-  EXPECT_EQ(count_kind(g, OpKind::Permute), 1);    // k^T; the weight transposes are linear's own
+  EXPECT_EQ(count_kind(g, OpKind::Permute), 1);  // k^T; the weight transposes are linear's own
   const Op* lin = find_kind(g, OpKind::Linear);
   EXPECT_EQ(g.tensor(lin->inputs[1]).name, "q.weight");
   EXPECT_EQ(g.tensor(lin->inputs[2]).name, "q.bias");
@@ -224,18 +229,22 @@ TEST(OnnxImport, DynamicBatchAndNamedDims) {
   OnnxImportOptions no_seq = batch_options(3);
   Result<Graph> r = import_onnx_bytes(m.bytes(), no_seq, "m.onnx");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error(), "m.onnx: symbolic dimension 'seq' (used by inputs 'x', 'mask') has no value: pass --dim seq=N");
+  EXPECT_EQ(r.error(),
+            "m.onnx: symbolic dimension 'seq' (used by inputs 'x', 'mask') has no value: pass "
+            "--dim seq=N");
   OnnxImportOptions no_batch;
   no_batch.dims["seq"] = 2;
   r = import_onnx_bytes(m.bytes(), no_batch, "m.onnx");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(),
-            "m.onnx: symbolic dimension 'N' (used by inputs 'x', 'mask', the batch axis) has no value: pass --batch N or --dim N=N");
+            "m.onnx: symbolic dimension 'N' (used by inputs 'x', 'mask', the batch axis) has no "
+            "value: pass --batch N or --dim N=N");
   OnnxImportOptions typo = o;
   typo.dims["sequence"] = 3;
   r = import_onnx_bytes(m.bytes(), typo, "m.onnx");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().find("--dim 'sequence' is not a symbolic dimension"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("--dim 'sequence' is not a symbolic dimension"), std::string::npos)
+      << r.error();
 }
 
 TEST(OnnxImport, FixedBatchModel) {
@@ -264,9 +273,9 @@ TEST(OnnxImport, ShapeComputationFolds) {
   m.node("Reshape", {"x", "target"}, {"flat"}, "view");
   m.output("flat");
   Graph g = import_ok(m, batch_options(5));
-  ASSERT_EQ(g.ops.size() - static_cast<size_t>(std::count_if(g.ops.begin(), g.ops.end(), [](const Op& op) {
-              return op.stage == OpStage::Loss;
-            })),
+  ASSERT_EQ(g.ops.size() - static_cast<size_t>(std::count_if(
+                               g.ops.begin(), g.ops.end(),
+                               [](const Op& op) { return op.stage == OpStage::Loss; })),
             1u);
   EXPECT_EQ(g.ops[0].kind, OpKind::View);
   EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{5, 12}));
@@ -333,9 +342,11 @@ Graph tiny_transformer_reference(int64_t batch) {
     return b.transpose(n + ".t", b.unflatten(n, t, 2, {h, -1}), 1, 2);
   };
   TensorId q = heads(parts[0], "q"), k = heads(parts[1], "k"), val = heads(parts[2], "v");
-  TensorId scores = b.div_scalar("scale", b.matmul("qk", q, b.transpose("kt", k, -2, -1)), std::sqrt(8.0));
+  TensorId scores =
+      b.div_scalar("scale", b.matmul("qk", q, b.transpose("kt", k, -2, -1)), std::sqrt(8.0));
   TensorId a = b.dropout("drop", b.softmax("softmax", scores, -1), 0.1);
-  TensorId ctx = b.reshape("merge", b.transpose("ctx.t", b.matmul("av", a, val), 1, 2), {batch, s, d});
+  TensorId ctx =
+      b.reshape("merge", b.transpose("ctx.t", b.matmul("av", a, val), 1, 2), {batch, s, d});
   x = b.add("res1", x, b.linear_with("proj", ctx, proj_w, proj_b));
   TensorId f = b.linear_with("fc1", b.layer_norm_with("ln2", x, ln2_w, ln2_b), fc1_w, fc1_b);
   x = b.add("res2", x, b.linear_with("fc2", b.gelu("act", f), fc2_w, fc2_b));
@@ -347,7 +358,8 @@ Graph tiny_transformer_reference(int64_t batch) {
 }
 
 TEST(OnnxImport, TorchExportedTransformerMatchesBuilderModel) {
-  const std::string path = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/tiny_transformer_training.onnx";
+  const std::string path =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/tiny_transformer_training.onnx";
   for (int64_t batch : {2, 5}) {
     Result<Graph> r = import_onnx(path, batch_options(batch));
     ASSERT_TRUE(r.ok()) << r.error();
@@ -361,7 +373,8 @@ TEST(OnnxImport, TorchExportedTransformerMatchesBuilderModel) {
     EXPECT_EQ(count_kind(g, OpKind::Dropout), 1);
     EXPECT_EQ(count_kind(g, OpKind::Opaque), 1);  // torch.arange's ids, a factory
     for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
-      EXPECT_EQ(run(g, mode).peak.bytes, run(ref, mode).peak.bytes) << "batch " << batch << " mode " << static_cast<int>(mode);
+      EXPECT_EQ(run(g, mode).peak.bytes, run(ref, mode).peak.bytes)
+          << "batch " << batch << " mode " << static_cast<int>(mode);
     }
   }
 }
@@ -371,16 +384,17 @@ TEST(OnnxImport, InplaceInference) {
   m.input("x", {std::string("batch"), int64_t{4}});
   m.initializer("fc.weight", {4, 4}).initializer("fc.bias", {4});
   m.node("Gemm", {"x", "fc.weight", "fc.bias"}, {"l"}, "fc").i("transB", 1);
-  m.node("Relu", {"l"}, {"r"}, "relu");    // l read once: relu_
+  m.node("Relu", {"l"}, {"r"}, "relu");     // l read once: relu_
   m.node("Add", {"r", "x"}, {"s"}, "add");  // r is relu's saved output: not in place
-  m.node("Relu", {"s"}, {"y"}, "relu2");   // s fresh: relu_
+  m.node("Relu", {"s"}, {"y"}, "relu2");    // s fresh: relu_
   m.output("y");
   OnnxImportOptions o = batch_options(2);
   o.infer_inplace = true;
   Graph g = import_ok(m, o);
   std::vector<bool> inplace;
   for (const Op& op : g.ops) {
-    if (op.stage == OpStage::Model && op.kind != OpKind::Linear) inplace.push_back(op.attrs.inplace);
+    if (op.stage == OpStage::Model && op.kind != OpKind::Linear)
+      inplace.push_back(op.attrs.inplace);
   }
   EXPECT_EQ(inplace, (std::vector<bool>{true, false, true}));
   o.infer_inplace = false;
@@ -401,7 +415,9 @@ TEST(OnnxImport, UnknownOpsAllowedAsElementwise) {
   OnnxImportOptions o = batch_options(2);
   Result<Graph> r = import_onnx_bytes(m.bytes(), o, "m.onnx");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error(), "m.onnx: unsupported ONNX op: com.example.FancyAct x1 (allow unknown ops to treat them as elementwise)");
+  EXPECT_EQ(r.error(),
+            "m.onnx: unsupported ONNX op: com.example.FancyAct x1 (allow unknown ops to treat them "
+            "as elementwise)");
   o.allow_unknown = true;
   Graph g = import_ok(m, o);
   const Op* f = find_kind(g, OpKind::Opaque);
@@ -409,7 +425,8 @@ TEST(OnnxImport, UnknownOpsAllowedAsElementwise) {
   EXPECT_EQ(f->name, "fancy");
   EXPECT_EQ(g.tensor(f->outputs[0]).shape, (std::vector<int64_t>{2, 4}));
   bool warned = false;
-  for (const std::string& note : g.notes) warned = warned || note.find("com.example.FancyAct x1") != std::string::npos;
+  for (const std::string& note : g.notes)
+    warned = warned || note.find("com.example.FancyAct x1") != std::string::npos;
   EXPECT_TRUE(warned);
 }
 
@@ -421,7 +438,8 @@ TEST(OnnxImport, EvalExportWithFoldedBatchNormIsNoted) {
   m.output("y");
   Graph g = import_ok(m, batch_options(1));
   bool noted = false;
-  for (const std::string& note : g.notes) noted = noted || note.find("folds batch norm") != std::string::npos;
+  for (const std::string& note : g.notes)
+    noted = noted || note.find("folds batch norm") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -460,12 +478,17 @@ TEST(OnnxImport, OpCoverage) {
   m.input("x", {std::string("batch"), int64_t{3}, int64_t{9}, int64_t{9}});
   m.input("ids", {std::string("batch"), int64_t{5}}, TensorProto::INT64);
   m.initializer("conv.weight", {8, 3, 3, 3}).initializer("conv.bias", {8});
-  m.node("Conv", {"x", "conv.weight", "conv.bias"}, {"c"}, "conv").ints("strides", {2, 1}).s("auto_pad", "SAME_UPPER");
+  m.node("Conv", {"x", "conv.weight", "conv.bias"}, {"c"}, "conv")
+      .ints("strides", {2, 1})
+      .s("auto_pad", "SAME_UPPER");
   m.constant("zero", OnnxModel::float_scalar(0.0f));
   m.constant("six", OnnxModel::float_scalar(6.0f));
   m.node("Clip", {"c", "zero", "six"}, {"r6"}, "relu6");
   m.node("HardSwish", {"r6"}, {"hs"}, "hardswish");
-  m.node("MaxPool", {"hs"}, {"mp"}, "maxpool").ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1});
+  m.node("MaxPool", {"hs"}, {"mp"}, "maxpool")
+      .ints("kernel_shape", {3, 3})
+      .ints("strides", {2, 2})
+      .ints("pads", {1, 1, 1, 1});
   m.node("AveragePool", {"mp"}, {"ap"}, "avgpool").ints("kernel_shape", {2, 2});
   m.constant("pads", OnnxModel::int64s({0, 0, 1, 1, 0, 0, 1, 1}));
   m.node("Pad", {"ap", "pads"}, {"pd"}, "pad");
@@ -526,8 +549,8 @@ TEST(OnnxImport, OpCoverage) {
   EXPECT_EQ(count_kind(g, OpKind::Linear), 2);  // Gemm transB=0 and MatMul by a 2-D weight
   EXPECT_EQ(count_kind(g, OpKind::LayerNorm), 1);
   EXPECT_EQ(count_kind(g, OpKind::Embedding), 1);
-  EXPECT_EQ(count_kind(g, OpKind::MatMul), 1);  // the einsum
-  EXPECT_EQ(count_kind(g, OpKind::Permute), 1); // its second operand, [b,k,j]
+  EXPECT_EQ(count_kind(g, OpKind::MatMul), 1);   // the einsum
+  EXPECT_EQ(count_kind(g, OpKind::Permute), 1);  // its second operand, [b,k,j]
   EXPECT_EQ(count_kind(g, OpKind::Sum), 1);
   const Op* clip = find_kind(g, OpKind::Hardtanh);
   EXPECT_EQ(clip->attrs.scalar, 0.0);

@@ -8,7 +8,8 @@
 namespace headroom {
 namespace {
 
-const std::string kResnet18 = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
+const std::string kResnet18 =
+    std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
 
 Result<Graph> import_resnet18(int64_t batch, bool inplace) {
   OnnxImportOptions o;
@@ -34,7 +35,8 @@ Graph builtin_resnet18(int64_t batch) {
 TEST(OnnxResnet18, ParameterCountMatchesTorchvision) {
   Result<Graph> g = import_resnet18(2, false);
   ASSERT_TRUE(g.ok()) << g.error();
-  EXPECT_EQ(g.value().parameter_count(), 11689512);  // sum(p.numel() for p in resnet18().parameters())
+  EXPECT_EQ(g.value().parameter_count(),
+            11689512);  // sum(p.numel() for p in resnet18().parameters())
   EXPECT_EQ(g.value().parameter_count(), builtin_resnet18(2).parameter_count());
   // Running statistics are buffers, plus the num_batches_tracked the exporter drops.
   EXPECT_EQ(g.value().weights_bytes(), builtin_resnet18(2).weights_bytes());
@@ -64,8 +66,12 @@ TEST(OnnxResnet18, TrainingPeakEqualsBuiltinWithInplace) {
   ASSERT_TRUE(g.ok()) << g.error();
   Graph ref = builtin_resnet18(2);
   for (const char* device : {"cuda", "cpu"}) {
-    EXPECT_EQ(run(g.value(), RunMode::Training, device).peak.bytes, run(ref, RunMode::Training, device).peak.bytes) << device;
-    EXPECT_EQ(run(g.value(), RunMode::Inference, device).peak.bytes, run(ref, RunMode::Inference, device).peak.bytes) << device;
+    EXPECT_EQ(run(g.value(), RunMode::Training, device).peak.bytes,
+              run(ref, RunMode::Training, device).peak.bytes)
+        << device;
+    EXPECT_EQ(run(g.value(), RunMode::Inference, device).peak.bytes,
+              run(ref, RunMode::Inference, device).peak.bytes)
+        << device;
   }
 }
 
@@ -83,10 +89,14 @@ TEST(OnnxResnet18, WithoutInplaceOnlyForwardPhasePeaksDiffer) {
     Graph ref = builtin_resnet18(batch);
     SimResult a = run(g.value(), RunMode::Training), b = run(ref, RunMode::Training);
     EXPECT_EQ(a.peak.bytes, b.peak.bytes) << batch;
-    EXPECT_EQ(run(g.value(), RunMode::Inference).peak.bytes, run(ref, RunMode::Inference).peak.bytes) << batch;
+    EXPECT_EQ(run(g.value(), RunMode::Inference).peak.bytes,
+              run(ref, RunMode::Inference).peak.bytes)
+        << batch;
     ASSERT_EQ(a.iterations.size(), 2u);
-    EXPECT_GT(a.iterations[1].by_phase.at(Phase::Forward).bytes, b.iterations[1].by_phase.at(Phase::Forward).bytes);
-    EXPECT_EQ(a.iterations[1].by_phase.at(Phase::Backward).bytes, b.iterations[1].by_phase.at(Phase::Backward).bytes);
+    EXPECT_GT(a.iterations[1].by_phase.at(Phase::Forward).bytes,
+              b.iterations[1].by_phase.at(Phase::Forward).bytes);
+    EXPECT_EQ(a.iterations[1].by_phase.at(Phase::Backward).bytes,
+              b.iterations[1].by_phase.at(Phase::Backward).bytes);
   }
 }
 

@@ -71,18 +71,22 @@ class OnnxModel {
     model_.mutable_graph()->set_name("test");
   }
 
-  static void set_dims(onnx::TypeProto* type, int32_t elem, const std::vector<Dim>& dims, bool with_shape = true) {
+  static void set_dims(onnx::TypeProto* type, int32_t elem, const std::vector<Dim>& dims,
+                       bool with_shape = true) {
     auto* t = type->mutable_tensor_type();
     t->set_elem_type(elem);
     if (!with_shape) return;
     auto* shape = t->mutable_shape();
     for (const Dim& d : dims) {
       auto* dim = shape->add_dim();
-      if (std::holds_alternative<int64_t>(d)) dim->set_dim_value(std::get<int64_t>(d));
-      else dim->set_dim_param(std::get<std::string>(d));
+      if (std::holds_alternative<int64_t>(d))
+        dim->set_dim_value(std::get<int64_t>(d));
+      else
+        dim->set_dim_param(std::get<std::string>(d));
     }
   }
-  OnnxModel& input(const std::string& name, const std::vector<Dim>& dims, int32_t elem = TensorProto::FLOAT) {
+  OnnxModel& input(const std::string& name, const std::vector<Dim>& dims,
+                   int32_t elem = TensorProto::FLOAT) {
     auto* v = model_.mutable_graph()->add_input();
     v->set_name(name);
     set_dims(v->mutable_type(), elem, dims);
@@ -100,15 +104,16 @@ class OnnxModel {
     v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
     return *this;
   }
-  OnnxModel& value_info(const std::string& name, const std::vector<Dim>& dims, int32_t elem = TensorProto::FLOAT) {
+  OnnxModel& value_info(const std::string& name, const std::vector<Dim>& dims,
+                        int32_t elem = TensorProto::FLOAT) {
     auto* v = model_.mutable_graph()->add_value_info();
     v->set_name(name);
     set_dims(v->mutable_type(), elem, dims);
     return *this;
   }
   // A weight; Inline stores zeros, ExternalMissing points at a file that does not exist.
-  OnnxModel& initializer(const std::string& name, const std::vector<int64_t>& dims, Weights w = Weights::Inline,
-                         int32_t elem = TensorProto::FLOAT) {
+  OnnxModel& initializer(const std::string& name, const std::vector<int64_t>& dims,
+                         Weights w = Weights::Inline, int32_t elem = TensorProto::FLOAT) {
     TensorProto* t = model_.mutable_graph()->add_initializer();
     t->set_name(name);
     t->set_data_type(elem);
@@ -118,7 +123,8 @@ class OnnxModel {
       n *= d;
     }
     if (w == Weights::Inline) {
-      t->set_raw_data(std::string(static_cast<size_t>(n) * (elem == TensorProto::INT64 ? 8 : 4), '\0'));
+      t->set_raw_data(
+          std::string(static_cast<size_t>(n) * (elem == TensorProto::INT64 ? 8 : 4), '\0'));
     } else if (w == Weights::ExternalMissing) {
       t->set_data_location(TensorProto::EXTERNAL);
       auto* e = t->add_external_data();
@@ -151,8 +157,8 @@ class OnnxModel {
     node("Constant", {}, {name}).tensor("value", value);
     return *this;
   }
-  OnnxNode node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-                const std::string& name = "") {
+  OnnxNode node(const std::string& op, const std::vector<std::string>& inputs,
+                const std::vector<std::string>& outputs, const std::string& name = "") {
     onnx::NodeProto* n = model_.mutable_graph()->add_node();
     n->set_op_type(op);
     n->set_name(name.empty() ? op + "_" + std::to_string(model_.graph().node_size()) : name);

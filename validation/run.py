@@ -129,8 +129,14 @@ def main():
     lock = threading.Condition()
     results = {}
     queue = list(sel)
-    # run the heavy ones first so the tail of the run is short
-    queue.sort(key=lambda c: -cases.heavy_gb(c))
+    # longest first (by the previous run's timings if any, else by RAM class),
+    # so that the tail of the run is short
+    tpath = os.path.join(HERE, "build", "timings.json")
+    prev_t = {}
+    if os.path.exists(tpath):
+        with open(tpath) as f:
+            prev_t = json.load(f)
+    queue.sort(key=lambda c: (-prev_t.get(c["id"], {}).get("wall", 0), -cases.heavy_gb(c)))
 
     def take():
         with lock:

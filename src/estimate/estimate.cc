@@ -46,6 +46,11 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.optimizer = o.optimizer;
   s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
   s.foreach = o.foreach.value_or(s.device.default_foreach);
+  if (o.device == "cuda") {
+    if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;
+    if (o.conv_workspace) s.device.conv_workspace = *o.conv_workspace;
+    s.device.conv_workspace_bytes = o.conv_workspace_bytes;
+  }
   s.iterations = o.iterations;
   return s;
 }

@@ -40,6 +40,12 @@ struct EstimateOptions {
   int iterations = 2;
   int top_tensors = 10;
   bool keep_program = false;  // keep the simulated Program in the Estimate (for --trace)
+  // CUDA library workspaces (device cuda only). Unset: the device's defaults (cuBLAS 8,519,680
+  // bytes per handle, 32 MiB on Hopper GPUs; cuDNN by the Activation policy).
+  // CUBLAS_WORKSPACE_CONFIG=:0:0 corresponds to cublas_workspace_bytes = 0.
+  std::optional<int64_t> cublas_workspace_bytes;
+  std::optional<ConvWorkspace> conv_workspace;
+  int64_t conv_workspace_bytes = 0;  // with ConvWorkspace::Fixed
 };
 
 struct BufferAtPeak {

@@ -24,18 +24,19 @@ int64_t numel(const std::vector<int64_t>& s, const std::string& what) {
 }
 
 // One spatial axis of a window: output size, PyTorch's rule (see Window2d).
-int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end, int64_t d, bool ceil_mode,
-                   const std::string& what) {
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end, int64_t d,
+                   bool ceil_mode, const std::string& what) {
   if (k <= 0 || s <= 0 || d <= 0 || pad_begin < 0 || pad_end < 0) {
-    throw InputError(what + ": kernel " + std::to_string(k) + ", stride " + std::to_string(s) + ", dilation " +
-                     std::to_string(d) + " must be positive and pads " + std::to_string(pad_begin) + "," +
-                     std::to_string(pad_end) + " not negative");
+    throw InputError(what + ": kernel " + std::to_string(k) + ", stride " + std::to_string(s) +
+                     ", dilation " + std::to_string(d) + " must be positive and pads " +
+                     std::to_string(pad_begin) + "," + std::to_string(pad_end) + " not negative");
   }
   int64_t eff = checked_add(checked_mul(d, k - 1, what), 1, what);
   int64_t padded = checked_add(in, checked_add(pad_begin, pad_end, what), what);
   if (padded < eff) {
-    throw InputError(what + ": input size " + std::to_string(in) + " (padded " + std::to_string(padded) +
-                     ") is smaller than the kernel (" + std::to_string(eff) + ")");
+    throw InputError(what + ": input size " + std::to_string(in) + " (padded " +
+                     std::to_string(padded) + ") is smaller than the kernel (" +
+                     std::to_string(eff) + ")");
   }
   int64_t num = padded - eff;
   int64_t out = (ceil_mode ? num / s + (num % s != 0 ? 1 : 0) : num / s) + 1;
@@ -53,22 +54,26 @@ OpAttrs window_attrs(const Window2d& w) {
   return a;
 }
 
-std::vector<int64_t> reduced_shape(const std::vector<int64_t>& s, std::vector<int64_t>& dims, bool keepdim,
-                                   const std::string& what) {
+std::vector<int64_t> reduced_shape(const std::vector<int64_t>& s, std::vector<int64_t>& dims,
+                                   bool keepdim, const std::string& what) {
   const int64_t r = static_cast<int64_t>(s.size());
   std::vector<bool> drop(s.size(), false);
   for (int64_t& d : dims) {
     if (d < -r || d >= r) {
-      throw InputError(what + ": dimension " + std::to_string(d) + " out of range for rank " + std::to_string(r));
+      throw InputError(what + ": dimension " + std::to_string(d) + " out of range for rank " +
+                       std::to_string(r));
     }
     if (d < 0) d += r;
-    if (drop[static_cast<size_t>(d)]) throw InputError(what + ": dimension " + std::to_string(d) + " repeated");
+    if (drop[static_cast<size_t>(d)])
+      throw InputError(what + ": dimension " + std::to_string(d) + " repeated");
     drop[static_cast<size_t>(d)] = true;
   }
   std::vector<int64_t> os;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (!drop[i]) os.push_back(s[i]);
-    else if (keepdim) os.push_back(1);
+    if (!drop[i])
+      os.push_back(s[i]);
+    else if (keepdim)
+      os.push_back(1);
   }
   return os;
 }
@@ -79,48 +84,54 @@ TensorId GraphBuilder::parameter(const std::string& name, std::vector<int64_t> s
   return add_tensor(name, std::move(shape), dtype, TensorRole::Parameter, -1);
 }
 
-TensorId GraphBuilder::conv2d_with(const std::string& module, TensorId x, TensorId weight, TensorId bias,
-                                   const Window2d& w, int64_t groups) {
+TensorId GraphBuilder::conv2d_with(const std::string& module, TensorId x, TensorId weight,
+                                   TensorId bias, const Window2d& w, int64_t groups) {
   const std::vector<int64_t> s = shape(x);
   const std::vector<int64_t> ws = shape(weight);
   if (s.size() != 4 || ws.size() != 4) {
-    throw InputError(module + ": conv2d expects input [N,C,H,W] and weight [O,C/g,kh,kw], got " + shape_text(s) +
-                     " and " + shape_text(ws));
+    throw InputError(module + ": conv2d expects input [N,C,H,W] and weight [O,C/g,kh,kw], got " +
+                     shape_text(s) + " and " + shape_text(ws));
   }
   if (groups <= 0 || ws[0] % groups != 0 || checked_mul(ws[1], groups, module) != s[1]) {
-    throw InputError(module + ": input " + shape_text(s) + " does not match weight " + shape_text(ws) +
-                     " with groups " + std::to_string(groups));
+    throw InputError(module + ": input " + shape_text(s) + " does not match weight " +
+                     shape_text(ws) + " with groups " + std::to_string(groups));
   }
   if (bias != kNone && shape(bias) != std::vector<int64_t>{ws[0]}) {
-    throw InputError(module + ": bias " + shape_text(shape(bias)) + " for " + std::to_string(ws[0]) + " channels");
+    throw InputError(module + ": bias " + shape_text(shape(bias)) + " for " +
+                     std::to_string(ws[0]) + " channels");
   }
   Window2d g = w;
   g.kernel_h = ws[2];
   g.kernel_w = ws[3];
   g.ceil_mode = false;
-  int64_t ho = window_out(s[2], g.kernel_h, g.stride_h, g.pad_top, g.pad_bottom, g.dilation_h, false, module);
-  int64_t wo = window_out(s[3], g.kernel_w, g.stride_w, g.pad_left, g.pad_right, g.dilation_w, false, module);
+  int64_t ho = window_out(s[2], g.kernel_h, g.stride_h, g.pad_top, g.pad_bottom, g.dilation_h,
+                          false, module);
+  int64_t wo = window_out(s[3], g.kernel_w, g.stride_w, g.pad_left, g.pad_right, g.dilation_w,
+                          false, module);
   std::vector<TensorId> ins{x, weight};
   if (bias != kNone) ins.push_back(bias);
   OpAttrs a = window_attrs(g);
   a.groups = groups;
   OpId op = add_op(OpKind::Conv2d, module, ins, a);
   TensorId out = add_output(op, {s[0], ws[0], ho, wo}, tensor(x).dtype);
-  int64_t macs = checked_mul(numel(shape(out), module), checked_mul(ws[1], checked_mul(ws[2], ws[3], module), module),
-                             module + " flops");
+  int64_t macs =
+      checked_mul(numel(shape(out), module),
+                  checked_mul(ws[1], checked_mul(ws[2], ws[3], module), module), module + " flops");
   finish_op(op, checked_mul(macs, 2, module + " flops"));
   return out;
 }
 
-TensorId GraphBuilder::batch_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias,
-                                       TensorId running_mean, TensorId running_var, bool training) {
+TensorId GraphBuilder::batch_norm_with(const std::string& module, TensorId x, TensorId weight,
+                                       TensorId bias, TensorId running_mean, TensorId running_var,
+                                       bool training) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() < 2) throw InputError(module + ": batch norm expects [N,C,...], got " + shape_text(s));
+  if (s.size() < 2)
+    throw InputError(module + ": batch norm expects [N,C,...], got " + shape_text(s));
   const std::vector<int64_t> c{s[1]};
   for (TensorId t : {weight, bias, running_mean, running_var}) {
     if (shape(t) != c) {
-      throw InputError(module + ": '" + tensor(t).name + "' is " + shape_text(shape(t)) + ", expected " +
-                       shape_text(c) + " for input " + shape_text(s));
+      throw InputError(module + ": '" + tensor(t).name + "' is " + shape_text(shape(t)) +
+                       ", expected " + shape_text(c) + " for input " + shape_text(s));
     }
   }
   OpAttrs a;
@@ -131,14 +142,18 @@ TensorId GraphBuilder::batch_norm_with(const std::string& module, TensorId x, Te
   return out;
 }
 
-TensorId GraphBuilder::linear_in_out(const std::string& name, TensorId x, TensorId weight, TensorId bias) {
+TensorId GraphBuilder::linear_in_out(const std::string& name, TensorId x, TensorId weight,
+                                     TensorId bias) {
   const std::vector<int64_t> s = shape(x);
   const std::vector<int64_t> ws = shape(weight);
   if (s.empty() || ws.size() != 2 || s.back() != ws[0]) {
-    throw InputError(name + ": x @ W of " + shape_text(s) + " and weight " + shape_text(ws) + " [in,out] does not match");
+    throw InputError(name + ": x @ W of " + shape_text(s) + " and weight " + shape_text(ws) +
+                     " [in,out] does not match");
   }
-  if (bias != kNone && broadcast_shapes(shape(bias), {ws[1]}, name) != std::vector<int64_t>{ws[1]}) {
-    throw InputError(name + ": bias " + shape_text(shape(bias)) + " for " + std::to_string(ws[1]) + " outputs");
+  if (bias != kNone &&
+      broadcast_shapes(shape(bias), {ws[1]}, name) != std::vector<int64_t>{ws[1]}) {
+    throw InputError(name + ": bias " + shape_text(shape(bias)) + " for " + std::to_string(ws[1]) +
+                     " outputs");
   }
   std::vector<TensorId> ins{x, weight};
   if (bias != kNone) ins.push_back(bias);
@@ -153,27 +168,36 @@ TensorId GraphBuilder::linear_in_out(const std::string& name, TensorId x, Tensor
 
 TensorId GraphBuilder::max_pool2d_with(const std::string& name, TensorId x, const Window2d& w) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_text(s));
-  int64_t ho = window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, w.dilation_h, w.ceil_mode, name);
-  int64_t wo = window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, w.dilation_w, w.ceil_mode, name);
+  if (s.size() != 4)
+    throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_text(s));
+  int64_t ho = window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, w.dilation_h,
+                          w.ceil_mode, name);
+  int64_t wo = window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, w.dilation_w,
+                          w.ceil_mode, name);
   OpId op = add_op(OpKind::MaxPool2d, name, {x}, window_attrs(w));
   TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
-  finish_op(op, checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));
+  finish_op(op,
+            checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));
   return out;
 }
 
 TensorId GraphBuilder::avg_pool2d_with(const std::string& name, TensorId x, const Window2d& w) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_text(s));
-  int64_t ho = window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, 1, w.ceil_mode, name);
-  int64_t wo = window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, 1, w.ceil_mode, name);
+  if (s.size() != 4)
+    throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_text(s));
+  int64_t ho =
+      window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, 1, w.ceil_mode, name);
+  int64_t wo =
+      window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, 1, w.ceil_mode, name);
   OpId op = add_op(OpKind::AvgPool2d, name, {x}, window_attrs(w));
   TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
-  finish_op(op, checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));
+  finish_op(op,
+            checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));
   return out;
 }
 
-TensorId GraphBuilder::mean_dims(const std::string& name, TensorId x, std::vector<int64_t> dims, bool keepdim) {
+TensorId GraphBuilder::mean_dims(const std::string& name, TensorId x, std::vector<int64_t> dims,
+                                 bool keepdim) {
   std::vector<int64_t> os = reduced_shape(shape(x), dims, keepdim, name);
   OpAttrs a;
   a.dim = dims.empty() ? -1 : dims.front();
@@ -184,7 +208,8 @@ TensorId GraphBuilder::mean_dims(const std::string& name, TensorId x, std::vecto
   return out;
 }
 
-TensorId GraphBuilder::sum_dims(const std::string& name, TensorId x, std::vector<int64_t> dims, bool keepdim) {
+TensorId GraphBuilder::sum_dims(const std::string& name, TensorId x, std::vector<int64_t> dims,
+                                bool keepdim) {
   std::vector<int64_t> os = reduced_shape(shape(x), dims, keepdim, name);
   OpAttrs a;
   a.dim = dims.empty() ? -1 : dims.front();
@@ -196,7 +221,8 @@ TensorId GraphBuilder::sum_dims(const std::string& name, TensorId x, std::vector
 }
 
 std::vector<TensorId> GraphBuilder::opaque(const std::string& name, std::vector<TensorId> inputs,
-                                           const std::vector<OpaqueOutput>& outputs, OpAttrs attrs) {
+                                           const std::vector<OpaqueOutput>& outputs,
+                                           OpAttrs attrs) {
   if (outputs.empty()) throw InputError(name + ": an op without outputs");
   OpId op = add_op(OpKind::Opaque, name, std::move(inputs), std::move(attrs));
   std::vector<TensorId> outs;

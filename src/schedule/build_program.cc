@@ -173,6 +173,7 @@ class Interpreter {
       if (!op_runs(op)) continue;
       const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
       begin_step(phase, iteration, micro, op.id, op.name);
+      if (uses_cublas(op)) cublas_workspace(forward_workspace_, "cuBLAS workspace (main thread)");
       std::vector<BufferId> fresh;
       std::vector<BufferId> out_buf(op.outputs.size(), kNone);
       for (size_t j = 0; j < op.outputs.size(); ++j) {
@@ -203,7 +204,8 @@ class Interpreter {
           case LocalEvent::Kind::AllocOutput: alloc(out_buf[static_cast<size_t>(e.index)]); break;
           case LocalEvent::Kind::AllocExtra: alloc(extra_buf[static_cast<size_t>(e.index)]); break;
           case LocalEvent::Kind::AllocTemp: {
-            BufferId t = new_buffer(e.bytes, Category::Temporaries, op.name + ".tmp", op.id);
+            BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
+                                    op.name + (e.workspace ? ".workspace" : ".tmp"), op.id);
             temps.push_back(t);
             alloc(t);
             ref(t);
@@ -334,6 +336,7 @@ class Interpreter {
       }
       HEADROOM_CHECK(!incoming.empty(), "node runs without a gradient: " + op.name);
       GradValue in_grad = incoming[0];
+      if (uses_cublas(op)) cublas_workspace(backward_workspace_, "cuBLAS workspace (autograd thread)");
       RuleContext c = context(op, true);
       BackwardPlan bp = backward_plan(c, in_grad.contiguous);
       std::vector<GradValue> outs(bp.grads.size());
@@ -357,7 +360,8 @@ class Interpreter {
             break;
           }
           case LocalEvent::Kind::AllocTemp: {
-            BufferId t = new_buffer(e.bytes, Category::Temporaries, op.name + ".grad_tmp", op.id);
+            BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
+                                    op.name + (e.workspace ? ".grad_workspace" : ".grad_tmp"), op.id);
             temps.push_back(t);
             alloc(t);
             ref(t);
@@ -464,6 +468,16 @@ class Interpreter {
     unref(handle);
   }
 
+  static bool uses_cublas(const Op& op) { return op.kind == OpKind::Linear || op.kind == OpKind::MatMul; }
+
+  // The first cuBLAS call of a thread creates its handle's workspace; it is never freed.
+  void cublas_workspace(BufferId& slot, const char* name) {
+    if (slot != kNone || o_.device.cublas_workspace_bytes <= 0) return;
+    slot = new_buffer(o_.device.cublas_workspace_bytes, Category::Workspaces, name, kNone);
+    alloc(slot);
+    ref(slot);
+  }
+
   // A Python float operand on the CPU: a float64 0-dim tensor and its fp32 cast, alive while the
   // op runs (none on CUDA, where they stay in host memory).
   std::vector<BufferId> python_scalar(const std::string& what) {
@@ -496,6 +510,8 @@ class Interpreter {
   std::vector<BufferId> param_grad_;
   std::vector<TensorId> returned_;
   bool state_created_ = false;
+  BufferId forward_workspace_ = kNone;
+  BufferId backward_workspace_ = kNone;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@ std::string_view category_name(Category c) {
     case Category::Activations: return "activations";
     case Category::ActivationGradients: return "activation_gradients";
     case Category::Temporaries: return "temporaries";
+    case Category::Workspaces: return "workspaces";
   }
   return "?";
 }

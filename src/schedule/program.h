@@ -29,8 +29,9 @@ enum class Category : uint8_t {
   Activations,         // other forward outputs (alive until their last use)
   ActivationGradients, // gradients of activations during backward
   Temporaries,         // allocated and freed inside one op
+  Workspaces,          // cuBLAS handle workspaces and cuDNN convolution workspaces
 };
-inline constexpr size_t kCategoryCount = 8;
+inline constexpr size_t kCategoryCount = 9;
 std::string_view category_name(Category c);
 using CategoryBytes = std::array<int64_t, kCategoryCount>;
 

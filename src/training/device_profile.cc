@@ -7,6 +7,8 @@ DeviceProfile DeviceProfile::cuda() {
   d.name = "cuda";
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
+  d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
+  d.conv_workspace = ConvWorkspace::Activation;
   return d;
 }
 

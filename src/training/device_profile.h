@@ -2,11 +2,21 @@
 // Each field says what it changes and where the fact comes from (see docs/memory-model.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ir/dtype.h"
 
 namespace headroom {
+
+// How many bytes a cuDNN convolution borrows as workspace (through the caching allocator, freed
+// when the call returns). The real size depends on the algorithm cuDNN's heuristics pick.
+enum class ConvWorkspace : uint8_t {
+  None,        // memory-optimal algorithms (implicit GEMM): no workspace
+  Activation,  // the default estimate: forward borrows the output's size, each backward pass the
+               // size of the gradient it writes (a typical GEMM-based algorithm's need)
+  Fixed,       // every call borrows `conv_workspace_bytes` (a cap, as cudnn's workspace limit)
+};
 
 struct DeviceProfile {
   std::string name;  // "cuda" or "cpu"
@@ -39,6 +49,14 @@ struct DeviceProfile {
   // Max pooling under no_grad still computes the int64 indices and drops them at once
   // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;
+
+  // cuBLAS workspace per (handle, stream), allocated through the caching allocator by the first
+  // cuBLAS call of a thread and kept: 8,519,680 bytes before Hopper, 32 MiB on Hopper
+  // (aten/src/ATen/cuda/CublasHandlePool.cpp). The forward runs on the main thread and the
+  // backward on the autograd engine's device thread, so training holds two.
+  int64_t cublas_workspace_bytes = 0;
+  ConvWorkspace conv_workspace = ConvWorkspace::None;
+  int64_t conv_workspace_bytes = 0;  // for ConvWorkspace::Fixed
 
   static DeviceProfile cuda();
   static DeviceProfile cpu();

@@ -82,6 +82,17 @@ void push_grad(BackwardPlan& b, GradOut g) {
   if (g.kind == GradOut::Kind::New) b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
 }
 
+// Bytes a cuDNN call borrows under the device's workspace policy; `written` is the size of what
+// the call writes (the output, or the gradient of an input or of the weight).
+int64_t conv_workspace(const RuleContext& c, int64_t written) {
+  switch (c.device.conv_workspace) {
+    case ConvWorkspace::None: return 0;
+    case ConvWorkspace::Activation: return written;
+    case ConvWorkspace::Fixed: return c.device.conv_workspace_bytes;
+  }
+  return 0;
+}
+
 bool is_identity_perm(const std::vector<int64_t>& perm, const std::vector<int64_t>& in_shape) {
   // Moving only size-1 dimensions keeps the layout.
   std::vector<int64_t> moved;
@@ -110,6 +121,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
   switch (op.kind) {
     case OpKind::Conv2d: {
       ForwardPlan p = c.device.onednn_conv ? cpu_conv_forward(c) : fresh_outputs(c);
+      int64_t ws = conv_workspace(c, out_bytes(c, 0));
+      if (ws > 0) {
+        // cuDNN borrows its workspace after the output exists and returns it before the call ends.
+        p.events.push_back({K::AllocTemp, 0, ws, true});
+        p.events.push_back({K::FreeTemp, 0, 0});
+      }
       p.creates_node = c.grad_mode && any_needs(c);
       if (p.creates_node) {
         // ConvolutionBackward0 keeps input and weight whichever inputs need a gradient.
@@ -459,9 +476,26 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       }
       return b;
     }
-    case OpKind::Conv2d:
+    case OpKind::Conv2d: {
       if (c.device.onednn_conv) return cpu_conv_backward(c, incoming_contiguous);
-      return new_grads(c);
+      // cuDNN: backward-data then backward-filter, each borrowing a workspace while it runs.
+      BackwardPlan b;
+      int t = 0;
+      auto pass = [&](int input) {
+        int64_t ws = conv_workspace(c, in_bytes(c, input));
+        int w = -1;
+        if (ws > 0) {
+          b.events.push_back({K::AllocTemp, t, ws, true});
+          w = t++;
+        }
+        push_grad(b, {input, GradOut::Kind::New, in_bytes(c, input), true});
+        if (w >= 0) b.events.push_back({K::FreeTemp, w, 0});
+      };
+      if (needs(c, 0)) pass(0);
+      if (op.inputs.size() > 2 && needs(c, 2)) push_grad(b, {2, GradOut::Kind::New, in_bytes(c, 2), true});
+      if (needs(c, 1)) pass(1);
+      return b;
+    }
     case OpKind::Dropout: {
       BackwardPlan b;
       if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});

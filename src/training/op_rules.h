@@ -31,6 +31,7 @@ struct LocalEvent {
   Kind kind;
   int index = 0;       // output, extra, temp or grad index
   int64_t bytes = 0;   // for AllocTemp
+  bool workspace = false;  // an AllocTemp that is a library workspace (cuDNN)
 };
 
 struct Ref {

@@ -33,9 +33,12 @@ int64_t numel_of(const std::vector<int64_t>& s, const std::string& what) {
 double half_to_double(uint16_t h) {
   int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
   double v;
-  if (exp == 0) v = std::ldexp(frac, -24);
-  else if (exp == 31) v = frac ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else v = std::ldexp(frac + 1024, exp - 25);
+  if (exp == 0)
+    v = std::ldexp(frac, -24);
+  else if (exp == 31)
+    v = frac ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else
+    v = std::ldexp(frac + 1024, exp - 25);
   return sign ? -v : v;
 }
 
@@ -55,8 +58,10 @@ T load(const char* p) {
 
 // Stores one decoded value (integers as ints, floating types as floats).
 void push_value(ConstTensor& c, int64_t i, double f) {
-  if (c.is_float()) c.floats.push_back(f);
-  else c.ints.push_back(i);
+  if (c.is_float())
+    c.floats.push_back(f);
+  else
+    c.ints.push_back(i);
 }
 
 void decode_raw(ConstTensor& c, const std::string& raw) {
@@ -64,20 +69,47 @@ void decode_raw(ConstTensor& c, const std::string& raw) {
   const char* p = raw.data();
   for (int64_t k = 0; k < n; ++k) {
     switch (c.elem) {
-      case TensorProto::FLOAT: push_value(c, 0, load<float>(p + 4 * k)); break;
-      case TensorProto::DOUBLE: push_value(c, 0, load<double>(p + 8 * k)); break;
-      case TensorProto::FLOAT16: push_value(c, 0, half_to_double(load<uint16_t>(p + 2 * k))); break;
-      case TensorProto::BFLOAT16: push_value(c, 0, bf16_to_double(load<uint16_t>(p + 2 * k))); break;
-      case TensorProto::INT64: push_value(c, load<int64_t>(p + 8 * k), 0); break;
-      case TensorProto::UINT64: push_value(c, static_cast<int64_t>(load<uint64_t>(p + 8 * k)), 0); break;
-      case TensorProto::INT32: push_value(c, load<int32_t>(p + 4 * k), 0); break;
-      case TensorProto::UINT32: push_value(c, load<uint32_t>(p + 4 * k), 0); break;
-      case TensorProto::INT16: push_value(c, load<int16_t>(p + 2 * k), 0); break;
-      case TensorProto::UINT16: push_value(c, load<uint16_t>(p + 2 * k), 0); break;
-      case TensorProto::INT8: push_value(c, load<int8_t>(p + k), 0); break;
-      case TensorProto::UINT8: push_value(c, load<uint8_t>(p + k), 0); break;
-      case TensorProto::BOOL: push_value(c, p[k] != 0, 0); break;
-      default: break;
+      case TensorProto::FLOAT:
+        push_value(c, 0, load<float>(p + 4 * k));
+        break;
+      case TensorProto::DOUBLE:
+        push_value(c, 0, load<double>(p + 8 * k));
+        break;
+      case TensorProto::FLOAT16:
+        push_value(c, 0, half_to_double(load<uint16_t>(p + 2 * k)));
+        break;
+      case TensorProto::BFLOAT16:
+        push_value(c, 0, bf16_to_double(load<uint16_t>(p + 2 * k)));
+        break;
+      case TensorProto::INT64:
+        push_value(c, load<int64_t>(p + 8 * k), 0);
+        break;
+      case TensorProto::UINT64:
+        push_value(c, static_cast<int64_t>(load<uint64_t>(p + 8 * k)), 0);
+        break;
+      case TensorProto::INT32:
+        push_value(c, load<int32_t>(p + 4 * k), 0);
+        break;
+      case TensorProto::UINT32:
+        push_value(c, load<uint32_t>(p + 4 * k), 0);
+        break;
+      case TensorProto::INT16:
+        push_value(c, load<int16_t>(p + 2 * k), 0);
+        break;
+      case TensorProto::UINT16:
+        push_value(c, load<uint16_t>(p + 2 * k), 0);
+        break;
+      case TensorProto::INT8:
+        push_value(c, load<int8_t>(p + k), 0);
+        break;
+      case TensorProto::UINT8:
+        push_value(c, load<uint8_t>(p + k), 0);
+        break;
+      case TensorProto::BOOL:
+        push_value(c, p[k] != 0, 0);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -86,28 +118,41 @@ void decode_raw(ConstTensor& c, const std::string& raw) {
 int64_t decode_typed(ConstTensor& c, const TensorProto& t, bool store) {
   switch (c.elem) {
     case TensorProto::FLOAT:
-      if (store) for (float f : t.float_data()) push_value(c, 0, f);
+      if (store)
+        for (float f : t.float_data()) push_value(c, 0, f);
       return t.float_data_size();
     case TensorProto::DOUBLE:
-      if (store) for (double f : t.double_data()) push_value(c, 0, f);
+      if (store)
+        for (double f : t.double_data()) push_value(c, 0, f);
       return t.double_data_size();
     case TensorProto::INT64:
-      if (store) for (int64_t v : t.int64_data()) push_value(c, v, 0);
+      if (store)
+        for (int64_t v : t.int64_data()) push_value(c, v, 0);
       return t.int64_data_size();
-    case TensorProto::UINT32: case TensorProto::UINT64:
-      if (store) for (uint64_t v : t.uint64_data()) push_value(c, static_cast<int64_t>(v), 0);
+    case TensorProto::UINT32:
+    case TensorProto::UINT64:
+      if (store)
+        for (uint64_t v : t.uint64_data()) push_value(c, static_cast<int64_t>(v), 0);
       return t.uint64_data_size();
     case TensorProto::FLOAT16:
-      if (store) for (int32_t v : t.int32_data()) push_value(c, 0, half_to_double(static_cast<uint16_t>(v)));
+      if (store)
+        for (int32_t v : t.int32_data()) push_value(c, 0, half_to_double(static_cast<uint16_t>(v)));
       return t.int32_data_size();
     case TensorProto::BFLOAT16:
-      if (store) for (int32_t v : t.int32_data()) push_value(c, 0, bf16_to_double(static_cast<uint16_t>(v)));
+      if (store)
+        for (int32_t v : t.int32_data()) push_value(c, 0, bf16_to_double(static_cast<uint16_t>(v)));
       return t.int32_data_size();
-    case TensorProto::INT32: case TensorProto::INT16: case TensorProto::UINT16: case TensorProto::INT8:
-    case TensorProto::UINT8: case TensorProto::BOOL:
-      if (store) for (int32_t v : t.int32_data()) push_value(c, c.elem == TensorProto::BOOL ? v != 0 : v, 0);
+    case TensorProto::INT32:
+    case TensorProto::INT16:
+    case TensorProto::UINT16:
+    case TensorProto::INT8:
+    case TensorProto::UINT8:
+    case TensorProto::BOOL:
+      if (store)
+        for (int32_t v : t.int32_data()) push_value(c, c.elem == TensorProto::BOOL ? v != 0 : v, 0);
       return t.int32_data_size();
-    default: return -1;  // strings, complex: not decoded
+    default:
+      return -1;  // strings, complex: not decoded
   }
 }
 
@@ -124,8 +169,10 @@ ConstTensor make(int32_t elem, std::vector<int64_t> shape, const std::string& wh
   int64_t n = numel_of(c.shape, what);
   if (n > kMaxFoldElements) return c;
   c.known = true;
-  if (c.is_float()) c.floats.assign(static_cast<size_t>(n), 0.0);
-  else c.ints.assign(static_cast<size_t>(n), 0);
+  if (c.is_float())
+    c.floats.assign(static_cast<size_t>(n), 0.0);
+  else
+    c.ints.assign(static_cast<size_t>(n), 0);
   return c;
 }
 
@@ -137,15 +184,18 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
 
 int64_t norm_axis(int64_t axis, int64_t rank, const std::string& what) {
   if (axis < -rank || axis >= rank) {
-    throw InputError(what + ": axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+    throw InputError(what + ": axis " + std::to_string(axis) + " out of range for rank " +
+                     std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
 }
 
 // Copies c's element `from` into out's element `to` (same element kind).
 void copy_elem(const ConstTensor& c, int64_t from, ConstTensor& out, int64_t to) {
-  if (out.is_float()) out.floats[static_cast<size_t>(to)] = c.as_double(static_cast<size_t>(from));
-  else out.ints[static_cast<size_t>(to)] = c.ints[static_cast<size_t>(from)];
+  if (out.is_float())
+    out.floats[static_cast<size_t>(to)] = c.as_double(static_cast<size_t>(from));
+  else
+    out.ints[static_cast<size_t>(to)] = c.ints[static_cast<size_t>(from)];
 }
 
 // Element offset in a tensor of `shape` broadcast to `out_shape` for output multi-index `idx`.
@@ -167,7 +217,8 @@ void next_index(std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
 }
 
 bool all_known(const std::vector<const ConstTensor*>& ins) {
-  return std::all_of(ins.begin(), ins.end(), [](const ConstTensor* c) { return c == nullptr || c->known; });
+  return std::all_of(ins.begin(), ins.end(),
+                     [](const ConstTensor* c) { return c == nullptr || c->known; });
 }
 
 int64_t int_op(const std::string& op, int64_t a, int64_t b, const std::string& what) {
@@ -175,12 +226,15 @@ int64_t int_op(const std::string& op, int64_t a, int64_t b, const std::string& w
   if (op == "Add") {
     if (__builtin_add_overflow(a, b, &r)) throw InputError(what + ": constant addition overflows");
   } else if (op == "Sub") {
-    if (__builtin_sub_overflow(a, b, &r)) throw InputError(what + ": constant subtraction overflows");
+    if (__builtin_sub_overflow(a, b, &r))
+      throw InputError(what + ": constant subtraction overflows");
   } else if (op == "Mul") {
-    if (__builtin_mul_overflow(a, b, &r)) throw InputError(what + ": constant multiplication overflows");
+    if (__builtin_mul_overflow(a, b, &r))
+      throw InputError(what + ": constant multiplication overflows");
   } else if (op == "Div" || op == "Mod") {
     if (b == 0) throw InputError(what + ": constant integer division by zero");
-    if (a == std::numeric_limits<int64_t>::min() && b == -1) throw InputError(what + ": constant division overflows");
+    if (a == std::numeric_limits<int64_t>::min() && b == -1)
+      throw InputError(what + ": constant division overflows");
     if (op == "Div") return a / b;
     r = a % b;  // Mod with fmod=0 takes the divisor's sign
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -217,7 +271,8 @@ int64_t to_int_checked(double v, const std::string& what) {
   return static_cast<int64_t>(v);
 }
 
-ConstTensor binary(const std::string& op, const ConstTensor& a, const ConstTensor& b, const std::string& what) {
+ConstTensor binary(const std::string& op, const ConstTensor& a, const ConstTensor& b,
+                   const std::string& what) {
   static const char* kCompare[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
   bool compare = std::find(std::begin(kCompare), std::end(kCompare), op) != std::end(kCompare);
   bool logical = op == "And" || op == "Or" || op == "Xor";
@@ -228,27 +283,40 @@ ConstTensor binary(const std::string& op, const ConstTensor& a, const ConstTenso
   std::vector<int64_t> sa = strides_of(a.shape), sb = strides_of(b.shape), idx(shape.size(), 0);
   const bool fl = a.is_float() || b.is_float();
   for (int64_t k = 0; k < static_cast<int64_t>(out.size()); ++k) {
-    int64_t oa = broadcast_offset(idx, shape, a.shape, sa), ob = broadcast_offset(idx, shape, b.shape, sb);
+    int64_t oa = broadcast_offset(idx, shape, a.shape, sa),
+            ob = broadcast_offset(idx, shape, b.shape, sb);
     if (compare) {
       double x = a.as_double(static_cast<size_t>(oa)), y = b.as_double(static_cast<size_t>(ob));
       bool r = false;
       if (!fl) {
         int64_t xi = a.ints[static_cast<size_t>(oa)], yi = b.ints[static_cast<size_t>(ob)];
-        r = op == "Equal" ? xi == yi : op == "Less" ? xi < yi : op == "Greater" ? xi > yi : op == "LessOrEqual" ? xi <= yi : xi >= yi;
+        r = op == "Equal"         ? xi == yi
+            : op == "Less"        ? xi < yi
+            : op == "Greater"     ? xi > yi
+            : op == "LessOrEqual" ? xi <= yi
+                                  : xi >= yi;
       } else {
-        r = op == "Equal" ? x == y : op == "Less" ? x < y : op == "Greater" ? x > y : op == "LessOrEqual" ? x <= y : x >= y;
+        r = op == "Equal"         ? x == y
+            : op == "Less"        ? x < y
+            : op == "Greater"     ? x > y
+            : op == "LessOrEqual" ? x <= y
+                                  : x >= y;
       }
       out.ints[static_cast<size_t>(k)] = r;
     } else if (out.is_float()) {
-      out.floats[static_cast<size_t>(k)] = float_op(op, a.as_double(static_cast<size_t>(oa)), b.as_double(static_cast<size_t>(ob)));
+      out.floats[static_cast<size_t>(k)] =
+          float_op(op, a.as_double(static_cast<size_t>(oa)), b.as_double(static_cast<size_t>(ob)));
     } else if (fl) {
-      out.ints[static_cast<size_t>(k)] =
-          to_int_checked(float_op(op, a.as_double(static_cast<size_t>(oa)), b.as_double(static_cast<size_t>(ob))), what);
+      out.ints[static_cast<size_t>(k)] = to_int_checked(
+          float_op(op, a.as_double(static_cast<size_t>(oa)), b.as_double(static_cast<size_t>(ob))),
+          what);
     } else if (op == "Pow") {
-      double p = std::pow(static_cast<double>(a.ints[static_cast<size_t>(oa)]), static_cast<double>(b.ints[static_cast<size_t>(ob)]));
+      double p = std::pow(static_cast<double>(a.ints[static_cast<size_t>(oa)]),
+                          static_cast<double>(b.ints[static_cast<size_t>(ob)]));
       out.ints[static_cast<size_t>(k)] = to_int_checked(p, what);
     } else {
-      out.ints[static_cast<size_t>(k)] = int_op(op, a.ints[static_cast<size_t>(oa)], b.ints[static_cast<size_t>(ob)], what);
+      out.ints[static_cast<size_t>(k)] =
+          int_op(op, a.ints[static_cast<size_t>(oa)], b.ints[static_cast<size_t>(ob)], what);
     }
     next_index(idx, shape);
   }
@@ -262,15 +330,24 @@ ConstTensor unary(const std::string& op, const ConstTensor& a, const std::string
   for (size_t k = 0; k < out.size(); ++k) {
     if (out.is_float()) {
       double x = a.floats[k];
-      double r = op == "Neg" ? -x : op == "Abs" ? std::fabs(x) : op == "Floor" ? std::floor(x) : op == "Ceil" ? std::ceil(x)
-               : op == "Sqrt" ? std::sqrt(x) : op == "Reciprocal" ? 1.0 / x : op == "Round" ? std::nearbyint(x)
-               : op == "Sign" ? (x > 0) - (x < 0) : op == "Relu" ? std::max(0.0, x) : op == "Exp" ? std::exp(x)
-               : op == "Log" ? std::log(x) : x;
+      double r = op == "Neg"          ? -x
+                 : op == "Abs"        ? std::fabs(x)
+                 : op == "Floor"      ? std::floor(x)
+                 : op == "Ceil"       ? std::ceil(x)
+                 : op == "Sqrt"       ? std::sqrt(x)
+                 : op == "Reciprocal" ? 1.0 / x
+                 : op == "Round"      ? std::nearbyint(x)
+                 : op == "Sign"       ? (x > 0) - (x < 0)
+                 : op == "Relu"       ? std::max(0.0, x)
+                 : op == "Exp"        ? std::exp(x)
+                 : op == "Log"        ? std::log(x)
+                                      : x;
       out.floats[k] = r;
     } else {
       int64_t x = a.ints[k];
       if (op == "Neg" || op == "Abs") {
-        if (x == std::numeric_limits<int64_t>::min()) throw InputError(what + ": constant negation overflows");
+        if (x == std::numeric_limits<int64_t>::min())
+          throw InputError(what + ": constant negation overflows");
         out.ints[k] = op == "Neg" ? -x : std::abs(x);
       } else if (op == "Not") {
         out.ints[k] = x == 0;
@@ -289,29 +366,35 @@ ConstTensor unary(const std::string& op, const ConstTensor& a, const std::string
 }
 
 ConstTensor cast(const ConstTensor& a, int32_t to, const std::string& what) {
-  if (!TensorProto::DataType_IsValid(to) || to == TensorProto::UNDEFINED || to == TensorProto::STRING) {
+  if (!TensorProto::DataType_IsValid(to) || to == TensorProto::UNDEFINED ||
+      to == TensorProto::STRING) {
     throw InputError(what + ": Cast to " + elem_type_name(to) + " is not supported");
   }
   ConstTensor out = make(to, a.shape, what);
   if (!out.known || !a.known) return unknown_like(to, a.shape);
   for (size_t k = 0; k < out.size(); ++k) {
-    if (out.is_float()) out.floats[k] = a.as_double(k);
-    else if (to == TensorProto::BOOL) out.ints[k] = a.as_double(k) != 0.0;
-    else out.ints[k] = a.is_float() ? to_int_checked(std::trunc(a.floats[k]), what) : a.ints[k];
+    if (out.is_float())
+      out.floats[k] = a.as_double(k);
+    else if (to == TensorProto::BOOL)
+      out.ints[k] = a.as_double(k) != 0.0;
+    else
+      out.ints[k] = a.is_float() ? to_int_checked(std::trunc(a.floats[k]), what) : a.ints[k];
   }
   return out;
 }
 
 // Axes given as an attribute (older opsets) or as input `slot` (newer ones).
-std::optional<std::vector<int64_t>> axes_of(const onnx::NodeProto& node, const std::vector<const ConstTensor*>& in,
-                                            size_t slot, const std::string& what) {
+std::optional<std::vector<int64_t>> axes_of(const onnx::NodeProto& node,
+                                            const std::vector<const ConstTensor*>& in, size_t slot,
+                                            const std::string& what) {
   NodeAttrs attrs(node);
   if (auto a = attrs.ints("axes")) return a;
   if (in.size() > slot && in[slot] != nullptr) return in[slot]->int_values(what + " axes");
   return std::nullopt;
 }
 
-ConstTensor gather(const ConstTensor& data, const ConstTensor& idx, int64_t axis_attr, const std::string& what) {
+ConstTensor gather(const ConstTensor& data, const ConstTensor& idx, int64_t axis_attr,
+                   const std::string& what) {
   int64_t r = static_cast<int64_t>(data.shape.size());
   if (r == 0) throw InputError(what + ": Gather from a scalar");
   int64_t axis = norm_axis(axis_attr, r, what);
@@ -323,7 +406,9 @@ ConstTensor gather(const ConstTensor& data, const ConstTensor& idx, int64_t axis
   std::vector<int64_t> indices = idx.int_values(what + " indices");
   const int64_t n = data.shape[static_cast<size_t>(axis)];
   for (int64_t& i : indices) {
-    if (i < -n || i >= n) throw InputError(what + ": index " + std::to_string(i) + " out of range for size " + std::to_string(n));
+    if (i < -n || i >= n)
+      throw InputError(what + ": index " + std::to_string(i) + " out of range for size " +
+                       std::to_string(n));
     if (i < 0) i += n;
   }
   int64_t outer = 1, inner = 1;
@@ -338,7 +423,8 @@ ConstTensor gather(const ConstTensor& data, const ConstTensor& idx, int64_t axis
   return out;
 }
 
-ConstTensor concat(const std::vector<const ConstTensor*>& ins, int64_t axis_attr, const std::string& what) {
+ConstTensor concat(const std::vector<const ConstTensor*>& ins, int64_t axis_attr,
+                   const std::string& what) {
   if (ins.empty() || ins[0] == nullptr) throw InputError(what + ": Concat of nothing");
   const size_t r = ins[0]->shape.size();
   if (r == 0) throw InputError(what + ": Concat of scalars");
@@ -346,13 +432,16 @@ ConstTensor concat(const std::vector<const ConstTensor*>& ins, int64_t axis_attr
   std::vector<int64_t> shape = ins[0]->shape;
   shape[static_cast<size_t>(axis)] = 0;
   for (const ConstTensor* c : ins) {
-    if (c == nullptr || c->shape.size() != r) throw InputError(what + ": Concat of tensors of different rank");
+    if (c == nullptr || c->shape.size() != r)
+      throw InputError(what + ": Concat of tensors of different rank");
     for (size_t d = 0; d < r; ++d) {
       if (static_cast<int64_t>(d) != axis && c->shape[d] != shape[d]) {
-        throw InputError(what + ": Concat of " + shape_text(ins[0]->shape) + " and " + shape_text(c->shape));
+        throw InputError(what + ": Concat of " + shape_text(ins[0]->shape) + " and " +
+                         shape_text(c->shape));
       }
     }
-    shape[static_cast<size_t>(axis)] = checked_add(shape[static_cast<size_t>(axis)], c->shape[static_cast<size_t>(axis)], what);
+    shape[static_cast<size_t>(axis)] =
+        checked_add(shape[static_cast<size_t>(axis)], c->shape[static_cast<size_t>(axis)], what);
   }
   ConstTensor out = make(ins[0]->elem, shape, what);
   if (!out.known || !all_known(ins)) return unknown_like(ins[0]->elem, shape);
@@ -375,10 +464,11 @@ ConstTensor reshaped(const ConstTensor& a, std::vector<int64_t> shape) {
 }
 
 ConstTensor slice(const ConstTensor& a, std::vector<int64_t> starts, std::vector<int64_t> ends,
-                  std::optional<std::vector<int64_t>> axes, std::optional<std::vector<int64_t>> steps,
-                  const std::string& what) {
+                  std::optional<std::vector<int64_t>> axes,
+                  std::optional<std::vector<int64_t>> steps, const std::string& what) {
   const int64_t r = static_cast<int64_t>(a.shape.size());
-  if (starts.size() != ends.size()) throw InputError(what + ": Slice starts and ends differ in length");
+  if (starts.size() != ends.size())
+    throw InputError(what + ": Slice starts and ends differ in length");
   if (!axes) {
     axes.emplace();
     for (size_t i = 0; i < starts.size(); ++i) axes->push_back(static_cast<int64_t>(i));
@@ -387,7 +477,8 @@ ConstTensor slice(const ConstTensor& a, std::vector<int64_t> starts, std::vector
   if (axes->size() != starts.size() || steps->size() != starts.size()) {
     throw InputError(what + ": Slice axes/steps do not match starts");
   }
-  std::vector<int64_t> begin(static_cast<size_t>(r), 0), step(static_cast<size_t>(r), 1), shape = a.shape;
+  std::vector<int64_t> begin(static_cast<size_t>(r), 0), step(static_cast<size_t>(r), 1),
+      shape = a.shape;
   std::vector<bool> seen(static_cast<size_t>(r), false);
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t ax = norm_axis((*axes)[i], r, what);
@@ -428,13 +519,15 @@ ConstTensor slice(const ConstTensor& a, std::vector<int64_t> starts, std::vector
 
 ConstTensor transpose(const ConstTensor& a, std::vector<int64_t> perm, const std::string& what) {
   const size_t r = a.shape.size();
-  if (perm.empty()) for (size_t i = r; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  if (perm.empty())
+    for (size_t i = r; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
   if (perm.size() != r) throw InputError(what + ": Transpose perm has the wrong length");
   std::vector<bool> seen(r, false);
   std::vector<int64_t> shape(r);
   for (size_t i = 0; i < r; ++i) {
     int64_t p = norm_axis(perm[i], static_cast<int64_t>(r), what);
-    if (seen[static_cast<size_t>(p)]) throw InputError(what + ": Transpose perm is not a permutation");
+    if (seen[static_cast<size_t>(p)])
+      throw InputError(what + ": Transpose perm is not a permutation");
     seen[static_cast<size_t>(p)] = true;
     perm[i] = p;
     shape[i] = a.shape[static_cast<size_t>(p)];
@@ -451,7 +544,8 @@ ConstTensor transpose(const ConstTensor& a, std::vector<int64_t> perm, const std
   return out;
 }
 
-ConstTensor expand_to(const ConstTensor& a, const std::vector<int64_t>& target, const std::string& what) {
+ConstTensor expand_to(const ConstTensor& a, const std::vector<int64_t>& target,
+                      const std::string& what) {
   std::vector<int64_t> shape = broadcast(a.shape, target, what);
   ConstTensor out = make(a.elem, shape, what);
   if (!out.known || !a.known) return unknown_like(a.elem, shape);
@@ -463,8 +557,9 @@ ConstTensor expand_to(const ConstTensor& a, const std::vector<int64_t>& target, 
   return out;
 }
 
-ConstTensor reduce(const std::string& op, const ConstTensor& a, std::optional<std::vector<int64_t>> axes, bool keepdims,
-                   bool noop_empty, const std::string& what) {
+ConstTensor reduce(const std::string& op, const ConstTensor& a,
+                   std::optional<std::vector<int64_t>> axes, bool keepdims, bool noop_empty,
+                   const std::string& what) {
   const int64_t r = static_cast<int64_t>(a.shape.size());
   if (axes && axes->empty() && noop_empty) return a;
   std::vector<bool> red(static_cast<size_t>(r), !axes || axes->empty());
@@ -473,8 +568,10 @@ ConstTensor reduce(const std::string& op, const ConstTensor& a, std::optional<st
   }
   std::vector<int64_t> shape, kept;
   for (int64_t d = 0; d < r; ++d) {
-    if (!red[static_cast<size_t>(d)]) shape.push_back(a.shape[static_cast<size_t>(d)]);
-    else if (keepdims) shape.push_back(1);
+    if (!red[static_cast<size_t>(d)])
+      shape.push_back(a.shape[static_cast<size_t>(d)]);
+    else if (keepdims)
+      shape.push_back(1);
     kept.push_back(red[static_cast<size_t>(d)] ? 1 : a.shape[static_cast<size_t>(d)]);
   }
   ConstTensor out = make(a.elem, shape, what);
@@ -492,23 +589,35 @@ ConstTensor reduce(const std::string& op, const ConstTensor& a, std::optional<st
     ++count[oi];
     if (fl) {
       double x = a.floats[static_cast<size_t>(k)], &y = out.floats[oi];
-      if (!started[oi]) y = x;
-      else y = op == "ReduceProd" ? y * x : op == "ReduceMax" ? std::max(y, x) : op == "ReduceMin" ? std::min(y, x) : y + x;
+      if (!started[oi])
+        y = x;
+      else
+        y = op == "ReduceProd"  ? y * x
+            : op == "ReduceMax" ? std::max(y, x)
+            : op == "ReduceMin" ? std::min(y, x)
+                                : y + x;
     } else {
       int64_t x = a.ints[static_cast<size_t>(k)], &y = out.ints[oi];
-      if (!started[oi]) y = x;
-      else if (op == "ReduceProd") y = int_op("Mul", y, x, what);
-      else if (op == "ReduceMax") y = std::max(y, x);
-      else if (op == "ReduceMin") y = std::min(y, x);
-      else y = int_op("Add", y, x, what);
+      if (!started[oi])
+        y = x;
+      else if (op == "ReduceProd")
+        y = int_op("Mul", y, x, what);
+      else if (op == "ReduceMax")
+        y = std::max(y, x);
+      else if (op == "ReduceMin")
+        y = std::min(y, x);
+      else
+        y = int_op("Add", y, x, what);
     }
     started[oi] = true;
     next_index(idx, a.shape);
   }
   if (op == "ReduceMean") {
     for (size_t k = 0; k < out.size(); ++k) {
-      if (fl) out.floats[k] /= static_cast<double>(std::max<int64_t>(1, count[k]));
-      else out.ints[k] /= std::max<int64_t>(1, count[k]);
+      if (fl)
+        out.floats[k] /= static_cast<double>(std::max<int64_t>(1, count[k]));
+      else
+        out.ints[k] /= std::max<int64_t>(1, count[k]);
     }
   }
   return out;
@@ -523,7 +632,8 @@ bool ConstTensor::is_float() const { return is_float_elem(elem); }
 int64_t ConstTensor::numel() const { return numel_of(shape, "constant size"); }
 
 std::vector<int64_t> ConstTensor::int_values(const std::string& what) const {
-  if (!known) throw InputError(what + " is not a compile-time constant (its value depends on data)");
+  if (!known)
+    throw InputError(what + " is not a compile-time constant (its value depends on data)");
   if (!is_float()) return ints;
   std::vector<int64_t> r;
   for (double f : floats) {
@@ -538,13 +648,15 @@ std::optional<double> ConstTensor::scalar() const {
   return as_double(0);
 }
 
-std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<int64_t> shape, bool allowzero,
-                                    const std::string& what) {
+std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<int64_t> shape,
+                                    bool allowzero, const std::string& what) {
   int64_t total = numel_of(in, what), known = 1;
   int infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allowzero) {
-      if (i >= in.size()) throw InputError(what + ": Reshape copies dimension " + std::to_string(i) + " of " + shape_text(in));
+      if (i >= in.size())
+        throw InputError(what + ": Reshape copies dimension " + std::to_string(i) + " of " +
+                         shape_text(in));
       shape[i] = in[i];
     }
     if (shape[i] == -1) {
@@ -557,7 +669,8 @@ std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<
     }
   }
   if (infer >= 0) {
-    if (known == 0 || total % known != 0) throw InputError(what + ": cannot reshape " + shape_text(in) + " to " + shape_text(shape));
+    if (known == 0 || total % known != 0)
+      throw InputError(what + ": cannot reshape " + shape_text(in) + " to " + shape_text(shape));
     shape[static_cast<size_t>(infer)] = total / known;
   } else if (known != total) {
     throw InputError(what + ": cannot reshape " + shape_text(in) + " to " + shape_text(shape));
@@ -565,22 +678,24 @@ std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<
   return shape;
 }
 
-
-std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::string& what) {
+std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                               const std::string& what) {
   size_t n = std::max(a.size(), b.size());
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw InputError(what + ": shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
+      throw InputError(what + ": shapes " + shape_text(a) + " and " + shape_text(b) +
+                       " do not broadcast");
     }
     out[i] = da == 1 ? db : da;
   }
   return out;
 }
 
-ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what, int64_t max_elements) {
+ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what,
+                          int64_t max_elements) {
   ConstTensor c;
   c.elem = t.data_type();
   if (!TensorProto::DataType_IsValid(c.elem) || c.elem == TensorProto::UNDEFINED) {
@@ -595,8 +710,8 @@ ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what, i
   if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL) return c;  // never read
   if (t.has_raw_data() && esize > 0) {
     if (static_cast<int64_t>(t.raw_data().size()) != checked_mul(n, esize, what)) {
-      throw InputError(what + " declares " + shape_text(c.shape) + " " + elem_type_name(c.elem) + " (" +
-                       std::to_string(checked_mul(n, esize, what)) + " bytes) but holds " +
+      throw InputError(what + " declares " + shape_text(c.shape) + " " + elem_type_name(c.elem) +
+                       " (" + std::to_string(checked_mul(n, esize, what)) + " bytes) but holds " +
                        std::to_string(t.raw_data().size()) + " bytes");
     }
     if (n > max_elements || n == 0) {
@@ -608,10 +723,11 @@ ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what, i
     return c;
   }
   int64_t count = decode_typed(c, t, false);
-  if (count < 0 || (count == 0 && n > 0)) return c;  // no inline data (a stripped weight) or not decodable
+  if (count < 0 || (count == 0 && n > 0))
+    return c;  // no inline data (a stripped weight) or not decodable
   if (count != n) {
-    throw InputError(what + " declares " + shape_text(c.shape) + " (" + std::to_string(n) + " values) but holds " +
-                     std::to_string(count));
+    throw InputError(what + " declares " + shape_text(c.shape) + " (" + std::to_string(n) +
+                     " values) but holds " + std::to_string(count));
   }
   if (n > max_elements) return c;
   decode_typed(c, t, true);
@@ -633,10 +749,13 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
   const std::string& op = node.op_type();
   const std::string what = node.name().empty() ? op : node.name();
   NodeAttrs attrs(node);
-  auto one = [](ConstTensor c) { return std::optional<std::vector<ConstTensor>>(std::vector<ConstTensor>{std::move(c)}); };
+  auto one = [](ConstTensor c) {
+    return std::optional<std::vector<ConstTensor>>(std::vector<ConstTensor>{std::move(c)});
+  };
   auto input = [&](size_t i) -> const ConstTensor* { return i < in.size() ? in[i] : nullptr; };
   auto need = [&](size_t i) -> const ConstTensor& {
-    if (input(i) == nullptr) throw InputError(what + ": input " + std::to_string(i) + " of " + op + " is missing");
+    if (input(i) == nullptr)
+      throw InputError(what + ": input " + std::to_string(i) + " of " + op + " is missing");
     return *in[i];
   };
 
@@ -659,7 +778,9 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     }
     if (attrs.has("value_int")) return one(int64_tensor({attrs.i("value_int", 0)}, true));
     if (auto v = attrs.ints("value_ints")) return one(int64_tensor(*v));
-    throw InputError(what + ": Constant without a value headroom reads (sparse or string values are not supported)");
+    throw InputError(
+        what +
+        ": Constant without a value headroom reads (sparse or string values are not supported)");
   }
   if (op == "Shape") {
     const ConstTensor& a = need(0);
@@ -675,8 +796,20 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
   if (op == "Identity") return one(need(0));
   if (op == "Cast") return one(cast(need(0), static_cast<int32_t>(attrs.i("to", 0)), what));
   if (op == "CastLike") return one(cast(need(0), need(1).elem, what));
-  static const char* kBinary[] = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Greater",
-                                  "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+  static const char* kBinary[] = {"Add",
+                                  "Sub",
+                                  "Mul",
+                                  "Div",
+                                  "Mod",
+                                  "Pow",
+                                  "Equal",
+                                  "Less",
+                                  "Greater",
+                                  "LessOrEqual",
+                                  "GreaterOrEqual",
+                                  "And",
+                                  "Or",
+                                  "Xor"};
   if (std::find(std::begin(kBinary), std::end(kBinary), op) != std::end(kBinary)) {
     if (op == "Mod" && attrs.i("fmod", 0) != 0 && !need(0).is_float()) return std::nullopt;
     return one(binary(op, need(0), need(1), what));
@@ -686,18 +819,24 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     for (size_t i = 1; i < in.size(); ++i) acc = binary(op, acc, need(i), what);
     return one(acc);
   }
-  static const char* kUnary[] = {"Neg", "Abs", "Not", "Floor", "Ceil", "Sqrt", "Reciprocal", "Sign", "Round", "Relu"};
-  if (std::find(std::begin(kUnary), std::end(kUnary), op) != std::end(kUnary)) return one(unary(op, need(0), what));
+  static const char* kUnary[] = {"Neg",  "Abs",        "Not",  "Floor", "Ceil",
+                                 "Sqrt", "Reciprocal", "Sign", "Round", "Relu"};
+  if (std::find(std::begin(kUnary), std::end(kUnary), op) != std::end(kUnary))
+    return one(unary(op, need(0), what));
   if (op == "Where") {
     const ConstTensor &c = need(0), &x = need(1), &y = need(2);
     std::vector<int64_t> shape = broadcast(broadcast(c.shape, x.shape, what), y.shape, what);
     ConstTensor out = make(x.elem, shape, what);
     if (!out.known || !c.known || !x.known || !y.known) return one(unknown_like(x.elem, shape));
-    std::vector<int64_t> sc = strides_of(c.shape), sx = strides_of(x.shape), sy = strides_of(y.shape), idx(shape.size(), 0);
+    std::vector<int64_t> sc = strides_of(c.shape), sx = strides_of(x.shape),
+                         sy = strides_of(y.shape), idx(shape.size(), 0);
     for (int64_t k = 0; k < static_cast<int64_t>(out.size()); ++k) {
-      bool pick = c.as_double(static_cast<size_t>(broadcast_offset(idx, shape, c.shape, sc))) != 0.0;
-      if (pick) copy_elem(x, broadcast_offset(idx, shape, x.shape, sx), out, k);
-      else copy_elem(y, broadcast_offset(idx, shape, y.shape, sy), out, k);
+      bool pick =
+          c.as_double(static_cast<size_t>(broadcast_offset(idx, shape, c.shape, sc))) != 0.0;
+      if (pick)
+        copy_elem(x, broadcast_offset(idx, shape, x.shape, sx), out, k);
+      else
+        copy_elem(y, broadcast_offset(idx, shape, y.shape, sy), out, k);
       next_index(idx, shape);
     }
     return one(out);
@@ -708,7 +847,8 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     const ConstTensor& a = need(0);
     std::optional<std::vector<int64_t>> axes = axes_of(node, in, 1, what);
     if (!axes) throw InputError(what + ": Unsqueeze without axes");
-    int64_t r = checked_add(static_cast<int64_t>(a.shape.size()), static_cast<int64_t>(axes->size()), what);
+    int64_t r =
+        checked_add(static_cast<int64_t>(a.shape.size()), static_cast<int64_t>(axes->size()), what);
     std::vector<bool> at(static_cast<size_t>(r), false);
     for (int64_t ax : *axes) {
       int64_t d = norm_axis(ax, r, what);
@@ -728,11 +868,13 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     if (axes) {
       for (int64_t ax : *axes) {
         int64_t d = norm_axis(ax, r, what);
-        if (a.shape[static_cast<size_t>(d)] != 1) throw InputError(what + ": Squeeze of a dimension that is not 1");
+        if (a.shape[static_cast<size_t>(d)] != 1)
+          throw InputError(what + ": Squeeze of a dimension that is not 1");
         drop[static_cast<size_t>(d)] = true;
       }
     } else {
-      for (int64_t d = 0; d < r; ++d) drop[static_cast<size_t>(d)] = a.shape[static_cast<size_t>(d)] == 1;
+      for (int64_t d = 0; d < r; ++d)
+        drop[static_cast<size_t>(d)] = a.shape[static_cast<size_t>(d)] == 1;
     }
     std::vector<int64_t> shape;
     for (int64_t d = 0; d < r; ++d) {
@@ -750,7 +892,8 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     std::optional<std::vector<int64_t>> axes, steps;
     if (input(3)) axes = need(3).int_values(what + " axes");
     if (input(4)) steps = need(4).int_values(what + " steps");
-    return one(slice(a, need(1).int_values(what + " starts"), need(2).int_values(what + " ends"), axes, steps, what));
+    return one(slice(a, need(1).int_values(what + " starts"), need(2).int_values(what + " ends"),
+                     axes, steps, what));
   }
   if (op == "Reshape") {
     const ConstTensor& a = need(0);
@@ -766,20 +909,24 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     if (axis < 0) axis += r;
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < r; ++d) {
-      if (d < axis) outer = checked_mul(outer, a.shape[static_cast<size_t>(d)], what);
-      else inner = checked_mul(inner, a.shape[static_cast<size_t>(d)], what);
+      if (d < axis)
+        outer = checked_mul(outer, a.shape[static_cast<size_t>(d)], what);
+      else
+        inner = checked_mul(inner, a.shape[static_cast<size_t>(d)], what);
     }
     return one(reshaped(a, {outer, inner}));
   }
   if (op == "Range") {
     const ConstTensor &s = need(0), &l = need(1), &d = need(2);
-    if (!s.known || !l.known || !d.known || s.size() != 1 || l.size() != 1 || d.size() != 1) return std::nullopt;
+    if (!s.known || !l.known || !d.known || s.size() != 1 || l.size() != 1 || d.size() != 1)
+      return std::nullopt;
     ConstTensor out;
     out.elem = s.elem;
     int64_t count;
     if (s.is_float()) {
       double a = s.floats[0], b = l.as_double(0), st = d.as_double(0);
-      if (st == 0 || !std::isfinite(a) || !std::isfinite(b) || !std::isfinite(st)) throw InputError(what + ": bad Range");
+      if (st == 0 || !std::isfinite(a) || !std::isfinite(b) || !std::isfinite(st))
+        throw InputError(what + ": bad Range");
       count = to_int_checked(std::max(0.0, std::ceil((b - a) / st)), what);
       out.shape = {count};
       if (count <= kMaxFoldElements) {
@@ -800,21 +947,25 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
     return one(out);
   }
   if (op == "ConstantOfShape") {
-    std::vector<int64_t> shape = input(0) ? need(0).int_values(what + " shape") : std::vector<int64_t>{};
+    std::vector<int64_t> shape =
+        input(0) ? need(0).int_values(what + " shape") : std::vector<int64_t>{};
     ConstTensor value;
     value.elem = TensorProto::FLOAT;
     value.floats = {0.0};
     value.known = true;
     if (const TensorProto* t = attrs.t("value")) value = decode_tensor(*t, what + " value");
-    if (value.numel() != 1 || !value.known) throw InputError(what + ": ConstantOfShape value must hold one element");
+    if (value.numel() != 1 || !value.known)
+      throw InputError(what + ": ConstantOfShape value must hold one element");
     ConstTensor out = make(value.elem, shape, what);
     if (!out.known) return one(out);
     for (size_t k = 0; k < out.size(); ++k) copy_elem(value, 0, out, static_cast<int64_t>(k));
     return one(out);
   }
   if (op == "Expand") return one(expand_to(need(0), need(1).int_values(what + " shape"), what));
-  if (op == "Transpose") return one(transpose(need(0), attrs.ints("perm").value_or(std::vector<int64_t>{}), what));
-  if (op == "ReduceProd" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceMean") {
+  if (op == "Transpose")
+    return one(transpose(need(0), attrs.ints("perm").value_or(std::vector<int64_t>{}), what));
+  if (op == "ReduceProd" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
+      op == "ReduceMean") {
     return one(reduce(op, need(0), axes_of(node, in, 1, what), attrs.i("keepdims", 1) != 0,
                       attrs.i("noop_with_empty_axes", 0) != 0, what));
   }

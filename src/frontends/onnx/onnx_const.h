@@ -20,14 +20,14 @@ namespace headroom::onnx_import {
 inline constexpr int64_t kMaxFoldElements = int64_t{1} << 16;
 
 struct ConstTensor {
-  int32_t elem = 0;             // ONNX TensorProto::DataType
+  int32_t elem = 0;  // ONNX TensorProto::DataType
   std::vector<int64_t> shape;
-  bool known = false;           // values below are valid
-  std::vector<int64_t> ints;    // integer and bool element types
-  std::vector<double> floats;   // floating element types
+  bool known = false;          // values below are valid
+  std::vector<int64_t> ints;   // integer and bool element types
+  std::vector<double> floats;  // floating element types
 
   bool is_float() const;
-  int64_t numel() const;        // checked
+  int64_t numel() const;  // checked
   size_t size() const { return is_float() ? floats.size() : ints.size(); }
   double as_double(size_t i) const { return is_float() ? floats[i] : static_cast<double>(ints[i]); }
   // InputError naming `what` when the value is unknown or not integral.
@@ -52,11 +52,12 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
                                                   const std::vector<const ConstTensor*>& inputs);
 
 // Broadcasts two shapes numpy-style; InputError naming `what` when they do not broadcast.
-std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::string& what);
+std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                               const std::string& what);
 
 // ONNX Reshape's target shape for an input of shape `in`: 0 copies the input's dimension (unless
 // allowzero), one -1 is inferred. InputError naming `what` when the sizes do not match.
-std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<int64_t> shape, bool allowzero,
-                                    const std::string& what);
+std::vector<int64_t> reshape_target(const std::vector<int64_t>& in, std::vector<int64_t> shape,
+                                    bool allowzero, const std::string& what);
 
 }  // namespace headroom::onnx_import

@@ -12,7 +12,8 @@
 namespace headroom {
 namespace {
 
-Graph import_model(std::string_view bytes, const OnnxImportOptions& options, const std::string& default_name) {
+Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
+                   const std::string& default_name) {
   using namespace onnx_import;
   onnx::ModelProto model = parse_model(bytes);
   check_supported_ops(model.graph(), options.allow_unknown);
@@ -52,7 +53,8 @@ Result<Graph> guarded(const std::string& source, const std::function<Graph()>& f
     throw;  // a broken invariant of headroom itself
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Result<Graph>::failure(one_line(source + ": invalid ONNX model: " + what.substr(0, what.find('\n'))));
+    return Result<Graph>::failure(
+        one_line(source + ": invalid ONNX model: " + what.substr(0, what.find('\n'))));
   }
 }
 
@@ -65,15 +67,17 @@ Result<Graph> import_onnx(const std::string& path, const OnnxImportOptions& opti
   });
 }
 
-Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions& options, const std::string& source) {
+Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions& options,
+                                const std::string& source) {
   return guarded(source, [&] { return import_model(bytes, options, "onnx"); });
 }
 
 bool looks_like_onnx_path(const std::string& text) {
   const std::string ext = ".onnx";
   if (text.size() <= ext.size()) return false;
-  return std::equal(ext.rbegin(), ext.rend(), text.rbegin(),
-                    [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+  return std::equal(ext.rbegin(), ext.rend(), text.rbegin(), [](char a, char b) {
+    return a == std::tolower(static_cast<unsigned char>(b));
+  });
 }
 
 }  // namespace headroom

@@ -52,7 +52,8 @@ struct OnnxImportOptions {
   bool allow_unknown = false;
   // ONNX ops are functional. true: a Relu (or an Add of same-shaped tensors) whose input is a
   // fresh activation that nothing else reads and that its producer does not keep for backward is
-  // recorded in place (relu_, add_), as torchvision writes ReLU(inplace=True) and `out += identity`.
+  // recorded in place (relu_, add_), as torchvision writes ReLU(inplace=True) and `out +=
+  // identity`.
   bool infer_inplace = false;
   // Build the loss stage (needed to simulate training; inference ignores it).
   bool with_loss = true;

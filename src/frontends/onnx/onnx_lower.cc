@@ -1,24 +1,29 @@
 // ONNX op -> the PyTorch call recorded in the IR (PyTorch 1.13 training semantics):
 //
-//   Conv (2-D)                 conv2d            Gemm transB=1 / MatMul(x, W^T)  linear (W [out,in])
-//   BatchNormalization         batch_norm        Gemm transB=0 / MatMul(x, W)    linear (W [in,out], addmm)
-//   LayerNormalization (last)  layer_norm        MatMul (no 2-D weight)          matmul
-//   Relu                       relu (relu_)      Einsum (a batched matmul)       permute + matmul
-//   Clip                       hardtanh          Sigmoid, Tanh                   sigmoid, tanh
-//   Sqrt, Reciprocal, Exp      rsqrt's rule      Neg / c - x                     neg's rule
-//   Gelu, Erf pattern          gelu              Softmax, LogSoftmax             softmax, log_softmax
+//   Conv (2-D)                 conv2d
+//   Gemm transB=1, MatMul(x, Transpose(W))       linear, W [out,in]
+//   Gemm transB=0, MatMul(x, W)                  linear, W [in,out] (addmm's layout)
+//   MatMul without a 2-D weight                  matmul
+//   Einsum that is a batched matmul              permutes + matmul
+//   BatchNormalization         batch_norm        LayerNormalization (last axis)  layer_norm
+//   Relu                       relu (relu_)      Clip                            hardtanh
+//   Sigmoid, Tanh              sigmoid, tanh     Gelu, the Erf decomposition     gelu
+//   Sqrt, Reciprocal, Exp      rsqrt's rule (the result is saved)
+//   Neg, c - x                 neg's rule (nothing saved)
+//   Softmax, LogSoftmax        softmax, log_softmax
 //   Add/Sub/Mul/Div            add/sub/mul/div (add_); *_scalar with a one-element constant
-//   Pow (constant exponent)    pow_scalar        ReduceMean, ReduceSum           mean, sum (one call)
+//   Pow (constant exponent)    pow_scalar        ReduceMean, ReduceSum           mean, sum
 //   Concat                     cat               Split, Slice (step > 0)         slice views
-//   Gather                     select (constant scalar index), embedding (2-D weight, integer
-//                              indices), else an index copy (Opaque)
-//   Reshape, Flatten           view (unflatten, squeeze/unsqueeze on strided tensors; copy + view
-//                              when PyTorch's reshape would copy)
+//   Gather                     select (constant scalar index), embedding (2-D weight,
+//                              integer indices), else an index copy (Opaque)
+//   Reshape, Flatten           view (unflatten or squeeze/unsqueeze on strided tensors; copy +
+//                              view where PyTorch's reshape copies)
 //   Squeeze, Unsqueeze         view              Transpose                       permute
-//   Expand                     expand            Cast, CastLike                  to (alias when same)
+//   Expand                     expand            Cast, CastLike           to (alias if same)
 //   Where                      where             Dropout                         dropout
-//   MaxPool, AveragePool (2-D) max/avg_pool2d    GlobalAveragePool (2-D)         adaptive_avg_pool2d 1x1
-//   Identity                   alias             Shape, Size, Constant, ConstantOfShape, Range: folded
+//   MaxPool, AveragePool 2-D   max/avg_pool2d    GlobalAveragePool 2-D    adaptive_avg_pool2d
+//   Identity                   alias
+//   Shape, Size, Constant, ConstantOfShape, Range, and shape arithmetic on constants: folded
 //   Opaque (fresh output, inputs saved): Erf alone, HardSigmoid, HardSwish, LeakyRelu, Elu, Selu,
 //     Softplus, Log, Abs, Sin, Cos, PRelu, Min/Max, Mod, comparisons and logic, Pad, Resize,
 //     Upsample, Tile, ConvTranspose, other Conv ranks and pools, Instance/Group normalization,
@@ -57,15 +62,39 @@ bool default_domain(const NodeProto& n) { return n.domain().empty() || n.domain(
 // Input slots that carry settings rather than data (shapes, axes, sizes): a float initializer
 // read only there is a constant, never a parameter.
 bool settings_slot(const std::string& op, int slot) {
-  static const std::unordered_map<std::string, std::vector<int>> kSlots = {
-      {"Reshape", {1}}, {"Expand", {1}}, {"Tile", {1}}, {"Slice", {1, 2, 3, 4}}, {"Split", {1}},
-      {"Squeeze", {1}}, {"Unsqueeze", {1}}, {"Pad", {1, 2, 3}}, {"Resize", {1, 2, 3}}, {"Upsample", {1}},
-      {"Clip", {1, 2}}, {"Dropout", {1, 2}}, {"ReduceMean", {1}}, {"ReduceSum", {1}}, {"ReduceMax", {1}},
-      {"ReduceMin", {1}}, {"ReduceProd", {1}}, {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}},
-      {"ReduceLogSumExp", {1}}, {"ReduceSumSquare", {1}}, {"ConstantOfShape", {0}}, {"Range", {0, 1, 2}},
-      {"TopK", {1}}, {"OneHot", {1, 2}}, {"CumSum", {1}}, {"Trilu", {1}}, {"Shape", {0}}, {"Size", {0}}};
+  static const std::unordered_map<std::string, std::vector<int>> kSlots = {{"Reshape", {1}},
+                                                                           {"Expand", {1}},
+                                                                           {"Tile", {1}},
+                                                                           {"Slice", {1, 2, 3, 4}},
+                                                                           {"Split", {1}},
+                                                                           {"Squeeze", {1}},
+                                                                           {"Unsqueeze", {1}},
+                                                                           {"Pad", {1, 2, 3}},
+                                                                           {"Resize", {1, 2, 3}},
+                                                                           {"Upsample", {1}},
+                                                                           {"Clip", {1, 2}},
+                                                                           {"Dropout", {1, 2}},
+                                                                           {"ReduceMean", {1}},
+                                                                           {"ReduceSum", {1}},
+                                                                           {"ReduceMax", {1}},
+                                                                           {"ReduceMin", {1}},
+                                                                           {"ReduceProd", {1}},
+                                                                           {"ReduceL1", {1}},
+                                                                           {"ReduceL2", {1}},
+                                                                           {"ReduceLogSum", {1}},
+                                                                           {"ReduceLogSumExp", {1}},
+                                                                           {"ReduceSumSquare", {1}},
+                                                                           {"ConstantOfShape", {0}},
+                                                                           {"Range", {0, 1, 2}},
+                                                                           {"TopK", {1}},
+                                                                           {"OneHot", {1, 2}},
+                                                                           {"CumSum", {1}},
+                                                                           {"Trilu", {1}},
+                                                                           {"Shape", {0}},
+                                                                           {"Size", {0}}};
   auto it = kSlots.find(op);
-  return it != kSlots.end() && std::find(it->second.begin(), it->second.end(), slot) != it->second.end();
+  return it != kSlots.end() &&
+         std::find(it->second.begin(), it->second.end(), slot) != it->second.end();
 }
 
 // Slots autograd never differentiates (masks, indices): a float initializer read only there or in
@@ -73,7 +102,8 @@ bool settings_slot(const std::string& op, int slot) {
 bool non_differentiable_slot(const std::string& op, int slot) {
   if (settings_slot(op, slot)) return true;
   if (op == "Where") return slot == 0;
-  if (op == "Gather" || op == "GatherElements" || op == "GatherND" || op == "ScatterND" || op == "ScatterElements") {
+  if (op == "Gather" || op == "GatherElements" || op == "GatherND" || op == "ScatterND" ||
+      op == "ScatterElements") {
     return slot == 1;
   }
   return false;
@@ -85,8 +115,8 @@ struct Value {
   std::shared_ptr<const ConstTensor> constant;  // or a compile-time value
   std::string origin;                           // the initializer or node it comes from
   bool from_initializer = false;                // materializes as a buffer (else a factory op)
-  TensorId transposed_of = kNone;               // Transpose([1,0]) of a 2-D parameter, emitted on first use
-  std::string unavailable;                      // an output headroom does not model, and why
+  TensorId transposed_of = kNone;  // Transpose([1,0]) of a 2-D parameter, emitted on first use
+  std::string unavailable;         // an output headroom does not model, and why
 };
 
 struct NodeCtx {
@@ -114,19 +144,26 @@ DType majority_float_dtype(const onnx::GraphProto& g, const Structure& st, const
     }
     return DType::F32;
   }
-  auto best = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  auto best = std::max_element(count.begin(), count.end(),
+                               [](auto& a, auto& b) { return a.second < b.second; });
   return dtype_of(best->first, "initializers");
 }
 
 class Lowerer {
  public:
-  Lowerer(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims, const TypeTable& types,
-          const OnnxImportOptions& options, const std::string& name)
-      : model_(model), g_(model.graph()), st_(st), dims_(dims), types_(types), opts_(options),
+  Lowerer(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims,
+          const TypeTable& types, const OnnxImportOptions& options, const std::string& name)
+      : model_(model),
+        g_(model.graph()),
+        st_(st),
+        dims_(dims),
+        types_(types),
+        opts_(options),
         b_(name, majority_float_dtype(model.graph(), st, types)) {}
 
   Graph run() {
-    values_.reserve(static_cast<size_t>(g_.node_size()) * 2 + static_cast<size_t>(g_.initializer_size()));
+    values_.reserve(static_cast<size_t>(g_.node_size()) * 2 +
+                    static_cast<size_t>(g_.initializer_size()));
     check_supported();
     for (const auto& [sym, value] : dims_.values) b_.set_dim(sym, value);
     if (!dims_.batch_symbols.empty()) b_.set_dim("batch", dims_.values.at(dims_.batch_symbols[0]));
@@ -137,7 +174,8 @@ class Lowerer {
     std::vector<TensorId> outs;
     for (const onnx::ValueInfoProto& o : g_.output()) {
       Value& v = values_.at(o.name());
-      if (!v.unavailable.empty()) throw InputError("graph output '" + o.name() + "' is " + v.unavailable);
+      if (!v.unavailable.empty())
+        throw InputError("graph output '" + o.name() + "' is " + v.unavailable);
       TensorId t = materialize(v);
       b_.mark_output(t);
       outs.push_back(t);
@@ -159,7 +197,9 @@ class Lowerer {
   void op_neg(NodeCtx& c) { set(c, 0, b_.neg(c.name, tensor(c, 0))); }
   // sqrt, reciprocal and exp keep their result for backward, as rsqrt does.
   void op_keeps_result(NodeCtx& c) { set(c, 0, b_.rsqrt(c.name, tensor(c, 0))); }
-  void op_gelu(NodeCtx& c) { set(c, 0, b_.gelu(c.name, tensor(c, 0), c.attrs.s("approximate", "none") == "tanh")); }
+  void op_gelu(NodeCtx& c) {
+    set(c, 0, b_.gelu(c.name, tensor(c, 0), c.attrs.s("approximate", "none") == "tanh"));
+  }
   void op_clip(NodeCtx& c) {
     double lo = -INFINITY, hi = INFINITY;
     if (model_opset() < 11) {
@@ -195,7 +235,8 @@ class Lowerer {
       TensorId x = materialize(*y);
       if (op == "Add") return set(c, 0, b_.add_scalar(c.name, x, *sa));
       if (op == "Mul") return set(c, 0, b_.mul_scalar(c.name, x, *sa));
-      if (op == "Sub") return set(c, 0, b_.neg(c.name, x));  // s - x: rsub, one fresh output, nothing saved
+      if (op == "Sub")
+        return set(c, 0, b_.neg(c.name, x));  // s - x: rsub, one fresh output, nothing saved
       // s / x is x.reciprocal() * s in PyTorch.
       TensorId r = b_.rsqrt(c.name, x);
       return set(c, 0, *sa == 1.0 ? r : b_.mul_scalar(c.name + ".mul", r, *sa));
@@ -203,8 +244,10 @@ class Lowerer {
     TensorId x = materialize(*a), z = materialize(*y);
     if (op == "Add") {
       std::vector<int64_t> out = broadcast(b_.shape(x), b_.shape(z), c.name);
-      if (out == b_.shape(x) && x != z && writable_in_place(x)) return set(c, 0, b_.add_(c.name, x, z), true);
-      if (out == b_.shape(z) && x != z && writable_in_place(z)) return set(c, 0, b_.add_(c.name, z, x), true);
+      if (out == b_.shape(x) && x != z && writable_in_place(x))
+        return set(c, 0, b_.add_(c.name, x, z), true);
+      if (out == b_.shape(z) && x != z && writable_in_place(z))
+        return set(c, 0, b_.add_(c.name, z, x), true);
       return set(c, 0, b_.add(c.name, x, z));
     }
     if (op == "Sub") return set(c, 0, b_.sub(c.name, x, z));
@@ -222,7 +265,8 @@ class Lowerer {
   }
   void op_cast(NodeCtx& c) {
     TensorId x = tensor(c, 0);
-    int32_t to = c.node.op_type() == "CastLike" ? elem_of(c, 1) : static_cast<int32_t>(c.attrs.i("to", 0));
+    int32_t to =
+        c.node.op_type() == "CastLike" ? elem_of(c, 1) : static_cast<int32_t>(c.attrs.i("to", 0));
     DType dt = dtype_of(to, "the Cast target");
     if (dt == b_.tensor(x).dtype) return alias(c, 0, *c.in[0]);  // .to(same dtype) returns self
     set(c, 0, b_.cast(c.name, x, dt));
@@ -240,13 +284,15 @@ class Lowerer {
       return set(c, 0, b_.linear_with(c.name, x, w->transposed_of, bias));
     }
     TensorId y = materialize(*w);
-    if (is_matrix_parameter(y) && !b_.shape(x).empty()) return set(c, 0, b_.linear_in_out(c.name, x, y, bias));
+    if (is_matrix_parameter(y) && !b_.shape(x).empty())
+      return set(c, 0, b_.linear_in_out(c.name, x, y, bias));
     HEADROOM_CHECK(bias == kNone, "a bias fused into a MatMul without a weight");
     set(c, 0, matmul(c.name, x, y, c));
   }
   void op_gemm(NodeCtx& c) {
     TensorId a = tensor(c, 0);
-    if (b_.shape(a).size() != 2) throw InputError("Gemm input A must be 2-D, got " + shape_text(b_.shape(a)));
+    if (b_.shape(a).size() != 2)
+      throw InputError("Gemm input A must be 2-D, got " + shape_text(b_.shape(a)));
     if (c.attrs.i("transA", 0) != 0) a = b_.transpose(c.name + ".A_t", a, 0, 1);
     bool trans_b = c.attrs.i("transB", 0) != 0;
     Value& bv = need(c, 1);
@@ -264,7 +310,8 @@ class Lowerer {
       TensorId ct = tensor(c, 2);
       int64_t n = b_.shape(w)[out_in ? 0 : 1];
       const Tensor& cb = b_.tensor(ct);
-      if (cb.role == TensorRole::Parameter && cb.numel() == n && !cb.shape.empty() && cb.shape.back() == n) {
+      if (cb.role == TensorRole::Parameter && cb.numel() == n && !cb.shape.empty() &&
+          cb.shape.back() == n) {
         bias = ct;
         add_c = false;
       }
@@ -306,7 +353,8 @@ class Lowerer {
     // place) and, before opset 14, the batch statistics.
     if (c.node.output_size() > 1) alias(c, 1, *c.in[3]);
     if (c.node.output_size() > 2) alias(c, 2, *c.in[4]);
-    for (int k = 3; k < c.node.output_size(); ++k) unavailable(c, k, "a batch statistic of BatchNormalization");
+    for (int k = 3; k < c.node.output_size(); ++k)
+      unavailable(c, k, "a batch statistic of BatchNormalization");
   }
   void op_layer_norm(NodeCtx& c) {
     TensorId x = tensor(c, 0), w = tensor(c, 1);
@@ -315,7 +363,8 @@ class Lowerer {
     int64_t axis = c.attrs.i("axis", -1);
     if (rank == 0 || (axis != -1 && axis != rank - 1)) return op_opaque_inferred(c);
     set(c, 0, b_.layer_norm_with(c.name, x, w, bias));
-    for (int k = 1; k < c.node.output_size(); ++k) unavailable(c, k, "a statistic of LayerNormalization");
+    for (int k = 1; k < c.node.output_size(); ++k)
+      unavailable(c, k, "a statistic of LayerNormalization");
   }
   void op_max_pool(NodeCtx& c) {
     TensorId x = tensor(c, 0);
@@ -341,9 +390,12 @@ class Lowerer {
   }
   void op_dropout(NodeCtx& c) {
     double p = 0.5;
-    if (model_opset() < 12) p = c.attrs.f("ratio", 0.5);
-    else if (input_present(c, 1)) p = scalar_input(c, 1, "ratio");
-    if (!(p >= 0.0 && p < 1.0)) throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1)");
+    if (model_opset() < 12)
+      p = c.attrs.f("ratio", 0.5);
+    else if (input_present(c, 1))
+      p = scalar_input(c, 1, "ratio");
+    if (!(p >= 0.0 && p < 1.0))
+      throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1)");
     set(c, 0, b_.dropout(c.name, tensor(c, 0), p));
     for (int k = 1; k < c.node.output_size(); ++k) unavailable(c, k, "the mask of Dropout");
   }
@@ -354,10 +406,13 @@ class Lowerer {
     std::optional<std::vector<int64_t>> axes = c.attrs.ints("axes");
     if (!axes && input_present(c, 1)) axes = constant(c, 1, "axes").int_values(c.name + " axes");
     bool keep = c.attrs.i("keepdims", 1) != 0;
-    if ((!axes || axes->empty()) && c.attrs.i("noop_with_empty_axes", 0) != 0) return alias(c, 0, *c.in[0]);
+    if ((!axes || axes->empty()) && c.attrs.i("noop_with_empty_axes", 0) != 0)
+      return alias(c, 0, *c.in[0]);
     std::vector<int64_t> dims;
-    if (axes && !axes->empty()) dims = *axes;
-    else for (size_t d = 0; d < b_.shape(x).size(); ++d) dims.push_back(static_cast<int64_t>(d));
+    if (axes && !axes->empty())
+      dims = *axes;
+    else
+      for (size_t d = 0; d < b_.shape(x).size(); ++d) dims.push_back(static_cast<int64_t>(d));
     if (op == "ReduceMean") return set(c, 0, b_.mean_dims(c.name, x, dims, keep));
     if (op == "ReduceSum") return set(c, 0, b_.sum_dims(c.name, x, dims, keep));
     op_opaque_inferred(c);
@@ -373,21 +428,27 @@ class Lowerer {
     const std::vector<int64_t>& s = b_.shape(x);
     int64_t r = static_cast<int64_t>(s.size());
     int64_t axis = c.attrs.i("axis", 0);
-    if (axis < -r || axis >= r) throw InputError("Split axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+    if (axis < -r || axis >= r)
+      throw InputError("Split axis " + std::to_string(axis) + " out of range for rank " +
+                       std::to_string(r));
     if (axis < 0) axis += r;
     const int64_t n = s[static_cast<size_t>(axis)];
     const int64_t outs = c.node.output_size();
     std::vector<int64_t> sizes;
-    if (auto attr = c.attrs.ints("split")) sizes = *attr;
-    else if (input_present(c, 1)) sizes = constant(c, 1, "split").int_values(c.name + " split");
+    if (auto attr = c.attrs.ints("split"))
+      sizes = *attr;
+    else if (input_present(c, 1))
+      sizes = constant(c, 1, "split").int_values(c.name + " split");
     else {
       int64_t parts = c.attrs.i("num_outputs", outs);
       if (parts <= 0) throw InputError("Split into " + std::to_string(parts) + " parts");
       int64_t piece = n / parts + (n % parts != 0 ? 1 : 0);
-      for (int64_t start = 0, k = 0; k < parts; ++k, start += piece) sizes.push_back(std::max<int64_t>(0, std::min(piece, n - start)));
+      for (int64_t start = 0, k = 0; k < parts; ++k, start += piece)
+        sizes.push_back(std::max<int64_t>(0, std::min(piece, n - start)));
     }
     if (static_cast<int64_t>(sizes.size()) != outs) {
-      throw InputError("Split into " + std::to_string(sizes.size()) + " sizes but " + std::to_string(outs) + " outputs");
+      throw InputError("Split into " + std::to_string(sizes.size()) + " sizes but " +
+                       std::to_string(outs) + " outputs");
     }
     int64_t start = 0;
     for (int64_t k = 0; k < outs; ++k) {
@@ -396,11 +457,14 @@ class Lowerer {
       int64_t end = checked_add(start, size, c.name);
       if (end > n) throw InputError("Split sizes add up to more than " + std::to_string(n));
       if (!c.node.output(static_cast<int>(k)).empty()) {
-        set(c, static_cast<int>(k), b_.slice(c.name + "." + std::to_string(k), x, axis, start, end));
+        set(c, static_cast<int>(k),
+            b_.slice(c.name + "." + std::to_string(k), x, axis, start, end));
       }
       start = end;
     }
-    if (start != n) throw InputError("Split sizes add up to " + std::to_string(start) + ", not " + std::to_string(n));
+    if (start != n)
+      throw InputError("Split sizes add up to " + std::to_string(start) + ", not " +
+                       std::to_string(n));
   }
   void op_slice(NodeCtx& c) {
     TensorId x = tensor(c, 0);
@@ -416,7 +480,8 @@ class Lowerer {
       if (input_present(c, 3)) axes = constant(c, 3, "axes").int_values(c.name + " axes");
       if (input_present(c, 4)) steps = constant(c, 4, "steps").int_values(c.name + " steps");
     }
-    if (starts.size() != ends.size() || (axes && axes->size() != starts.size()) || (steps && steps->size() != starts.size())) {
+    if (starts.size() != ends.size() || (axes && axes->size() != starts.size()) ||
+        (steps && steps->size() != starts.size())) {
       throw InputError("Slice starts, ends, axes and steps differ in length");
     }
     if (steps && std::any_of(steps->begin(), steps->end(), [](int64_t s) { return s < 0; })) {
@@ -426,7 +491,9 @@ class Lowerer {
     TensorId cur = x;
     for (size_t i = 0; i < starts.size(); ++i) {
       int64_t axis = axes ? (*axes)[i] : static_cast<int64_t>(i);
-      if (axis < -r || axis >= r) throw InputError("Slice axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+      if (axis < -r || axis >= r)
+        throw InputError("Slice axis " + std::to_string(axis) + " out of range for rank " +
+                         std::to_string(r));
       int64_t step = steps ? (*steps)[i] : 1;
       int64_t n = b_.shape(cur)[static_cast<size_t>(axis < 0 ? axis + r : axis)];
       int64_t s = starts[i] < -n ? 0 : starts[i];
@@ -443,17 +510,22 @@ class Lowerer {
     TensorId d = materialize(data);
     const std::vector<int64_t>& s = b_.shape(d);
     const int64_t r = static_cast<int64_t>(s.size());
-    if (axis < -r || axis >= r) throw InputError("Gather axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+    if (axis < -r || axis >= r)
+      throw InputError("Gather axis " + std::to_string(axis) + " out of range for rank " +
+                       std::to_string(r));
     if (axis < 0) axis += r;
     if (idx.constant && idx.constant->known && idx.constant->shape.empty()) {
       int64_t i = idx.constant->int_values(c.name + " index")[0];
       int64_t n = s[static_cast<size_t>(axis)];
-      if (i < -n || i >= n) throw InputError("Gather index " + std::to_string(i) + " out of range for size " + std::to_string(n));
+      if (i < -n || i >= n)
+        throw InputError("Gather index " + std::to_string(i) + " out of range for size " +
+                         std::to_string(n));
       return set(c, 0, b_.select(c.name, d, axis, i < 0 ? i + n : i));
     }
     TensorId ids = materialize(idx);
     DType it = b_.tensor(ids).dtype;
-    if (it != DType::I64 && it != DType::I32) throw InputError("Gather indices must be integers, got " + std::string(dtype_name(it)));
+    if (it != DType::I64 && it != DType::I32)
+      throw InputError("Gather indices must be integers, got " + std::string(dtype_name(it)));
     if (axis == 0 && is_matrix_parameter(d)) return set(c, 0, b_.embedding_with(c.name, ids, d));
     std::vector<int64_t> os(s.begin(), s.begin() + axis);
     os.insert(os.end(), b_.shape(ids).begin(), b_.shape(ids).end());
@@ -467,17 +539,22 @@ class Lowerer {
     if (c.node.op_type() == "Flatten") {
       const std::vector<int64_t>& s = b_.shape(x);
       int64_t r = static_cast<int64_t>(s.size()), axis = c.attrs.i("axis", 1);
-      if (axis < -r || axis > r) throw InputError("Flatten axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+      if (axis < -r || axis > r)
+        throw InputError("Flatten axis " + std::to_string(axis) + " out of range for rank " +
+                         std::to_string(r));
       if (axis < 0) axis += r;
       int64_t outer = 1, inner = 1;
       for (int64_t d = 0; d < r; ++d) {
-        if (d < axis) outer = checked_mul(outer, s[static_cast<size_t>(d)], c.name);
-        else inner = checked_mul(inner, s[static_cast<size_t>(d)], c.name);
+        if (d < axis)
+          outer = checked_mul(outer, s[static_cast<size_t>(d)], c.name);
+        else
+          inner = checked_mul(inner, s[static_cast<size_t>(d)], c.name);
       }
       target = {outer, inner};
     } else {
-      std::vector<int64_t> raw = model_opset() < 5 ? c.attrs.ints("shape").value_or(std::vector<int64_t>{})
-                                                    : constant(c, 1, "shape").int_values(c.name + " shape");
+      std::vector<int64_t> raw = model_opset() < 5
+                                     ? c.attrs.ints("shape").value_or(std::vector<int64_t>{})
+                                     : constant(c, 1, "shape").int_values(c.name + " shape");
       target = reshape_target(b_.shape(x), raw, c.attrs.i("allowzero", 0) != 0, c.name);
     }
     set(c, 0, reshape(c.name, x, target));
@@ -487,25 +564,31 @@ class Lowerer {
     const std::vector<int64_t> s = b_.shape(x);
     const int64_t r = static_cast<int64_t>(s.size());
     std::vector<int64_t> axes;
-    if (auto a = c.attrs.ints("axes")) axes = *a;
-    else if (input_present(c, 1)) axes = constant(c, 1, "axes").int_values(c.name + " axes");
+    if (auto a = c.attrs.ints("axes"))
+      axes = *a;
+    else if (input_present(c, 1))
+      axes = constant(c, 1, "axes").int_values(c.name + " axes");
     bool unsqueeze = c.node.op_type() == "Unsqueeze";
     if (!unsqueeze && axes.empty()) {
       for (int64_t d = 0; d < r; ++d) {
         if (s[static_cast<size_t>(d)] == 1) axes.push_back(d);
       }
     }
-    const int64_t out_rank = unsqueeze ? checked_add(r, static_cast<int64_t>(axes.size()), c.name) : r;
+    const int64_t out_rank =
+        unsqueeze ? checked_add(r, static_cast<int64_t>(axes.size()), c.name) : r;
     std::set<int64_t> norm;
     for (int64_t a : axes) {
-      if (a < -out_rank || a >= out_rank) throw InputError(c.node.op_type() + " axis " + std::to_string(a) + " out of range");
-      if (!norm.insert(a < 0 ? a + out_rank : a).second) throw InputError(c.node.op_type() + " axis " + std::to_string(a) + " repeated");
+      if (a < -out_rank || a >= out_rank)
+        throw InputError(c.node.op_type() + " axis " + std::to_string(a) + " out of range");
+      if (!norm.insert(a < 0 ? a + out_rank : a).second)
+        throw InputError(c.node.op_type() + " axis " + std::to_string(a) + " repeated");
     }
     TensorId cur = x;
     int k = 0;
     auto nm = [&]() { return k++ == 0 ? c.name : c.name + "." + std::to_string(k - 1); };
     if (unsqueeze) {
-      for (int64_t a : norm) cur = b_.unsqueeze(nm(), cur, a);  // ascending: positions in the output
+      for (int64_t a : norm)
+        cur = b_.unsqueeze(nm(), cur, a);  // ascending: positions in the output
     } else {
       for (auto it = norm.rbegin(); it != norm.rend(); ++it) cur = b_.squeeze(nm(), cur, *it);
     }
@@ -515,24 +598,31 @@ class Lowerer {
   void op_transpose(NodeCtx& c) {
     Value& in = need(c, 0);
     std::optional<std::vector<int64_t>> perm = c.attrs.ints("perm");
-    if (in.tensor != kNone && is_matrix_parameter(in.tensor) && (!perm || *perm == std::vector<int64_t>{1, 0})) {
+    if (in.tensor != kNone && is_matrix_parameter(in.tensor) &&
+        (!perm || *perm == std::vector<int64_t>{1, 0})) {
       Value v;
       v.transposed_of = in.tensor;
       v.origin = c.name;
-      values_[c.node.output(0)] = v;  // emitted as a permute only if something other than a linear reads it
+      values_[c.node.output(0)] =
+          v;  // emitted as a permute only if something other than a linear reads it
       return;
     }
     TensorId x = materialize(in);
     const int64_t r = static_cast<int64_t>(b_.shape(x).size());
     std::vector<int64_t> p;
-    if (perm) p = *perm;
-    else for (int64_t d = r; d-- > 0;) p.push_back(d);
-    if (static_cast<int64_t>(p.size()) != r) throw InputError("Transpose perm " + shape_text(p) + " for rank " + std::to_string(r));
+    if (perm)
+      p = *perm;
+    else
+      for (int64_t d = r; d-- > 0;) p.push_back(d);
+    if (static_cast<int64_t>(p.size()) != r)
+      throw InputError("Transpose perm " + shape_text(p) + " for rank " + std::to_string(r));
     std::vector<bool> seen(static_cast<size_t>(r), false);
     for (int64_t& d : p) {
-      if (d < -r || d >= r) throw InputError("Transpose perm " + shape_text(p) + " is not a permutation");
+      if (d < -r || d >= r)
+        throw InputError("Transpose perm " + shape_text(p) + " is not a permutation");
       if (d < 0) d += r;
-      if (seen[static_cast<size_t>(d)]) throw InputError("Transpose perm " + shape_text(p) + " is not a permutation");
+      if (seen[static_cast<size_t>(d)])
+        throw InputError("Transpose perm " + shape_text(p) + " is not a permutation");
       seen[static_cast<size_t>(d)] = true;
     }
     set(c, 0, b_.permute(c.name, x, p));
@@ -549,7 +639,9 @@ class Lowerer {
     TensorId x = tensor(c, 0);
     std::vector<int64_t> reps = constant(c, 1, "repeats").int_values(c.name + " repeats");
     std::vector<int64_t> os = b_.shape(x);
-    if (reps.size() != os.size()) throw InputError("Tile repeats " + shape_text(reps) + " for rank " + std::to_string(os.size()));
+    if (reps.size() != os.size())
+      throw InputError("Tile repeats " + shape_text(reps) + " for rank " +
+                       std::to_string(os.size()));
     for (size_t d = 0; d < os.size(); ++d) {
       if (reps[d] < 0) throw InputError("Tile repeats " + shape_text(reps) + " are negative");
       os[d] = checked_mul(os[d], reps[d], c.name);
@@ -558,14 +650,19 @@ class Lowerer {
   }
   void op_pad(NodeCtx& c) {
     TensorId x = tensor(c, 0);
-    std::vector<int64_t> pads = model_opset() < 11 ? c.attrs.ints("pads").value_or(std::vector<int64_t>{})
-                                                   : constant(c, 1, "pads").int_values(c.name + " pads");
+    std::vector<int64_t> pads = model_opset() < 11
+                                    ? c.attrs.ints("pads").value_or(std::vector<int64_t>{})
+                                    : constant(c, 1, "pads").int_values(c.name + " pads");
     std::vector<int64_t> os = b_.shape(x);
     const int64_t r = static_cast<int64_t>(os.size());
     std::vector<int64_t> axes;
-    if (input_present(c, 3)) axes = constant(c, 3, "axes").int_values(c.name + " axes");
-    else for (int64_t d = 0; d < r; ++d) axes.push_back(d);
-    if (pads.size() != 2 * axes.size()) throw InputError("Pad has " + std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) + " axes");
+    if (input_present(c, 3))
+      axes = constant(c, 3, "axes").int_values(c.name + " axes");
+    else
+      for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    if (pads.size() != 2 * axes.size())
+      throw InputError("Pad has " + std::to_string(pads.size()) + " pads for " +
+                       std::to_string(axes.size()) + " axes");
     for (size_t i = 0; i < axes.size(); ++i) {
       int64_t a = axes[i];
       if (a < -r || a >= r) throw InputError("Pad axis " + std::to_string(a) + " out of range");
@@ -594,14 +691,16 @@ class Lowerer {
     if (ins.empty()) throw InputError(c.node.op_type() + " without inputs");
     std::vector<int64_t> shape = b_.shape(ins[0]);
     for (size_t i = 1; i < ins.size(); ++i) shape = broadcast(shape, b_.shape(ins[i]), c.name);
-    static const std::unordered_set<std::string> kBool = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                                          "And", "Or", "Xor", "Not", "IsNaN", "IsInf"};
+    static const std::unordered_set<std::string> kBool = {
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
+        "Or",    "Xor",  "Not",     "IsNaN",       "IsInf"};
     DType dt = kBool.count(c.node.op_type()) ? DType::Bool : b_.tensor(ins[0]).dtype;
     emit_opaque(c, ins, {{shape, dt}});
   }
   // Shape-computation ops reach here only when an input is not a compile-time constant.
   void op_compile_time(NodeCtx& c) {
-    throw InputError(c.node.op_type() + " needs compile-time inputs (its inputs depend on tensor data)");
+    throw InputError(c.node.op_type() +
+                     " needs compile-time inputs (its inputs depend on tensor data)");
   }
   // An op headroom does not know, allowed by the options: elementwise over its runtime inputs.
   void op_unknown(NodeCtx& c) {
@@ -615,7 +714,8 @@ class Lowerer {
         outs.push_back({it->second.dims, dtype_of(it->second.elem, "output '" + o + "'")});
         continue;
       }
-      if (ins.empty()) throw InputError("unknown op without inputs and no inferred shape for '" + o + "'");
+      if (ins.empty())
+        throw InputError("unknown op without inputs and no inferred shape for '" + o + "'");
       std::vector<int64_t> shape = b_.shape(ins[0]);
       for (size_t i = 1; i < ins.size(); ++i) shape = broadcast(shape, b_.shape(ins[i]), c.name);
       outs.push_back({shape, b_.tensor(ins[0]).dtype});
@@ -643,11 +743,13 @@ class Lowerer {
       const onnx::TypeProto_Tensor& t = info.at(name)->type().tensor_type();
       std::vector<int64_t> shape;
       for (const auto& d : t.shape().dim()) {
-        HEADROOM_CHECK(d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue, "input dims are bound");
+        HEADROOM_CHECK(d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue,
+                       "input dims are bound");
         shape.push_back(d.dim_value());
       }
       Value v;
-      v.tensor = b_.input(name, shape, dtype_of(t.elem_type(), "graph input '" + name + "'"), dims_.batch_axis[i]);
+      v.tensor = b_.input(name, shape, dtype_of(t.elem_type(), "graph input '" + name + "'"),
+                          dims_.batch_axis[i]);
       v.origin = name;
       bind(name, v);
     }
@@ -671,13 +773,17 @@ class Lowerer {
         non_diff_only = non_diff_only && non_differentiable_slot(op, slot);
         bn_stat = bn_stat || (op == "BatchNormalization" && (slot == 3 || slot == 4));
       }
-      const bool inline_data = !(t.has_data_location() && t.data_location() == TensorProto::EXTERNAL);
-      ConstTensor c = decode_tensor(t, "initializer '" + name + "'", settings_only || !is_float_elem(t.data_type()) ? kMaxFoldElements : 1);
+      const bool inline_data =
+          !(t.has_data_location() && t.data_location() == TensorProto::EXTERNAL);
+      ConstTensor c =
+          decode_tensor(t, "initializer '" + name + "'",
+                        settings_only || !is_float_elem(t.data_type()) ? kMaxFoldElements : 1);
       ++initializers_;
       if (!inline_data) ++external_;
       Value v;
       v.origin = name;
-      bool constant = settings_only || !is_float_elem(c.elem) || (c.known && c.numel() <= 1 && inline_data);
+      bool constant =
+          settings_only || !is_float_elem(c.elem) || (c.known && c.numel() <= 1 && inline_data);
       if (constant) {
         v.constant = std::make_shared<ConstTensor>(std::move(c));
         v.from_initializer = true;
@@ -696,7 +802,8 @@ class Lowerer {
       // PyTorch's BatchNorm keeps an int64 num_batches_tracked next to its running statistics;
       // the exporter drops it (its update is an in-place side effect).
       const std::string suffix = ".running_var";
-      if (bn_stat && name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (bn_stat && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
         std::string nbt = name.substr(0, name.size() - suffix.size()) + ".num_batches_tracked";
         if (!st_.initializer.count(nbt)) {
           b_.buffer(nbt, {}, DType::I64);
@@ -710,7 +817,8 @@ class Lowerer {
     PatternQueries q;
     q.scalar = [this](const std::string& name) -> std::optional<double> {
       auto it = values_.find(name);
-      if (it != values_.end()) return it->second.constant ? it->second.constant->scalar() : std::nullopt;
+      if (it != values_.end())
+        return it->second.constant ? it->second.constant->scalar() : std::nullopt;
       auto p = st_.producer.find(name);
       if (p == st_.producer.end()) return std::nullopt;
       const NodeProto& n = g_.node(p->second);
@@ -746,17 +854,23 @@ class Lowerer {
     const NodeProto& node = g_.node(i);
     const Fusion& f = fusions_[static_cast<size_t>(i)];
     if (f.kind == Fusion::Kind::Skip) return;
-    NodeCtx c{node, i, node.name().empty() ? node.op_type() + "_" + std::to_string(i) : node.name(), {}, NodeAttrs(node)};
+    NodeCtx c{node,
+              i,
+              node.name().empty() ? node.op_type() + "_" + std::to_string(i) : node.name(),
+              {},
+              NodeAttrs(node)};
     try {
-      if (node.output_size() == 0 || node.output(0).empty()) throw InputError("has no first output");
+      if (node.output_size() == 0 || node.output(0).empty())
+        throw InputError("has no first output");
       if (f.kind == Fusion::Kind::Alias) return alias(c, 0, values_.at(f.alias));
       if (f.kind == Fusion::Kind::Gelu) {
         set(c, 0, b_.gelu(c.name, materialize(values_.at(f.x))));
         return check_shapes(c);
       }
       if (f.kind == Fusion::Kind::LayerNorm) {
-        set(c, 0, b_.layer_norm_with(c.name, materialize(values_.at(f.x)), materialize(values_.at(f.weight)),
-                                     materialize(values_.at(f.bias))));
+        set(c, 0,
+            b_.layer_norm_with(c.name, materialize(values_.at(f.x)),
+                               materialize(values_.at(f.weight)), materialize(values_.at(f.bias))));
         return check_shapes(c);
       }
       for (const std::string& in : node.input()) {
@@ -765,7 +879,9 @@ class Lowerer {
           continue;
         }
         Value& v = values_.at(in);  // check_structure: defined before use
-        if (!v.unavailable.empty()) throw InputError("reads '" + in + "', " + v.unavailable + ", which headroom does not model");
+        if (!v.unavailable.empty())
+          throw InputError("reads '" + in + "', " + v.unavailable +
+                           ", which headroom does not model");
         c.in.push_back(&v);
       }
       if (!fold(c)) {
@@ -832,7 +948,8 @@ class Lowerer {
       const std::vector<int64_t>& mine = b_.shape(v->second.tensor);
       if (mine != t->second.dims) {
         throw InputError("contradictory shapes: output '" + o + "' is " + shape_text(mine) +
-                         " under PyTorch semantics but the model's shapes say " + shape_text(t->second.dims));
+                         " under PyTorch semantics but the model's shapes say " +
+                         shape_text(t->second.dims));
       }
     }
   }
@@ -876,7 +993,9 @@ class Lowerer {
     if (opts_.infer_inplace) names_of_[v.tensor].push_back(v.origin);
     return v.tensor;
   }
-  bool input_present(const NodeCtx& c, size_t i) const { return i < c.in.size() && c.in[i] != nullptr; }
+  bool input_present(const NodeCtx& c, size_t i) const {
+    return i < c.in.size() && c.in[i] != nullptr;
+  }
   Value& need(NodeCtx& c, size_t i) {
     if (!input_present(c, i)) throw InputError("input " + std::to_string(i) + " is missing");
     return *c.in[i];
@@ -901,7 +1020,8 @@ class Lowerer {
   // A one-element constant whose broadcast against `other` keeps other's shape: the Python
   // scalar of `x + 1.0`.
   std::optional<double> scalar_operand(const Value& v, Value& other) {
-    if (!v.constant || !v.constant->known || v.constant->size() != 1 || other.constant) return std::nullopt;
+    if (!v.constant || !v.constant->known || v.constant->size() != 1 || other.constant)
+      return std::nullopt;
     TensorId o = materialize(other);
     if (v.constant->shape.size() > b_.shape(o).size()) return std::nullopt;
     return v.constant->as_double(0);
@@ -909,21 +1029,23 @@ class Lowerer {
   int32_t elem_of(NodeCtx& c, size_t i) {
     if (input_present(c, i) && c.in[i]->constant) return c.in[i]->constant->elem;
     auto it = types_.find(c.node.input(static_cast<int>(i)));
-    if (it == types_.end() || it->second.elem == 0) throw InputError("the element type of input " + std::to_string(i) + " is unknown");
+    if (it == types_.end() || it->second.elem == 0)
+      throw InputError("the element type of input " + std::to_string(i) + " is unknown");
     return it->second.elem;
   }
   std::vector<int64_t> inferred_shape(const NodeCtx& c, const std::string& name) const {
     auto it = types_.find(name);
     if (it == types_.end() || !it->second.static_shape()) {
-      throw InputError("shape inference gives no static shape for its output '" + name + "' (" + c.node.op_type() +
-                       " needs one)");
+      throw InputError("shape inference gives no static shape for its output '" + name + "' (" +
+                       c.node.op_type() + " needs one)");
     }
     return it->second.dims;
   }
   int32_t inferred_elem(const NodeCtx& c, const std::string& name) const {
     auto it = types_.find(name);
     if (it == types_.end() || it->second.elem == 0) {
-      throw InputError("shape inference gives no element type for its output '" + name + "' (" + c.node.op_type() + ")");
+      throw InputError("shape inference gives no element type for its output '" + name + "' (" +
+                       c.node.op_type() + ")");
     }
     return it->second.elem;
   }
@@ -931,14 +1053,16 @@ class Lowerer {
     std::vector<TensorId> ins;
     for (size_t i = 0; i < c.in.size(); ++i) {
       if (c.in[i] == nullptr) continue;
-      if (c.in[i]->constant && (c.in[i]->constant->size() <= 1 || settings_slot(c.node.op_type(), static_cast<int>(i)))) {
+      if (c.in[i]->constant && (c.in[i]->constant->size() <= 1 ||
+                                settings_slot(c.node.op_type(), static_cast<int>(i)))) {
         continue;  // scalars and settings are Python arguments, not tensors
       }
       ins.push_back(materialize(*c.in[i]));
     }
     return ins;
   }
-  void emit_opaque(NodeCtx& c, const std::vector<TensorId>& ins, const std::vector<GraphBuilder::OpaqueOutput>& outs) {
+  void emit_opaque(NodeCtx& c, const std::vector<TensorId>& ins,
+                   const std::vector<GraphBuilder::OpaqueOutput>& outs) {
     std::vector<TensorId> ts = b_.opaque(c.name, ins, outs);
     ++opaque_[c.node.op_type()];
     size_t j = 0;
@@ -961,9 +1085,15 @@ class Lowerer {
       const Tensor& x = b_.tensor(cur);
       if (x.role != TensorRole::Activation) return false;
       switch (b_.op(x.producer).kind) {
-        case OpKind::Relu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::Softmax: case OpKind::LogSoftmax:
-        case OpKind::Rsqrt: return false;
-        default: break;
+        case OpKind::Relu:
+        case OpKind::Sigmoid:
+        case OpKind::Tanh:
+        case OpKind::Softmax:
+        case OpKind::LogSoftmax:
+        case OpKind::Rsqrt:
+          return false;
+        default:
+          break;
       }
       if (x.alias_of == kNone) return true;
       if (!inplace_outputs_.count(cur)) return false;  // a view
@@ -987,9 +1117,11 @@ class Lowerer {
   }
 
   // ---- shared pieces -----------------------------------------------------------------------
-  Window2d window(NodeCtx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel, bool conv) {
+  Window2d window(NodeCtx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                  bool conv) {
     if (auto k = c.attrs.ints("kernel_shape"); k && *k != kernel) {
-      throw InputError("kernel_shape " + shape_text(*k) + " does not match the weight's " + shape_text(kernel));
+      throw InputError("kernel_shape " + shape_text(*k) + " does not match the weight's " +
+                       shape_text(kernel));
     }
     Window2d w;
     w.kernel_h = kernel[0];
@@ -1020,8 +1152,10 @@ class Lowerer {
         if (stride <= 0 || d <= 0) throw InputError("strides and dilations must be positive");
         int64_t size = in[static_cast<size_t>(2 + a)];
         int64_t out = size / stride + (size % stride != 0 ? 1 : 0);
-        int64_t eff = checked_add(checked_mul(d, kernel[static_cast<size_t>(a)] - 1, c.name), 1, c.name);
-        int64_t total = std::max<int64_t>(0, checked_add(checked_mul(out - 1, stride, c.name), eff - size, c.name));
+        int64_t eff =
+            checked_add(checked_mul(d, kernel[static_cast<size_t>(a)] - 1, c.name), 1, c.name);
+        int64_t total = std::max<int64_t>(
+            0, checked_add(checked_mul(out - 1, stride, c.name), eff - size, c.name));
         *begin[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
         *end[a] = total - *begin[a];
       }
@@ -1035,7 +1169,8 @@ class Lowerer {
     const std::vector<int64_t>& sa = b_.shape(a);
     const std::vector<int64_t>& sb = b_.shape(b);
     if (sa.size() < 2 || sb.size() < 2) {  // vector operands: torch.matmul's dot/mv paths
-      return b_.opaque(name, {a, b}, {{inferred_shape(c, c.node.output(0)), b_.tensor(a).dtype}})[0];
+      return b_.opaque(name, {a, b},
+                       {{inferred_shape(c, c.node.output(0)), b_.tensor(a).dtype}})[0];
     }
     checked_mul(sa[sa.size() - 2], sb.back(), name);
     return b_.matmul(name, a, b);
@@ -1050,23 +1185,32 @@ class Lowerer {
     size_t pre = 0;
     while (pre < s.size() && pre < target.size() && s[pre] == target[pre]) ++pre;
     size_t suf = 0;
-    while (suf < s.size() - pre && suf < target.size() - pre && s[s.size() - 1 - suf] == target[target.size() - 1 - suf]) ++suf;
+    while (suf < s.size() - pre && suf < target.size() - pre &&
+           s[s.size() - 1 - suf] == target[target.size() - 1 - suf])
+      ++suf;
     if (pre + suf + 1 == s.size() && target.size() >= s.size()) {
-      std::vector<int64_t> sizes(target.begin() + static_cast<int64_t>(pre), target.end() - static_cast<int64_t>(suf));
+      std::vector<int64_t> sizes(target.begin() + static_cast<int64_t>(pre),
+                                 target.end() - static_cast<int64_t>(suf));
       return b_.unflatten(name, x, static_cast<int64_t>(pre), sizes);
     }
     // Adding or removing size-1 dimensions only.
     std::vector<int64_t> a, t;
-    for (int64_t d : s) if (d != 1) a.push_back(d);
-    for (int64_t d : target) if (d != 1) t.push_back(d);
+    for (int64_t d : s)
+      if (d != 1) a.push_back(d);
+    for (int64_t d : target)
+      if (d != 1) t.push_back(d);
     if (a == t) {
       TensorId cur = x;
       int k = 0;
       for (size_t d = s.size(); d-- > 0;) {
-        if (s[d] == 1) cur = b_.squeeze(k++ ? name + "." + std::to_string(k - 1) : name, cur, static_cast<int64_t>(d));
+        if (s[d] == 1)
+          cur = b_.squeeze(k++ ? name + "." + std::to_string(k - 1) : name, cur,
+                           static_cast<int64_t>(d));
       }
       for (size_t d = 0; d < target.size(); ++d) {
-        if (target[d] == 1) cur = b_.unsqueeze(k++ ? name + "." + std::to_string(k - 1) : name, cur, static_cast<int64_t>(d));
+        if (target[d] == 1)
+          cur = b_.unsqueeze(k++ ? name + "." + std::to_string(k - 1) : name, cur,
+                             static_cast<int64_t>(d));
       }
       return cur;
     }
@@ -1077,7 +1221,8 @@ class Lowerer {
   // [batch..., m, k] and [batch..., k, n], the result permuted to the output order.
   std::optional<TensorId> einsum_matmul(NodeCtx& c, const std::string& eq) {
     size_t arrow = eq.find("->"), comma = eq.find(',');
-    if (arrow == std::string::npos || comma == std::string::npos || comma > arrow) return std::nullopt;
+    if (arrow == std::string::npos || comma == std::string::npos || comma > arrow)
+      return std::nullopt;
     auto letters = [](std::string s) {
       std::string r;
       for (char ch : s) {
@@ -1087,17 +1232,25 @@ class Lowerer {
       }
       return r;
     };
-    std::string A = letters(eq.substr(0, comma)), B = letters(eq.substr(comma + 1, arrow - comma - 1)),
+    std::string A = letters(eq.substr(0, comma)),
+                B = letters(eq.substr(comma + 1, arrow - comma - 1)),
                 O = letters(eq.substr(arrow + 2));
-    auto unique = [](const std::string& s) { return std::set<char>(s.begin(), s.end()).size() == s.size(); };
-    if (A == "!" || B == "!" || O == "!" || !unique(A) || !unique(B) || !unique(O)) return std::nullopt;
+    auto unique = [](const std::string& s) {
+      return std::set<char>(s.begin(), s.end()).size() == s.size();
+    };
+    if (A == "!" || B == "!" || O == "!" || !unique(A) || !unique(B) || !unique(O))
+      return std::nullopt;
     std::string batch, m, n, k;
     for (char ch : O) {
       bool ia = A.find(ch) != std::string::npos, ib = B.find(ch) != std::string::npos;
-      if (ia && ib) batch += ch;
-      else if (ia) m += ch;
-      else if (ib) n += ch;
-      else return std::nullopt;
+      if (ia && ib)
+        batch += ch;
+      else if (ia)
+        m += ch;
+      else if (ib)
+        n += ch;
+      else
+        return std::nullopt;
     }
     for (char ch : A) {
       if (O.find(ch) == std::string::npos) {
@@ -1119,7 +1272,8 @@ class Lowerer {
       return p;
     };
     auto identity = [](const std::vector<int64_t>& p) {
-      for (size_t i = 0; i < p.size(); ++i) if (p[i] != static_cast<int64_t>(i)) return false;
+      for (size_t i = 0; i < p.size(); ++i)
+        if (p[i] != static_cast<int64_t>(i)) return false;
       return true;
     };
     std::vector<int64_t> pa = order(A, batch + m + k), pb = order(B, batch + k + n);
@@ -1134,40 +1288,52 @@ class Lowerer {
   // ---- notes and loss --------------------------------------------------------------------
   void write_notes() {
     std::string head = "imported from ONNX (opset " + std::to_string(st_.opset);
-    if (!model_.producer_name().empty()) head += ", " + model_.producer_name() + " " + model_.producer_version();
+    if (!model_.producer_name().empty())
+      head += ", " + model_.producer_name() + " " + model_.producer_version();
     head += ")";
-    b_.note(head + ": " + std::to_string(initializers_) + " initializers read by declared shape only" +
-            (external_ ? " (" + std::to_string(external_) + " with external data, not loaded)" : ""));
+    b_.note(
+        head + ": " + std::to_string(initializers_) + " initializers read by declared shape only" +
+        (external_ ? " (" + std::to_string(external_) + " with external data, not loaded)" : ""));
     for (const std::string& n : dims_.notes) b_.note(n);
     if (!dims_.values.empty()) {
       std::string d;
-      for (const auto& [sym, v] : dims_.values) d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
+      for (const auto& [sym, v] : dims_.values)
+        d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
       b_.note("symbolic dimensions bound: " + d);
     }
     if (gelus_ || layer_norms_ || linear_biases_) {
-      b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " + std::to_string(layer_norms_) +
-              " layer norm, " + std::to_string(linear_biases_) + " linear + bias");
+      b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " +
+              std::to_string(layer_norms_) + " layer norm, " + std::to_string(linear_biases_) +
+              " linear + bias");
     }
-    bool has_conv = std::any_of(g_.node().begin(), g_.node().end(), [](const NodeProto& n) { return n.op_type() == "Conv"; });
+    bool has_conv = std::any_of(g_.node().begin(), g_.node().end(),
+                                [](const NodeProto& n) { return n.op_type() == "Conv"; });
     if (has_conv && bn_training_ + bn_eval_ == 0) {
-      b_.note("no BatchNormalization in a model with convolutions: an eval-mode export folds batch norm into the "
-              "convolution weights, so the estimate has no batch-norm memory");
+      b_.note(
+          "no BatchNormalization in a model with convolutions: an eval-mode export folds batch "
+          "norm into the "
+          "convolution weights, so the estimate has no batch-norm memory");
     }
     if (bn_eval_ > 0) {
-      b_.note(std::to_string(bn_eval_) + " batch norm(s) exported in eval mode; a training estimate still uses "
+      b_.note(std::to_string(bn_eval_) +
+              " batch norm(s) exported in eval mode; a training estimate still uses "
               "training-mode batch norm");
     }
     if (num_batches_tracked_ > 0) {
-      b_.note("added " + std::to_string(num_batches_tracked_) + " num_batches_tracked buffers the exporter drops");
+      b_.note("added " + std::to_string(num_batches_tracked_) +
+              " num_batches_tracked buffers the exporter drops");
     }
     if (!opaque_.empty()) {
       std::string list;
-      for (const auto& [op, count] : opaque_) list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
+      for (const auto& [op, count] : opaque_)
+        list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
       b_.note("ops recorded as opaque (fresh output, inputs kept for backward): " + list);
     }
-    if (!unknown_ops_.empty()) b_.note("warning: unknown ops treated as elementwise: " + unknown_ops_);
+    if (!unknown_ops_.empty())
+      b_.note("warning: unknown ops treated as elementwise: " + unknown_ops_);
     if (opts_.infer_inplace && !inplace_outputs_.empty()) {
-      b_.note(std::to_string(inplace_outputs_.size()) + " relu/add recorded in place (infer_inplace)");
+      b_.note(std::to_string(inplace_outputs_.size()) +
+              " relu/add recorded in place (infer_inplace)");
     }
   }
 
@@ -1177,7 +1343,8 @@ class Lowerer {
       for (int i = 0; i < g_.output_size(); ++i) {
         if (g_.output(i).name() == opts_.loss_output) out = outs[static_cast<size_t>(i)];
       }
-      if (out == kNone) throw InputError("loss output '" + opts_.loss_output + "' is not a graph output");
+      if (out == kNone)
+        throw InputError("loss output '" + opts_.loss_output + "' is not a graph output");
     } else {
       for (TensorId t : outs) {
         if (is_floating(b_.tensor(t).dtype)) {
@@ -1185,10 +1352,14 @@ class Lowerer {
           break;
         }
       }
-      if (out == kNone) throw InputError("no floating-point graph output to attach a loss to (import without a loss for inference)");
+      if (out == kNone)
+        throw InputError(
+            "no floating-point graph output to attach a loss to (import without a loss for "
+            "inference)");
     }
     if (!is_floating(b_.tensor(out).dtype)) {
-      throw InputError("loss output '" + b_.tensor(out).name + "' is " + std::string(dtype_name(b_.tensor(out).dtype)));
+      throw InputError("loss output '" + b_.tensor(out).name + "' is " +
+                       std::string(dtype_name(b_.tensor(out).dtype)));
     }
     BuildConfig cfg;
     cfg.loss = opts_.loss;
@@ -1212,7 +1383,8 @@ class Lowerer {
   std::vector<Fusion> fusions_;
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
-  int unknown_emitted_ = 0, initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
+  int unknown_emitted_ = 0, initializers_ = 0, external_ = 0, buffers_ = 0,
+      num_batches_tracked_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0, folded_ = 0;
 };
 
@@ -1245,8 +1417,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     add({"AveragePool"}, &Lowerer::op_avg_pool);
     add({"GlobalAveragePool"}, &Lowerer::op_global_avg_pool);
     add({"Dropout"}, &Lowerer::op_dropout);
-    add({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-         "ReduceLogSumExp", "ReduceSumSquare"},
+    add({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"},
         &Lowerer::op_reduce);
     add({"Concat"}, &Lowerer::op_concat);
     add({"Split"}, &Lowerer::op_split);
@@ -1258,13 +1430,61 @@ const std::unordered_map<std::string, Handler>& handlers() {
     add({"Expand"}, &Lowerer::op_expand);
     add({"Tile"}, &Lowerer::op_tile);
     add({"Pad"}, &Lowerer::op_pad);
-    add({"Erf", "Log", "Abs", "Sin", "Cos", "LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "HardSigmoid",
-         "HardSwish", "Mish", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "PRelu", "Min", "Max", "Mod",
-         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf"},
+    add({"Erf",
+         "Log",
+         "Abs",
+         "Sin",
+         "Cos",
+         "LeakyRelu",
+         "Elu",
+         "Selu",
+         "Celu",
+         "Softplus",
+         "Softsign",
+         "HardSigmoid",
+         "HardSwish",
+         "Mish",
+         "ThresholdedRelu",
+         "Floor",
+         "Ceil",
+         "Round",
+         "Sign",
+         "PRelu",
+         "Min",
+         "Max",
+         "Mod",
+         "Equal",
+         "Less",
+         "Greater",
+         "LessOrEqual",
+         "GreaterOrEqual",
+         "And",
+         "Or",
+         "Xor",
+         "Not",
+         "IsNaN",
+         "IsInf"},
         &Lowerer::op_elementwise);
-    add({"Resize", "Upsample", "ConvTranspose", "GlobalMaxPool", "LpPool", "InstanceNormalization",
-         "GroupNormalization", "LpNormalization", "ArgMax", "ArgMin", "TopK", "GatherElements", "GatherND",
-         "ScatterND", "ScatterElements", "CumSum", "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth"},
+    add({"Resize",
+         "Upsample",
+         "ConvTranspose",
+         "GlobalMaxPool",
+         "LpPool",
+         "InstanceNormalization",
+         "GroupNormalization",
+         "LpNormalization",
+         "ArgMax",
+         "ArgMin",
+         "TopK",
+         "GatherElements",
+         "GatherND",
+         "ScatterND",
+         "ScatterElements",
+         "CumSum",
+         "Trilu",
+         "OneHot",
+         "DepthToSpace",
+         "SpaceToDepth"},
         &Lowerer::op_opaque_inferred);
     add({"Shape", "Size", "Constant", "ConstantOfShape", "Range"}, &Lowerer::op_compile_time);
     return h;
@@ -1274,8 +1494,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
 
 }  // namespace
 
-Graph lower_model(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims, const TypeTable& types,
-                  const OnnxImportOptions& options, const std::string& model_name) {
+Graph lower_model(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims,
+                  const TypeTable& types, const OnnxImportOptions& options,
+                  const std::string& model_name) {
   return Lowerer(model, st, dims, types, options, model_name).run();
 }
 
@@ -1292,7 +1513,8 @@ void check_supported_ops(const onnx::GraphProto& g, bool allow_unknown) {
   std::map<std::string, int> unknown = unknown_op_types(g);
   if (unknown.empty() || allow_unknown) return;
   std::string list;
-  for (const auto& [op, count] : unknown) list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
+  for (const auto& [op, count] : unknown)
+    list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
   throw InputError("unsupported ONNX op" + std::string(unknown.size() > 1 ? "s: " : ": ") + list +
                    " (allow unknown ops to treat them as elementwise)");
 }

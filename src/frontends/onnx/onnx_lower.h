@@ -16,8 +16,9 @@ namespace headroom::onnx_import {
 // REQUIRES: `st` = check_structure(model), `dims` = bind_dims(model, ...), `types` =
 // infer_types(model). InputError (naming the node) for anything the file gets wrong or headroom
 // cannot represent.
-Graph lower_model(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims, const TypeTable& types,
-                  const OnnxImportOptions& options, const std::string& model_name);
+Graph lower_model(const onnx::ModelProto& model, const Structure& st, const DimBinding& dims,
+                  const TypeTable& types, const OnnxImportOptions& options,
+                  const std::string& model_name);
 
 // Op types of `g` the lowering does not know ("domain.Op" outside the default domain), with counts.
 std::map<std::string, int> unknown_op_types(const onnx::GraphProto& g);

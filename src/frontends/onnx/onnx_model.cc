@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "frontends/onnx/onnx_const.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/suggest.h"
@@ -39,9 +40,20 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max = 4) {
 
 bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+// Whether a tensor holds inline values for all its elements (ONNX's shape inference reads
+// constant inputs such as Range's limits without checking they have data).
+bool has_inline_data(const TensorProto& t) {
+  if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL) return false;
+  if (t.has_raw_data()) return true;  // its length is checked against the dims
+  return t.float_data_size() + t.int32_data_size() + t.int64_data_size() + t.double_data_size() +
+             t.uint64_data_size() + t.string_data_size() >
+         0;
+}
+
 std::string dims_text(const std::vector<int64_t>& s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
   return r + "]";
 }
 
@@ -59,24 +71,29 @@ std::string read_model_file(const std::string& path) {
   uintmax_t size = fs::file_size(path, ec);
   if (ec) throw InputError("cannot read the file size: " + ec.message());
   if (size > static_cast<uintmax_t>(INT_MAX)) {
-    throw InputError("the file is " + std::to_string(size) +
-                     " bytes, over protobuf's 2 GB message limit; save the weights as external data "
-                     "(onnx.save_model(..., save_as_external_data=True))");
+    throw InputError(
+        "the file is " + std::to_string(size) +
+        " bytes, over protobuf's 2 GB message limit; save the weights as external data "
+        "(onnx.save_model(..., save_as_external_data=True))");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open the file for reading");
   std::string bytes(static_cast<size_t>(size), '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (static_cast<uintmax_t>(in.gcount()) != size) throw InputError("could not read the whole file");
+  if (static_cast<uintmax_t>(in.gcount()) != size)
+    throw InputError("could not read the whole file");
   return bytes;
 }
 
 onnx::ModelProto parse_model(std::string_view bytes) {
   if (bytes.empty()) throw InputError("the file is empty, not an ONNX model");
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) throw InputError("over protobuf's 2 GB message limit");
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    throw InputError("over protobuf's 2 GB message limit");
   onnx::ModelProto model;
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw InputError("not an ONNX model: the bytes do not parse as an ONNX ModelProto (truncated or not protobuf)");
+    throw InputError(
+        "not an ONNX model: the bytes do not parse as an ONNX ModelProto (truncated or not "
+        "protobuf)");
   }
   if (!model.has_graph()) throw InputError("not an ONNX model: the protobuf has no graph");
   return model;
@@ -85,39 +102,67 @@ onnx::ModelProto parse_model(std::string_view bytes) {
 // ---- element types ----------------------------------------------------------------------------
 
 std::string elem_type_name(int32_t elem) {
-  if (TensorProto::DataType_IsValid(elem)) return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem));
+  if (TensorProto::DataType_IsValid(elem))
+    return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem));
   return "type " + std::to_string(elem);
 }
 
 bool is_float_elem(int32_t elem) {
-  return elem == TensorProto::FLOAT || elem == TensorProto::FLOAT16 || elem == TensorProto::BFLOAT16 ||
-         elem == TensorProto::DOUBLE;
+  return elem == TensorProto::FLOAT || elem == TensorProto::FLOAT16 ||
+         elem == TensorProto::BFLOAT16 || elem == TensorProto::DOUBLE;
 }
 
 DType dtype_of(int32_t elem, const std::string& what) {
   switch (elem) {
-    case TensorProto::FLOAT: return DType::F32;
-    case TensorProto::FLOAT16: return DType::F16;
-    case TensorProto::BFLOAT16: return DType::BF16;
-    case TensorProto::DOUBLE: return DType::F64;
-    case TensorProto::INT64: return DType::I64;
-    case TensorProto::INT32: return DType::I32;
-    case TensorProto::INT8: return DType::I8;
-    case TensorProto::UINT8: return DType::U8;
-    case TensorProto::BOOL: return DType::Bool;
-    default: break;
+    case TensorProto::FLOAT:
+      return DType::F32;
+    case TensorProto::FLOAT16:
+      return DType::F16;
+    case TensorProto::BFLOAT16:
+      return DType::BF16;
+    case TensorProto::DOUBLE:
+      return DType::F64;
+    case TensorProto::INT64:
+      return DType::I64;
+    case TensorProto::INT32:
+      return DType::I32;
+    case TensorProto::INT8:
+      return DType::I8;
+    case TensorProto::UINT8:
+      return DType::U8;
+    case TensorProto::BOOL:
+      return DType::Bool;
+    default:
+      break;
   }
-  throw InputError(what + " has element type " + elem_type_name(elem) + ", which headroom does not model");
+  throw InputError(what + " has element type " + elem_type_name(elem) +
+                   ", which headroom does not model");
 }
 
 int64_t elem_size(int32_t elem) {
   switch (elem) {
-    case TensorProto::FLOAT: case TensorProto::INT32: case TensorProto::UINT32: return 4;
-    case TensorProto::DOUBLE: case TensorProto::INT64: case TensorProto::UINT64: case TensorProto::COMPLEX64: return 8;
-    case TensorProto::COMPLEX128: return 16;
-    case TensorProto::FLOAT16: case TensorProto::BFLOAT16: case TensorProto::INT16: case TensorProto::UINT16: return 2;
-    case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::BOOL: return 1;
-    default: return 0;
+    case TensorProto::FLOAT:
+    case TensorProto::INT32:
+    case TensorProto::UINT32:
+      return 4;
+    case TensorProto::DOUBLE:
+    case TensorProto::INT64:
+    case TensorProto::UINT64:
+    case TensorProto::COMPLEX64:
+      return 8;
+    case TensorProto::COMPLEX128:
+      return 16;
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16:
+    case TensorProto::INT16:
+    case TensorProto::UINT16:
+      return 2;
+    case TensorProto::INT8:
+    case TensorProto::UINT8:
+    case TensorProto::BOOL:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -130,19 +175,24 @@ const AttributeProto* NodeAttrs::find(std::string_view name) const {
   return nullptr;
 }
 
-const AttributeProto* NodeAttrs::typed(std::string_view name, AttributeProto::AttributeType type) const {
+const AttributeProto* NodeAttrs::typed(std::string_view name,
+                                       AttributeProto::AttributeType type) const {
   const AttributeProto* a = find(name);
   if (a == nullptr) return nullptr;
   if (a->type() != type && a->type() != AttributeProto::UNDEFINED) {
-    throw InputError("attribute '" + std::string(name) + "' is " + AttributeProto::AttributeType_Name(a->type()) +
-                     ", expected " + AttributeProto::AttributeType_Name(type));
+    throw InputError("attribute '" + std::string(name) + "' is " +
+                     AttributeProto::AttributeType_Name(a->type()) + ", expected " +
+                     AttributeProto::AttributeType_Name(type));
   }
   if (a->type() == AttributeProto::UNDEFINED) {
     // IR version 1 files may leave the type out; accept only the field the caller reads.
-    bool present = (type == AttributeProto::INT && a->has_i()) || (type == AttributeProto::FLOAT && a->has_f()) ||
-                   (type == AttributeProto::STRING && a->has_s()) || (type == AttributeProto::TENSOR && a->has_t()) ||
+    bool present = (type == AttributeProto::INT && a->has_i()) ||
+                   (type == AttributeProto::FLOAT && a->has_f()) ||
+                   (type == AttributeProto::STRING && a->has_s()) ||
+                   (type == AttributeProto::TENSOR && a->has_t()) ||
                    (type == AttributeProto::INTS) || (type == AttributeProto::FLOATS);
-    if (!present) throw InputError("attribute '" + std::string(name) + "' has no type and no value");
+    if (!present)
+      throw InputError("attribute '" + std::string(name) + "' has no type and no value");
   }
   return a;
 }
@@ -215,16 +265,19 @@ std::vector<std::string> nodes_on_cycles(const onnx::GraphProto& g, const Struct
   }
   std::vector<std::string> left;
   for (int i = 0; i < n; ++i) {
-    if (pending[static_cast<size_t>(i)] > 0) left.push_back(g.node(i).name().empty() ? "#" + std::to_string(i) : g.node(i).name());
+    if (pending[static_cast<size_t>(i)] > 0)
+      left.push_back(g.node(i).name().empty() ? "#" + std::to_string(i) : g.node(i).name());
   }
   return left;
 }
 
 void check_value_info_is_tensor(const onnx::ValueInfoProto& v, const char* what) {
   if (!v.has_type() || v.type().value_case() != onnx::TypeProto::kTensorType) {
-    throw InputError(std::string(what) + " '" + v.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+    throw InputError(std::string(what) + " '" + v.name() +
+                     "' is not a tensor (sequences, maps and optionals are not supported)");
   }
-  if (!v.type().tensor_type().has_elem_type() || v.type().tensor_type().elem_type() == TensorProto::UNDEFINED) {
+  if (!v.type().tensor_type().has_elem_type() ||
+      v.type().tensor_type().elem_type() == TensorProto::UNDEFINED) {
     throw InputError(std::string(what) + " '" + v.name() + "' has no element type");
   }
 }
@@ -241,8 +294,10 @@ Structure check_structure(const onnx::ModelProto& model) {
       has_default = true;
     }
   }
-  if (!has_default) throw InputError("the model imports no opset of the default ONNX domain (opset_import)");
-  if (st.opset < 1) throw InputError("default-domain opset version " + std::to_string(st.opset) + " is not valid");
+  if (!has_default)
+    throw InputError("the model imports no opset of the default ONNX domain (opset_import)");
+  if (st.opset < 1)
+    throw InputError("default-domain opset version " + std::to_string(st.opset) + " is not valid");
   if (g.node_size() == 0) throw InputError("the graph has no nodes");
   if (g.output_size() == 0) throw InputError("the graph has no outputs");
 
@@ -250,7 +305,9 @@ Structure check_structure(const onnx::ModelProto& model) {
   auto define = [&](const std::string& name, const std::string& what) {
     if (name.empty()) throw InputError(what + " has an empty name");
     auto [it, fresh] = defined.emplace(name, what);
-    if (!fresh) throw InputError("tensor '" + name + "' is defined twice: by " + it->second + " and by " + what);
+    if (!fresh)
+      throw InputError("tensor '" + name + "' is defined twice: by " + it->second + " and by " +
+                       what);
   };
   for (int i = 0; i < g.initializer_size(); ++i) {
     define(g.initializer(i).name(), "initializer '" + g.initializer(i).name() + "'");
@@ -267,7 +324,9 @@ Structure check_structure(const onnx::ModelProto& model) {
       }
       n = checked_mul(n, d, "the size of initializer '" + t.name() + "'");
     }
-    checked_mul(n, std::max<int64_t>(1, elem_size(t.data_type())), "the bytes of initializer '" + t.name() + "'");
+    checked_mul(n, std::max<int64_t>(1, elem_size(t.data_type())),
+                "the bytes of initializer '" + t.name() + "'");
+    decode_tensor(t, "initializer '" + t.name() + "'", 0);  // inline data, if any, matches the dims
   }
   for (const onnx::SparseTensorProto& s : g.sparse_initializer()) {
     throw InputError("sparse initializer '" + s.values().name() + "' is not supported");
@@ -294,12 +353,14 @@ Structure check_structure(const onnx::ModelProto& model) {
       if (in.empty()) continue;  // an omitted optional input
       if (!defined.count(in)) {
         throw InputError(node_label(node, static_cast<size_t>(i)) + " reads '" + in +
-                         "', which is not a graph input, an initializer or any node's output (a missing graph input?)");
+                         "', which is not a graph input, an initializer or any node's output (a "
+                         "missing graph input?)");
       }
       auto p = st.producer.find(in);
       if (p != st.producer.end() && p->second >= i) {
         std::vector<std::string> cyc = nodes_on_cycles(g, st);
-        if (!cyc.empty()) throw InputError("the graph has a cycle through nodes " + quoted_list(cyc));
+        if (!cyc.empty())
+          throw InputError("the graph has a cycle through nodes " + quoted_list(cyc));
         throw InputError(node_label(node, static_cast<size_t>(i)) + " reads '" + in + "' before " +
                          node_label(g.node(p->second), static_cast<size_t>(p->second)) +
                          " produces it (nodes must be in topological order)");
@@ -309,7 +370,8 @@ Structure check_structure(const onnx::ModelProto& model) {
   }
   for (const onnx::ValueInfoProto& out : g.output()) {
     if (!defined.count(out.name())) {
-      throw InputError("graph output '" + out.name() + "' is not produced by any node, input or initializer");
+      throw InputError("graph output '" + out.name() +
+                       "' is not produced by any node, input or initializer");
     }
     ++st.output_uses[out.name()];
   }
@@ -318,18 +380,27 @@ Structure check_structure(const onnx::ModelProto& model) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& node = g.node(i);
     if (!default_domain(node.domain())) continue;
-    const onnx::OpSchema* schema =
-        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(std::min<int64_t>(st.opset, INT_MAX)), "");
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+        node.op_type(), static_cast<int>(std::min<int64_t>(st.opset, INT_MAX)), "");
     if (schema == nullptr) continue;  // not an ONNX op at this opset: reported as unsupported later
     try {
       schema->Verify(node);
     } catch (const std::exception& e) {
-      throw InputError(node_label(node, static_cast<size_t>(i)) + " does not match its ONNX schema (opset " +
-                       std::to_string(st.opset) + "): " + first_line(e.what()));
+      throw InputError(node_label(node, static_cast<size_t>(i)) +
+                       " does not match its ONNX schema (opset " + std::to_string(st.opset) +
+                       "): " + first_line(e.what()));
     }
     for (const onnx::AttributeProto& a : node.attribute()) {
       if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
-        throw InputError(node_label(node, static_cast<size_t>(i)) + " has a subgraph (control flow is not supported)");
+        throw InputError(node_label(node, static_cast<size_t>(i)) +
+                         " has a subgraph (control flow is not supported)");
+      }
+      // Constant values and tensor attributes are read as data: they must hold every element.
+      if (a.has_t()) {
+        const std::string what =
+            node_label(node, static_cast<size_t>(i)) + " attribute '" + a.name() + "'";
+        ConstTensor c = decode_tensor(a.t(), what, 0);
+        if (!has_inline_data(a.t()) && c.numel() > 0) throw InputError(what + " holds no values");
       }
     }
   }
@@ -347,8 +418,10 @@ bool batch_like(const std::string& symbol) {
 }
 
 void substitute(onnx::TypeProto* type, const std::map<std::string, int64_t>& values) {
-  if (type->value_case() != onnx::TypeProto::kTensorType || !type->tensor_type().has_shape()) return;
-  for (onnx::TensorShapeProto_Dimension& d : *type->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+  if (type->value_case() != onnx::TypeProto::kTensorType || !type->tensor_type().has_shape())
+    return;
+  for (onnx::TensorShapeProto_Dimension& d :
+       *type->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
     if (d.value_case() != onnx::TensorShapeProto_Dimension::kDimParam) continue;
     auto it = values.find(d.dim_param());
     if (it != values.end()) d.set_dim_value(it->second);
@@ -357,7 +430,8 @@ void substitute(onnx::TypeProto* type, const std::map<std::string, int64_t>& val
 
 }  // namespace
 
-DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImportOptions& options) {
+DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
+                     const OnnxImportOptions& options) {
   onnx::GraphProto* g = model.mutable_graph();
   DimBinding b;
   // Symbol -> the inputs that use it, in first-use order.
@@ -369,30 +443,34 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImp
   for (const std::string& name : st.inputs) {
     const onnx::ValueInfoProto& in = *by_name.at(name);
     if (!in.type().tensor_type().has_shape()) {
-      throw InputError("graph input '" + name + "' has no shape (export with input shapes, or add them with onnx tools)");
+      throw InputError("graph input '" + name +
+                       "' has no shape (export with input shapes, or add them with onnx tools)");
     }
     const auto& dims = in.type().tensor_type().shape().dim();
     for (int i = 0; i < dims.size(); ++i) {
       const auto& d = dims[i];
       if (d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue) {
         if (d.dim_value() < 0) {
-          throw InputError("graph input '" + name + "' dimension " + std::to_string(i) + " is negative (" +
-                           std::to_string(d.dim_value()) + ")");
+          throw InputError("graph input '" + name + "' dimension " + std::to_string(i) +
+                           " is negative (" + std::to_string(d.dim_value()) + ")");
         }
         continue;
       }
-      std::string sym = d.value_case() == onnx::TensorShapeProto_Dimension::kDimParam ? d.dim_param() : "";
+      std::string sym =
+          d.value_case() == onnx::TensorShapeProto_Dimension::kDimParam ? d.dim_param() : "";
       if (sym.empty()) {
         if (i != 0) {
-          throw InputError("graph input '" + name + "' dimension " + std::to_string(i) +
-                           " has neither a size nor a name; give it a name (dim_param) to bind it with --dim");
+          throw InputError(
+              "graph input '" + name + "' dimension " + std::to_string(i) +
+              " has neither a size nor a name; give it a name (dim_param) to bind it with --dim");
         }
         sym = "batch";  // an anonymous first dimension is the batch
         onnx::ValueInfoProto* mut = nullptr;
         for (onnx::ValueInfoProto& v : *g->mutable_input()) {
           if (v.name() == name) mut = &v;
         }
-        mut->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(i)->set_dim_param(sym);
+        mut->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(i)->set_dim_param(
+            sym);
       }
       if (!users.count(sym)) symbols.push_back(sym);
       std::vector<std::string>& u = users[sym];
@@ -402,11 +480,14 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImp
   }
   for (const auto& [name, value] : options.dims) {
     if (!users.count(name)) {
-      std::string known = symbols.empty() ? "it has none" : "its symbolic dimensions are " + quoted_list(symbols, 8);
-      throw InputError("--dim '" + name + "' is not a symbolic dimension of the model's inputs (" + known + ")" +
-                       suggestion_suffix(name, symbols));
+      std::string known = symbols.empty()
+                              ? "it has none"
+                              : "its symbolic dimensions are " + quoted_list(symbols, 8);
+      throw InputError("--dim '" + name + "' is not a symbolic dimension of the model's inputs (" +
+                       known + ")" + suggestion_suffix(name, symbols));
     }
-    if (value <= 0) throw InputError("--dim " + name + "=" + std::to_string(value) + " must be positive");
+    if (value <= 0)
+      throw InputError("--dim " + name + "=" + std::to_string(value) + " must be positive");
   }
   if (options.batch && *options.batch <= 0) {
     throw InputError("batch must be positive, got " + std::to_string(*options.batch));
@@ -428,11 +509,12 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImp
     msg += unbound.size() > 1 ? "s " : " ";
     for (size_t i = 0; i < unbound.size(); ++i) {
       const std::vector<std::string>& u = users[unbound[i]];
-      msg += (i ? "; '" : "'") + unbound[i] + "' (used by input" + (u.size() > 1 ? "s " : " ") + quoted_list(u) +
-             (batch.count(unbound[i]) ? ", the batch axis" : "") + ")";
+      msg += (i ? "; '" : "'") + unbound[i] + "' (used by input" + (u.size() > 1 ? "s " : " ") +
+             quoted_list(u) + (batch.count(unbound[i]) ? ", the batch axis" : "") + ")";
     }
     msg += unbound.size() > 1 ? " have no value" : " has no value";
-    msg += batch.count(unbound[0]) ? ": pass --batch N or --dim " + unbound[0] + "=N" : ": pass --dim " + unbound[0] + "=N";
+    msg += batch.count(unbound[0]) ? ": pass --batch N or --dim " + unbound[0] + "=N"
+                                   : ": pass --dim " + unbound[0] + "=N";
     throw InputError(msg);
   }
   // Batch axes per input; a fixed-batch model asked for another batch cannot be re-batched.
@@ -440,7 +522,9 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImp
     const auto& dims = by_name.at(name)->type().tensor_type().shape().dim();
     int axis = -1;
     for (int i = 0; i < dims.size() && axis < 0; ++i) {
-      if (dims[i].value_case() == onnx::TensorShapeProto_Dimension::kDimParam && batch.count(dims[i].dim_param())) axis = i;
+      if (dims[i].value_case() == onnx::TensorShapeProto_Dimension::kDimParam &&
+          batch.count(dims[i].dim_param()))
+        axis = i;
     }
     b.batch_axis.push_back(axis);
   }
@@ -448,8 +532,9 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImp
     const auto& dims = by_name.at(st.inputs[0])->type().tensor_type().shape().dim();
     int64_t fixed = dims.size() > 0 ? dims[0].dim_value() : -1;
     if (fixed != *options.batch) {
-      throw InputError("the model has no symbolic batch axis (input '" + st.inputs[0] + "' has a fixed first dimension " +
-                       std::to_string(fixed) + "), so it cannot run at batch " + std::to_string(*options.batch) +
+      throw InputError("the model has no symbolic batch axis (input '" + st.inputs[0] +
+                       "' has a fixed first dimension " + std::to_string(fixed) +
+                       "), so it cannot run at batch " + std::to_string(*options.batch) +
                        "; re-export with dynamic_axes or use batch " + std::to_string(fixed));
     }
     b.notes.push_back("the model has a fixed batch of " + std::to_string(fixed));
@@ -466,18 +551,65 @@ bool InferredType::static_shape() const {
   return has_shape && std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
 }
 
+namespace {
+
+// Initializers without inline values (stripped or external weights) are shown to shape inference
+// as graph inputs of their declared type and shape while it runs, then restored in their order.
+class HideDatalessInitializers {
+ public:
+  explicit HideDatalessInitializers(onnx::GraphProto* g) : g_(g), inputs_(g->input_size()) {
+    auto* inits = g_->mutable_initializer();
+    all_.resize(static_cast<size_t>(inits->size()));
+    inits->ExtractSubrange(0, inits->size(), all_.data());
+    std::set<std::string> listed;
+    for (const onnx::ValueInfoProto& v : g_->input()) listed.insert(v.name());
+    for (TensorProto* t : all_) {
+      if (has_inline_data(*t)) {
+        inits->AddAllocated(t);
+        continue;
+      }
+      if (listed.count(t->name())) continue;  // IR < 4: already a graph input
+      onnx::ValueInfoProto* v = g_->add_input();
+      v->set_name(t->name());
+      auto* tt = v->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(t->data_type());
+      auto* shape = tt->mutable_shape();
+      for (int64_t d : t->dims()) shape->add_dim()->set_dim_value(d);
+    }
+  }
+  ~HideDatalessInitializers() {
+    auto* inits = g_->mutable_initializer();
+    std::vector<TensorProto*> kept(static_cast<size_t>(inits->size()));
+    inits->ExtractSubrange(0, inits->size(), kept.data());
+    for (TensorProto* t : all_) inits->AddAllocated(t);
+    g_->mutable_input()->DeleteSubrange(inputs_, g_->input_size() - inputs_);
+  }
+  HideDatalessInitializers(const HideDatalessInitializers&) = delete;
+  HideDatalessInitializers& operator=(const HideDatalessInitializers&) = delete;
+
+ private:
+  onnx::GraphProto* g_;
+  int inputs_;
+  std::vector<TensorProto*> all_;
+};
+
+}  // namespace
+
 TypeTable infer_types(onnx::ModelProto& model) {
   try {
+    HideDatalessInitializers hide(model.mutable_graph());
     // Lenient (error_mode 0): a node inference cannot handle keeps its declared shapes; the
     // lowering recomputes every shape under PyTorch's rules and compares (check_shapes), and
     // declared shapes that disagree with each other are caught below.
-    onnx::ShapeInferenceOptions opts(/*check_type_val=*/false, /*strict_mode_val=*/0, /*data_prop_val=*/true);
+    onnx::ShapeInferenceOptions opts(/*check_type_val=*/false, /*strict_mode_val=*/0,
+                                     /*data_prop_val=*/true);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
   } catch (const std::exception& e) {
     std::string msg = first_line(e.what());
     bool contradiction = msg.find("existing shape differ") != std::string::npos ||
                          msg.find("Can't merge shape") != std::string::npos;
-    throw InputError(std::string(contradiction ? "contradictory shapes: " : "shape inference failed: ") + msg);
+    throw InputError(
+        std::string(contradiction ? "contradictory shapes: " : "shape inference failed: ") + msg);
   }
   TypeTable table;
   auto add = [&](const onnx::ValueInfoProto& v) {
@@ -487,13 +619,17 @@ TypeTable infer_types(onnx::ModelProto& model) {
     it.elem = t.elem_type();
     it.has_shape = t.has_shape();
     for (const auto& d : t.shape().dim()) {
-      it.dims.push_back(d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue && d.dim_value() >= 0 ? d.dim_value() : -1);
+      it.dims.push_back(d.value_case() == onnx::TensorShapeProto_Dimension::kDimValue &&
+                                d.dim_value() >= 0
+                            ? d.dim_value()
+                            : -1);
     }
     auto [slot, fresh] = table.emplace(v.name(), it);
     if (fresh) return;
     InferredType& known = slot->second;
     if (it.static_shape() && known.static_shape() && it.dims != known.dims) {
-      throw InputError("contradictory shapes for '" + v.name() + "': " + dims_text(known.dims) + " and " + dims_text(it.dims));
+      throw InputError("contradictory shapes for '" + v.name() + "': " + dims_text(known.dims) +
+                       " and " + dims_text(it.dims));
     }
     if (!known.static_shape() && it.has_shape) known = std::move(it);
   };

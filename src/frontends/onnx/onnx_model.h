@@ -48,7 +48,8 @@ class NodeAttrs {
 
  private:
   const onnx::AttributeProto* find(std::string_view name) const;
-  const onnx::AttributeProto* typed(std::string_view name, onnx::AttributeProto::AttributeType type) const;
+  const onnx::AttributeProto* typed(std::string_view name,
+                                    onnx::AttributeProto::AttributeType type) const;
   const onnx::NodeProto& node_;
 };
 
@@ -60,7 +61,8 @@ struct Structure {
   int64_t opset = 0;  // default-domain opset version
   // Producer node of every node output, and the readers of every tensor name.
   std::unordered_map<std::string, int> producer;
-  std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;  // (node, input slot)
+  std::unordered_map<std::string, std::vector<std::pair<int, int>>>
+      consumers;                                     // (node, input slot)
   std::unordered_map<std::string, int> initializer;  // name -> index in graph.initializer
   std::vector<std::string> inputs;                   // graph inputs that are not initializers
   std::unordered_map<std::string, int> output_uses;  // graph output name -> times listed
@@ -83,13 +85,14 @@ struct DimBinding {
 
 // Gives every symbolic dimension of the graph inputs a value (see OnnxImportOptions::batch and
 // dims) and writes the values into the graph's inputs, outputs and value_info.
-DimBinding bind_dims(onnx::ModelProto& model, const Structure& st, const OnnxImportOptions& options);
+DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
+                     const OnnxImportOptions& options);
 
 // ---- shape inference ------------------------------------------------------------------------
 struct InferredType {
-  int32_t elem = 0;               // 0: unknown
+  int32_t elem = 0;  // 0: unknown
   bool has_shape = false;
-  std::vector<int64_t> dims;      // -1 for a dimension inference left unknown
+  std::vector<int64_t> dims;  // -1 for a dimension inference left unknown
   bool static_shape() const;
 };
 using TypeTable = std::unordered_map<std::string, InferredType>;

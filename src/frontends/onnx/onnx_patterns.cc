@@ -14,9 +14,12 @@ class Matcher {
     for (int i = 0; i < g_.node_size(); ++i) {
       const std::string& op = g_.node(i).op_type();
       if (!default_domain(i) || out_[static_cast<size_t>(i)].kind != Fusion::Kind::None) continue;
-      if (op == "Erf") gelu(i);
-      else if (op == "ReduceMean") layer_norm(i);
-      else if (op == "MatMul") linear_bias(i);
+      if (op == "Erf")
+        gelu(i);
+      else if (op == "ReduceMean")
+        layer_norm(i);
+      else if (op == "MatMul")
+        linear_bias(i);
     }
     return std::move(out_);
   }
@@ -28,7 +31,8 @@ class Matcher {
   }
   const onnx::NodeProto& node(int i) const { return g_.node(i); }
   bool is(int i, const char* op) const {
-    return i >= 0 && node(i).op_type() == op && default_domain(i) && out_[static_cast<size_t>(i)].kind == Fusion::Kind::None;
+    return i >= 0 && node(i).op_type() == op && default_domain(i) &&
+           out_[static_cast<size_t>(i)].kind == Fusion::Kind::None;
   }
   int producer(const std::string& name) const {
     auto it = st_.producer.find(name);
@@ -83,8 +87,10 @@ class Matcher {
   void gelu(int e) {
     int d = producer(in(e, 0));
     std::string x;
-    if (is(d, "Div") && scalar_near(in(d, 1), std::sqrt(2.0))) x = in(d, 0);
-    else if (is(d, "Mul")) x = operand_besides_scalar(d, std::sqrt(0.5));
+    if (is(d, "Div") && scalar_near(in(d, 1), std::sqrt(2.0)))
+      x = in(d, 0);
+    else if (is(d, "Mul"))
+      x = operand_besides_scalar(d, std::sqrt(0.5));
     if (x.empty() || sole_reader(out0(d)) != e) return;
     int a = sole_reader(out0(e));
     if (!is(a, "Add") || operand_besides_scalar(a, 1.0) != out0(e)) return;
@@ -143,8 +149,10 @@ class Matcher {
     if (readers(d) != 2 || st_.output_uses.count(d)) return;
     int pow = -1, div = -1;
     for (const auto& [n, slot] : st_.consumers.at(d)) {
-      if (is(n, "Pow") && slot == 0 && scalar_near(in(n, 1), 2.0)) pow = n;
-      else if (is(n, "Div") && slot == 0) div = n;
+      if (is(n, "Pow") && slot == 0 && scalar_near(in(n, 1), 2.0))
+        pow = n;
+      else if (is(n, "Div") && slot == 0)
+        div = n;
     }
     if (pow < 0 || div < 0) return;
     int r2 = sole_reader(out0(pow));
@@ -204,7 +212,8 @@ class Matcher {
 
 }  // namespace
 
-std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st, const PatternQueries& q) {
+std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st,
+                                 const PatternQueries& q) {
   return Matcher(g, st, q).run();
 }
 

@@ -4,7 +4,8 @@
 //   GELU (exact)   y = x * (erf(x / sqrt(2)) + 1) * 0.5, as Div/Erf/Add/Mul/Mul in any operand
 //                  order (also x * 0.5 first, and Mul by 1/sqrt(2))            -> gelu(x)
 //   layer norm     ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul w/Add b over the last
-//                  axis (opsets < 17 have no LayerNormalization)               -> layer_norm(x, w, b)
+//                  axis (opsets < 17 have no LayerNormalization)               -> layer_norm(x, w,
+//                  b)
 //   linear         MatMul(x, W or Transpose(W)) + b with 2-D weight and 1-D bias
 //                  initializers (nn.Linear on a 3-D input)                     -> linear(x, W, b)
 //
@@ -44,6 +45,7 @@ struct PatternQueries {
 };
 
 // One entry per node of `g`.
-std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st, const PatternQueries& q);
+std::vector<Fusion> find_fusions(const onnx::GraphProto& g, const Structure& st,
+                                 const PatternQueries& q);
 
 }  // namespace headroom::onnx_import
