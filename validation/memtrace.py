@@ -433,6 +433,7 @@ def analyze(case, rec, rp):
             steps.append(dict(step=s, baseline_bytes=step_base, peak_bytes=ps[pk]["peak"],
                               peak_above_baseline_bytes=ps[pk]["peak"] - step_base,
                               peak_phase=pk, phase_peaks={k: ps[k]["peak"] for k in PHASE_KEYS},
+                              phase_peaks_above_baseline={k: ps[k]["peak"] - step_base for k in PHASE_KEYS},
                               end_bytes=ps["optimizer"]["end"]))
             s += 1
         m["steps"] = steps

@@ -12,8 +12,11 @@
 #include <string>
 
 #include "estimate/estimate.h"
+#include "estimate/fit.h"
+#include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
+#include "report/fit_report.h"
 #include "report/format.h"
 
 namespace headroom {
@@ -58,6 +61,18 @@ struct EstimateArgs {
   bool json = false;
   bool trace = false;
   int top = 10;
+  // GPU
+  std::string gpu;
+  std::string gpu_memory;
+  std::string cuda_context;
+  bool eager_loading = false;
+  bool nccl = false;
+  std::string nccl_memory;
+  std::string max_split_size_mb;
+  bool expandable_segments = false;
+  std::string cublas_workspace;
+  std::string conv_workspace;
+  std::string margin = "0%";
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
@@ -76,6 +91,50 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
+  cmd->add_option("--gpu", a.gpu, "GPU from the catalog (headroom gpus lists them)");
+  cmd->add_option("--gpu-memory", a.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
+  cmd->add_option("--cuda-context", a.cuda_context, "CUDA context size (default 254MiB, 616MiB with --eager-module-loading)");
+  cmd->add_flag("--eager-module-loading", a.eager_loading, "CUDA_MODULE_LOADING=EAGER: a larger context");
+  cmd->add_flag("--nccl", a.nccl, "add NCCL communicator memory (default 512MiB, --nccl-memory)");
+  cmd->add_option("--nccl-memory", a.nccl_memory, "NCCL memory with --nccl");
+  cmd->add_option("--max-split-size-mb", a.max_split_size_mb, "PYTORCH_CUDA_ALLOC_CONF max_split_size_mb");
+  cmd->add_flag("--expandable-segments", a.expandable_segments, "PYTORCH_CUDA_ALLOC_CONF expandable_segments:True");
+  cmd->add_option("--cublas-workspace", a.cublas_workspace, "cuBLAS workspace per handle (0 = CUBLAS_WORKSPACE_CONFIG=:0:0)");
+  cmd->add_option("--conv-workspace", a.conv_workspace, "cuDNN workspace policy: none, activation (default) or a size cap");
+}
+
+// "5%" or "0.05" -> 0.05; InputError outside 0-90%.
+double parse_margin(const std::string& text) {
+  std::string t = text;
+  bool pct = !t.empty() && t.back() == '%';
+  if (pct) t.pop_back();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size()) throw InputError("--margin '" + text + "' is not a percentage");
+  if (pct || v > 1.0) v /= 100.0;
+  if (!(v >= 0.0 && v <= 0.9)) throw InputError("--margin must be between 0% and 90%, got '" + text + "'");
+  return v;
+}
+
+void apply_gpu_options(const EstimateArgs& a, EstimateOptions& o, bool required) {
+  bool any = !a.gpu.empty() || !a.gpu_memory.empty();
+  if (a.gpu == "all" && !required) return;  // fit runs every catalog GPU itself
+  if (!any) {
+    if (required) throw InputError("give a GPU: --gpu NAME (see headroom gpus) or --gpu-memory SIZE");
+    return;
+  }
+  GpuOptions g;
+  g.gpu = a.gpu;
+  if (!a.gpu.empty()) (void)DeviceCatalog::builtin().find(a.gpu);
+  if (!a.gpu_memory.empty()) g.gpu_memory = parse_memory_size(a.gpu_memory);
+  if (!a.cuda_context.empty()) g.context_bytes = parse_memory_size(a.cuda_context);
+  g.lazy_module_loading = !a.eager_loading;
+  g.nccl = a.nccl;
+  if (!a.nccl_memory.empty()) g.nccl_bytes = parse_memory_size(a.nccl_memory);
+  if (!a.max_split_size_mb.empty()) g.allocator.max_split_size_bytes = parse_positive("--max-split-size-mb", a.max_split_size_mb) << 20;
+  g.allocator.expandable_segments = a.expandable_segments;
+  g.margin = parse_margin(a.margin);
+  o.gpu = g;
 }
 
 Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
@@ -110,6 +169,16 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     if (a.top < 0) throw InputError("--top must not be negative");
     o.top_tensors = a.top;
     o.keep_program = a.trace;
+    if (!a.cublas_workspace.empty()) o.cublas_workspace_bytes = parse_memory_size(a.cublas_workspace);
+    if (!a.conv_workspace.empty()) {
+      if (a.conv_workspace == "none") o.conv_workspace = ConvWorkspace::None;
+      else if (a.conv_workspace == "activation") o.conv_workspace = ConvWorkspace::Activation;
+      else {
+        o.conv_workspace = ConvWorkspace::Fixed;
+        o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
+      }
+    }
+    apply_gpu_options(a, o, false);
     return o;
   });
 }
@@ -124,6 +193,50 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
     return 0;
   }
   std::cout << (a.json ? estimate_json(e.value()) : estimate_text(e.value(), color_enabled()));
+  return 0;
+}
+
+int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary) {
+  Result<EstimateOptions> o = to_options(a, cmd);
+  if (!o.ok()) return fail(o.error());
+  if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
+  std::vector<std::string> gpus;
+  if (a.gpu == "all") {
+    for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) gpus.push_back(g.name);
+  } else {
+    gpus.push_back(a.gpu);
+  }
+  std::vector<FitResult> results;
+  for (const std::string& name : gpus) {
+    EstimateArgs one = a;
+    one.gpu = name;
+    Result<EstimateOptions> oo = capture_input_errors([&]() {
+      EstimateOptions e = o.value();
+      apply_gpu_options(one, e, true);
+      return e;
+    });
+    if (!oo.ok()) return fail(oo.error());
+    FitOptions f;
+    f.estimate = oo.value();
+    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+    if (gpus.size() > 1 && isatty(STDERR_FILENO)) std::cerr << "\rfitting " << name << "...            " << std::flush;
+    Result<FitResult> r = fit(f);
+    if (!r.ok()) return fail(r.error());
+    results.push_back(r.value());
+  }
+  if (gpus.size() > 1 && isatty(STDERR_FILENO)) std::cerr << "\r                                        \r";
+  std::cout << (a.json ? fit_json(o.value(), results) : fit_text(o.value(), results));
+  return 0;
+}
+
+int run_gpus() {
+  std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "aliases");
+  for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) {
+    std::string aliases;
+    for (const std::string& al : g.aliases) aliases += (aliases.empty() ? "" : ", ") + al;
+    std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10.1f}  {}\n", g.name, human_bytes(g.memory_bytes), g.architecture,
+                             g.fp32_flops / 1e12, aliases);
+  }
   return 0;
 }
 
@@ -144,6 +257,13 @@ int main_impl(int argc, char** argv) {
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
   CLI::App* models = app.add_subcommand("models", "list the built-in models");
+  EstimateArgs fa;
+  std::string vary = "batch";
+  CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
+  add_estimate_options(fitc, fa);
+  fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
+  fitc->add_option("--vary", vary, "batch (default) or seq");
+  CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,6 +277,8 @@ int main_impl(int argc, char** argv) {
   }
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();
+  if (*fitc) return run_fit(fa, fitc, vary);
+  if (*gpus) return run_gpus();
   return fail("no command (see headroom --help)");
 }
 

@@ -47,6 +47,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
   s.foreach = o.foreach.value_or(s.device.default_foreach);
   if (o.device == "cuda") {
+    if (o.gpu && !o.gpu->gpu.empty()) s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
     if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;
     if (o.conv_workspace) s.device.conv_workspace = *o.conv_workspace;
     s.device.conv_workspace_bytes = o.conv_workspace_bytes;
@@ -122,8 +123,10 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     ScheduleOptions so = schedule_options(o);
     so.micro_batches = micro_batches;
     Program p = build_program(g, so);
+    if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
     SimResult sim = simulate(p);
     Estimate e = summarize(o, g, p, sim);
+    if (o.gpu) e.device = device_memory(p, *o.gpu);
     e.foreach = so.foreach;
     e.micro_batch = micro;
     e.micro_batches = micro_batches;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "estimate/device_memory.h"
 #include "frontends/zoo/model_spec.h"
 #include "ir/graph.h"
 #include "schedule/build_program.h"
@@ -46,6 +47,8 @@ struct EstimateOptions {
   std::optional<int64_t> cublas_workspace_bytes;
   std::optional<ConvWorkspace> conv_workspace;
   int64_t conv_workspace_bytes = 0;  // with ConvWorkspace::Fixed
+  // A GPU to check against (device cuda only): adds the CUDA context and the caching allocator.
+  std::optional<GpuOptions> gpu;
 };
 
 struct BufferAtPeak {
@@ -87,6 +90,7 @@ struct Estimate {
   int64_t op_count = 0;
   std::vector<std::string> notes;
   Program program;  // only with EstimateOptions::keep_program
+  std::optional<DeviceMemory> device;  // with EstimateOptions::gpu
 };
 
 // The whole pipeline. Bad input comes back as a failed Result with one line.

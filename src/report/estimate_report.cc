@@ -66,8 +66,44 @@ std::string estimate_text(const Estimate& e, bool color) {
       s += fmt::format("  {:>10}  {:<20} {}\n", human_bytes(b.bytes), category_name(b.category), b.name);
     }
   }
+  if (e.device) s += device_text(*e.device, color);
   for (const std::string& n : e.notes) s += "\nnote: " + n + "\n";
   return s;
+}
+
+std::string device_text(const DeviceMemory& d, bool color) {
+  const char* green = color ? "\033[32m" : "";
+  const char* red = color ? "\033[31m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  std::string s = fmt::format("\non {} ({} of device memory)\n", d.gpu, human_bytes(d.capacity_bytes));
+  s += fmt::format("  {:<34} {:>10}\n", "CUDA context", human_bytes(d.context_bytes));
+  if (d.nccl_bytes) s += fmt::format("  {:<34} {:>10}\n", "NCCL communicators", human_bytes(d.nccl_bytes));
+  s += fmt::format("  {:<34} {:>10}\n", "allocated peak (512-byte blocks)", human_bytes(d.allocated_peak_bytes));
+  s += fmt::format("  {:<34} {:>10}  (+{} over the allocated peak)\n", "reserved peak (caching allocator)",
+                   human_bytes(d.reserved_peak_bytes), human_bytes(d.reserved_peak_bytes - d.allocated_peak_bytes));
+  s += fmt::format("  {:<34} {:>10}\n", "device total (what nvidia-smi shows)", human_bytes(d.device_total_bytes));
+  if (d.usable_bytes != d.capacity_bytes) s += fmt::format("  {:<34} {:>10}\n", "usable with the margin", human_bytes(d.usable_bytes));
+  if (d.fits) {
+    s += fmt::format("  {}fits{}, {} left\n", green, reset, human_bytes(d.headroom_bytes));
+  } else {
+    s += fmt::format("  {}does not fit{}: {} short{}\n", red, reset, human_bytes(-d.headroom_bytes),
+                     d.allocator_oom ? " (the caching allocator runs out of memory)" : "");
+  }
+  return s;
+}
+
+void device_json(const DeviceMemory& d, nlohmann::ordered_json& j) {
+  j["gpu"] = d.gpu;
+  j["gpu_memory_bytes"] = d.capacity_bytes;
+  j["cuda_context_bytes"] = d.context_bytes;
+  j["nccl_bytes"] = d.nccl_bytes;
+  j["allocated_peak_bytes"] = d.allocated_peak_bytes;
+  j["reserved_peak_bytes"] = d.reserved_peak_bytes;
+  j["fragmentation_bytes"] = d.fragmentation_bytes;
+  j["device_total_bytes"] = d.device_total_bytes;
+  j["usable_bytes"] = d.usable_bytes;
+  j["fits"] = d.fits;
+  j["headroom_bytes"] = d.headroom_bytes;
 }
 
 std::string estimate_json(const Estimate& e) {
@@ -108,6 +144,7 @@ std::string estimate_json(const Estimate& e) {
     }
     j["steps"] = steps;
   }
+  if (e.device) device_json(*e.device, j);
   j["notes"] = e.notes;
   return j.dump(2) + "\n";
 }

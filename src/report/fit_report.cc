@@ -1,0 +1,84 @@
+#include "report/fit_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "report/estimate_report.h"
+#include "report/format.h"
+
+namespace headroom {
+namespace {
+
+std::string axis_name(FitAxis a) { return a == FitAxis::Batch ? "batch" : "seq"; }
+
+nlohmann::ordered_json point_json(const FitPoint& p, FitAxis axis) {
+  nlohmann::ordered_json j;
+  j[axis_name(axis)] = p.value;
+  j["peak_bytes"] = p.peak_bytes;
+  device_json(p.device, j);
+  return j;
+}
+
+}  // namespace
+
+std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results) {
+  std::string axis = results.empty() ? "batch" : axis_name(results[0].axis);
+  std::string s = fmt::format("headroom fit: {}, {}, {}, largest {} that fits", o.model,
+                              o.mode == RunMode::Training ? "training (" + std::string(optimizer_name(o.optimizer)) + ")" : "inference",
+                              precision_name(o.precision), axis);
+  double margin = 0;
+  for (const FitResult& r : results) {
+    const FitPoint* p = r.at_max ? &*r.at_max : (r.next ? &*r.next : nullptr);
+    if (p) margin = 1.0 - static_cast<double>(p->device.usable_bytes) / static_cast<double>(p->device.capacity_bytes);
+  }
+  if (margin > 0.0005) s += fmt::format(" with a {:.0f}% margin", 100.0 * margin);
+  s += "\n\n";
+  s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   {}\n", "gpu", "memory", "max " + axis, "total at max",
+                   "at max+1", "");
+  for (const FitResult& r : results) {
+    std::string cap = r.at_max ? human_bytes(r.at_max->device.capacity_bytes)
+                               : (r.next ? human_bytes(r.next->device.capacity_bytes) : "");
+    if (r.max_value == 0) {
+      s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   does not fit at {} {}: needs {}\n", r.gpu, cap, "-", "-",
+                       "-", axis, r.next ? r.next->value : 1, r.next ? human_bytes(r.next->device.device_total_bytes) : "");
+      continue;
+    }
+    std::string next = r.next ? human_bytes(r.next->device.device_total_bytes) : "-";
+    std::string why = r.limited ? "search limit" : (!r.limit_reason.empty() ? r.limit_reason : "");
+    if (r.fails_below) why += fmt::format("{}note: {} {} does not fit (allocator rounding)", why.empty() ? "" : "; ", axis, r.fails_below);
+    s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   {}\n", r.gpu, cap, r.max_value,
+                     human_bytes(r.at_max->device.device_total_bytes), next, why);
+  }
+  return s;
+}
+
+std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results) {
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["mode"] = o.mode == RunMode::Training ? "train" : "infer";
+  j["precision"] = std::string(precision_name(o.precision));
+  j["margin"] = o.gpu ? o.gpu->margin : 0.0;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const FitResult& r : results) {
+    nlohmann::ordered_json row;
+    row["gpu"] = r.gpu;
+    row[r.axis == FitAxis::Batch ? "max_batch" : "max_seq"] = r.max_value;
+    row["fits"] = r.max_value > 0;
+    row["at_max"] = r.at_max ? point_json(*r.at_max, r.axis) : nlohmann::ordered_json(nullptr);
+    row["next"] = r.next ? point_json(*r.next, r.axis) : nlohmann::ordered_json(nullptr);
+    row["search_limited"] = r.limited;
+    row["fails_below"] = r.fails_below;
+    row["evaluations"] = r.evaluations;
+    rows.push_back(row);
+  }
+  if (results.size() == 1) {
+    j["gpu"] = rows[0]["gpu"];
+    for (auto it = rows[0].begin(); it != rows[0].end(); ++it) j[it.key()] = it.value();
+  } else {
+    j["gpus"] = rows;
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace headroom
