@@ -27,3 +27,12 @@ BENCHMARK(BM_TrainMlpLayers)->RangeMultiplier(4)->Range(16, 4096)->Complexity()-
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+void BM_TrainLlama2_70B(benchmark::State& s) { run(s, "llama-2-70b", 1); }
+BENCHMARK(BM_TrainLlama2_70B)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace headroom

@@ -735,6 +735,17 @@ ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what,
   return c;
 }
 
+int64_t inline_value_count(const onnx::TensorProto& t) {
+  if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL) return -1;
+  if (t.has_raw_data()) {
+    int64_t size = elem_size(t.data_type());
+    return size > 0 ? static_cast<int64_t>(t.raw_data().size()) / size : -1;
+  }
+  ConstTensor c;
+  c.elem = t.data_type();
+  return decode_typed(c, t, false);
+}
+
 ConstTensor int64_tensor(std::vector<int64_t> values, bool as_scalar) {
   ConstTensor c;
   c.elem = TensorProto::INT64;

@@ -42,6 +42,10 @@ struct ConstTensor {
 ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what,
                           int64_t max_elements = kMaxFoldElements);
 
+// How many values a tensor holds inline in the field its data type uses (raw_data or the typed
+// field); -1 for external data and types without a numeric field (strings, complex).
+int64_t inline_value_count(const onnx::TensorProto& t);
+
 // A scalar/vector of int64 for Shape-like results.
 ConstTensor int64_tensor(std::vector<int64_t> values, bool as_scalar = false);
 

@@ -40,14 +40,13 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max = 4) {
 
 bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-// Whether a tensor holds inline values for all its elements (ONNX's shape inference reads
-// constant inputs such as Range's limits without checking they have data).
+// Whether a tensor holds inline values for all its elements, in the field its type uses (ONNX's
+// shape inference reads constant inputs such as Range's limits without checking).
 bool has_inline_data(const TensorProto& t) {
-  if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL) return false;
-  if (t.has_raw_data()) return true;  // its length is checked against the dims
-  return t.float_data_size() + t.int32_data_size() + t.int64_data_size() + t.double_data_size() +
-             t.uint64_data_size() + t.string_data_size() >
-         0;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) n *= d;  // dims are checked before
+  int64_t count = inline_value_count(t);
+  return count >= 0 && count == n;
 }
 
 std::string dims_text(const std::vector<int64_t>& s) {
@@ -400,7 +399,7 @@ Structure check_structure(const onnx::ModelProto& model) {
         const std::string what =
             node_label(node, static_cast<size_t>(i)) + " attribute '" + a.name() + "'";
         ConstTensor c = decode_tensor(a.t(), what, 0);
-        if (!has_inline_data(a.t()) && c.numel() > 0) throw InputError(what + " holds no values");
+        if (!has_inline_data(a.t())) throw InputError(what + " does not hold its " + std::to_string(c.numel()) + " values");
       }
     }
   }
