@@ -331,6 +331,8 @@ def run_case(case, use_shim=True, hook_modules=True, steps=2):
         model, x, y, loss_fn = models.build(case["model"], case["batch"], case.get("seq"),
                                             dropout=case.get("dropout", True))
         train = case["mode"] == "train"
+        if not train:
+            del y  # inference has no loss target: only weights and inputs make the baseline
         model.train(train)
         opt = make_optimizer(case["optimizer"], model.parameters(), case["foreach"]) if train else None
         if hook_modules:

@@ -72,6 +72,9 @@ Graph build_resnet(const ResNetSpec& rs, const ModelSpec& spec, const BuildConfi
   const int64_t expansion = rs.bottleneck ? 4 : 1;
   for (int layer = 0; layer < 4; ++layer) {
     int64_t planes = 64 << layer;
+    // x = self.layerN(x): the caller's x (the layer's input) lives until the Sequential returns.
+    size_t layer_scope = b.open_scope();
+    b.hold(x);
     for (int i = 0; i < rs.blocks[static_cast<size_t>(layer)]; ++i) {
       int64_t stride = (i == 0 && layer > 0) ? 2 : 1;
       bool down = i == 0 && (stride != 1 || in_planes != planes * expansion);
@@ -79,6 +82,7 @@ Graph build_resnet(const ResNetSpec& rs, const ModelSpec& spec, const BuildConfi
       x = rs.bottleneck ? bottleneck(b, p, x, planes, stride, down) : basic_block(b, p, x, planes, stride, down);
       in_planes = planes * expansion;
     }
+    b.release_holds(layer_scope);
   }
   x = b.adaptive_avg_pool2d("avgpool", x, 1, 1);
   x = b.flatten("flatten", x, 1);
