@@ -16,6 +16,7 @@ demo: build
 	$(BUILD_DIR)/headroom estimate resnet50 --batch 32 --mode train --optimizer adam
 
 test: build
+	@scripts/install-deps.sh browser
 	@ctest --preset $(PRESET) -j $(JOBS)
 
 validate: build

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages headroom needs, and only the missing ones.
 # As root it runs apt-get; otherwise it prints the one command to run and fails.
-# Usage: scripts/install-deps.sh [build|validate|all]
+# Usage: scripts/install-deps.sh [build|validate|browser|all]
 set -euo pipefail
 what="${1:-build}"
 build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev
             libcli11-dev libonnx-dev libprotobuf-dev protobuf-compiler coinor-libcbc-dev)
 # The validation comparison in `make test` only reads committed JSON; measuring needs torch.
 validate_pkgs=(python3-torch python3-torchvision python3-onnx)
+# The HTML report test renders `headroom report` output in headless Chromium (`make test`).
+browser_pkgs=(chromium)
 case "$what" in
   build) pkgs=("${build_pkgs[@]}") ;;
   validate) pkgs=("${validate_pkgs[@]}") ;;
-  all) pkgs=("${build_pkgs[@]}" "${validate_pkgs[@]}") ;;
-  *) echo "install-deps.sh: unknown set '$what' (build, validate or all)" >&2; exit 2 ;;
+  browser) pkgs=("${browser_pkgs[@]}") ;;
+  all) pkgs=("${build_pkgs[@]}" "${validate_pkgs[@]}" "${browser_pkgs[@]}") ;;
+  *) echo "install-deps.sh: unknown set '$what' (build, validate, browser or all)" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do

@@ -250,6 +250,39 @@ TEST(OnnxBadInput, InlineDataContradictsDims) {
             "bad.onnx: initializer 'w' declares [4,4] FLOAT (64 bytes) but holds 10 bytes");
 }
 
+// Found by fuzz/onnx_import_fuzz.cc: ONNX 1.12's shape inference reads a constant input's values
+// without checking the tensor holds them (Range dereferenced an empty INT64 Constant whose value
+// sat in double_data), so every Constant must hold all of its values.
+TEST(OnnxBadInput, ConstantWithoutItsValues) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}});
+  TensorProto bad;
+  bad.set_data_type(TensorProto::INT64);
+  bad.add_double_data(1.0);
+  m.constant("start", OnnxModel::int64s({0}, true));
+  m.constant("limit", OnnxModel::int64s({3}, true));
+  m.constant("delta", bad);
+  m.node("Range", {"start", "limit", "delta"}, {"r"}, "range");
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  EXPECT_EQ(error_of(m),
+            "bad.onnx: node 'Constant_3' (Constant) attribute 'value' does not hold its 1 values");
+}
+
+// Names are arbitrary bytes: a NUL is rejected (it would cut the message short), other control
+// characters are escaped so the message stays one line.
+TEST(OnnxBadInput, NamesWithControlBytes) {
+  OnnxModel m = relu_model();
+  m.proto().mutable_graph()->mutable_node(0)->set_output(0, std::string("y\0z", 3));
+  m.proto().mutable_graph()->mutable_output(0)->set_name(std::string("y\0z", 3));
+  EXPECT_EQ(error_of(m), "bad.onnx: a tensor name contains a NUL byte");
+  OnnxModel c = relu_model();
+  c.proto().mutable_graph()->mutable_node(0)->set_op_type("Re\nlu");
+  EXPECT_EQ(error_of(c),
+            "bad.onnx: unsupported ONNX op: Re\\x0alu x1 (allow unknown ops to treat them as "
+            "elementwise)");
+}
+
 TEST(OnnxBadInput, BadOptions) {
   OnnxImportOptions o = opts();
   o.batch = 0;

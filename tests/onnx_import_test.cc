@@ -558,6 +558,20 @@ TEST(OnnxImport, OpCoverage) {
   EXPECT_EQ(g.parameter_count(), 8 * 27 + 8 + 8 * 6 + 6 + 12 + 20 * 6 + 30);
 }
 
+// x[:, [0, 2]]: an index copy whose indices are a constant materialized as a tensor (the fuzzer
+// found a dangling reference to the data's shape here once the builder grew its tensor list).
+TEST(OnnxImport, GatherWithConstantIndexList) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{5}, int64_t{4}});
+  m.constant("idx", OnnxModel::int64s({0, 2}));
+  m.node("Gather", {"x", "idx"}, {"y"}, "index").i("axis", 1);
+  m.output("y");
+  Graph g = import_ok(m, batch_options(3));
+  const Op* op = find_kind(g, OpKind::Opaque);
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{3, 2, 4}));
+}
+
 TEST(OnnxImport, LooksLikeOnnxPath) {
   EXPECT_TRUE(looks_like_onnx_path("model.onnx"));
   EXPECT_TRUE(looks_like_onnx_path("dir/Model.ONNX"));

@@ -26,9 +26,13 @@ def main():
     ap.add_argument("--measured", default="validation/measured.json")
     ap.add_argument("--headroom", default="build/release/headroom")
     ap.add_argument("--only", default="")
+    ap.add_argument("--markdown", action="store_true", help="print a markdown table (docs/accuracy.md)")
     a = ap.parse_args()
     doc = json.load(open(a.measured))
     errs = []
+    if a.markdown:
+        print("| case | measured peak (bytes) | predicted (bytes) | error | measured phase |")
+        print("|---|---:|---:|---:|---|")
     for c in doc["cases"]:
         if a.only not in c["id"]:
             continue
@@ -41,10 +45,17 @@ def main():
         e = json.loads(p.stdout)
         err = (e["peak_bytes"] - m) / m
         errs.append(abs(err))
+        if a.markdown:
+            print(f"| `{c['id']}` | {m:,} | {e['peak_bytes']:,} | {100 * err:+.4f}% | {c['measured']['peak_phase']} |")
+            continue
         print(f"{c['id']:90s} {m:>14d} {e['peak_bytes']:>14d} {100 * err:+9.4f}%  "
               f"measured {c['measured']['peak_phase']}, predicted {e['peak_phase']} {e['peak_op']}")
     if errs:
         s = sorted(errs)
+        exact = sum(1 for e in errs if e == 0)
+        if a.markdown:
+            print(f"\n{len(s)} cases; {exact} exact to the byte; median |error| {100 * s[len(s) // 2]:.4f}%; worst {100 * s[-1]:.4f}%.")
+            return
         print(f"{len(s)} cases, median |error| {100 * s[len(s) // 2]:.4f}%, worst {100 * s[-1]:.4f}%")
 
 

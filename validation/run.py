@@ -136,7 +136,8 @@ def main():
     if os.path.exists(tpath):
         with open(tpath) as f:
             prev_t = json.load(f)
-    queue.sort(key=lambda c: (-prev_t.get(c["id"], {}).get("wall", 0), -cases.heavy_gb(c)))
+    # (a case never timed counts as 60 s)
+    queue.sort(key=lambda c: (-prev_t.get(c["id"], {}).get("wall", 60.0), -cases.heavy_gb(c)))
 
     def take():
         with lock:
@@ -217,7 +218,7 @@ def main():
     os.makedirs(os.path.join(HERE, "build"), exist_ok=True)
     tpath = os.path.join(HERE, "build", "timings.json")
     prev_t = {}
-    if os.path.exists(tpath) and a.only is not None:
+    if os.path.exists(tpath):  # keep timings of cases not run now (scheduling hints)
         with open(tpath) as f:
             prev_t = json.load(f)
     prev_t.update(timings)

@@ -4,15 +4,19 @@
     /usr/bin/python3 fuzz/corpus/gen_onnx_seeds.py      (needs python3-onnx)
 
 Tiny valid models that reach the importer's main paths (layers, shape folding, decompositions,
-views, external data), and truncated copies of some of them.
+views, external data), truncated copies of some of them, and the torch.onnx export of a small
+transformer from tests/data/onnx (weights stripped).
 """
 import os
+import shutil
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "onnx")
+EXPORTED = os.path.join(HERE, "..", "..", "tests", "data", "onnx", "tiny_transformer_training.onnx")
 
 
 def const(name, value, dtype=np.int64):
@@ -114,6 +118,7 @@ def main():
             for frac in (3, 2):
                 with open(os.path.join(OUT, f"{name}_truncated_{frac}.onnx"), "wb") as f:
                     f.write(data[: len(data) * (frac - 1) // frac])
+    shutil.copyfile(EXPORTED, os.path.join(OUT, "torch_tiny_transformer.onnx"))
     print("wrote", sorted(os.listdir(OUT)))
 
 

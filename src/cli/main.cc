@@ -13,11 +13,15 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "frontends/onnx/onnx_import.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
 #include "report/format.h"
+#include "pack/pack.h"
+#include "pack/pack_report.h"
+#include "report/html_report.h"
 
 namespace headroom {
 namespace {
@@ -207,7 +211,13 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
     gpus.push_back(a.gpu);
   }
   std::vector<FitResult> results;
+  // Progress on stderr, only for --gpu all on a terminal; "\r\033[K" rewrites the line.
+  bool progress = gpus.size() > 1 && isatty(STDERR_FILENO);
+  auto clear_progress = [&] {
+    if (progress) std::cerr << "\r\033[K" << std::flush;
+  };
   for (const std::string& name : gpus) {
+    if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, results.size() + 1, gpus.size()) << std::flush;
     EstimateArgs one = a;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
@@ -215,17 +225,73 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
       apply_gpu_options(one, e, true);
       return e;
     });
-    if (!oo.ok()) return fail(oo.error());
+    if (!oo.ok()) {
+      clear_progress();
+      return fail(oo.error());
+    }
     FitOptions f;
     f.estimate = oo.value();
     f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    if (gpus.size() > 1 && isatty(STDERR_FILENO)) std::cerr << "\rfitting " << name << "...            " << std::flush;
     Result<FitResult> r = fit(f);
-    if (!r.ok()) return fail(r.error());
+    if (!r.ok()) {
+      clear_progress();
+      return fail(r.error());
+    }
     results.push_back(r.value());
   }
-  if (gpus.size() > 1 && isatty(STDERR_FILENO)) std::cerr << "\r                                        \r";
+  clear_progress();
   std::cout << (a.json ? fit_json(o.value(), results) : fit_text(o.value(), results));
+  return 0;
+}
+
+// `report`: the estimate as one self-contained HTML page (docs/report.md), written atomically.
+int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output) {
+  if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
+  Result<EstimateOptions> o = to_options(a, cmd);
+  if (!o.ok()) return fail(o.error());
+  Result<std::string> html = html_report(o.value());
+  if (!html.ok()) return fail(html.error());
+  Result<int64_t> written = write_file_atomically(output, html.value());
+  if (!written.ok()) return fail(written.error());
+  return 0;
+}
+
+// `pack`: several models on one GPU: shared layers (GEMEL), residency, swap simulation
+// (docs/pack.md). ONNX files go to the ONNX frontend as inference graphs; names to the zoo.
+struct PackArgs {
+  std::vector<std::string> models;
+  std::string batch = "1";
+  std::string gpu, gpu_memory, workload;
+  bool json = false;
+};
+
+int run_pack(const PackArgs& a) {
+  Result<PackOptions> o = capture_input_errors([&]() -> PackOptions {
+    PackOptions p;
+    p.models = a.models;
+    p.batch = parse_positive("--batch", a.batch);
+    p.gpu = a.gpu;
+    if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
+    if (!a.workload.empty()) {
+      Result<Workload> w = read_workload_file(a.workload);
+      if (!w.ok()) throw InputError(w.error());
+      p.workload = w.value();
+    }
+    return p;
+  });
+  if (!o.ok()) return fail(o.error());
+  ModelLoader loader = [](const std::string& model, int64_t batch) {
+    if (!looks_like_onnx_path(model)) return load_builtin_model(model, batch);
+    OnnxImportOptions io;
+    io.batch = batch;
+    io.with_loss = false;
+    Result<Graph> g = import_onnx(model, io);
+    if (!g.ok()) throw InputError(g.error());
+    return loaded_from_graph(g.value());
+  };
+  Result<PackReport> r = pack(o.value(), loader);
+  if (!r.ok()) return fail(r.error());
+  std::cout << (a.json ? pack_json(r.value()) : pack_text(r.value()));
   return 0;
 }
 
@@ -264,6 +330,19 @@ int main_impl(int argc, char** argv) {
   fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
+  PackArgs pa;
+  CLI::App* packc = app.add_subcommand("pack", "several models on one GPU: shared layers, residency, swapping");
+  packc->add_option("MODEL", pa.models, "built-in models or .onnx files")->required();
+  packc->add_option("--batch", pa.batch, "batch size of every model (default 1)");
+  packc->add_option("--gpu", pa.gpu, "GPU from the catalog (headroom gpus lists them)");
+  packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
+  packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
+  packc->add_flag("--json", pa.json, "print one JSON object");
+  EstimateArgs ra;
+  std::string report_output;
+  CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
+  add_estimate_options(report, ra);
+  report->add_option("-o,--output", report_output, "the HTML file to write")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -279,6 +358,8 @@ int main_impl(int argc, char** argv) {
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
+  if (*packc) return run_pack(pa);
+  if (*report) return run_report(ra, report, report_output);
   return fail("no command (see headroom --help)");
 }
 

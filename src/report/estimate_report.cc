@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/format.h"
+#include "report/palette.h"
 
 namespace headroom {
 namespace {
@@ -17,6 +18,14 @@ std::string bar(int64_t part, int64_t total, int width) {
   std::string s;
   for (int i = 0; i < n; ++i) s += "█";
   return s;
+}
+
+// The bar in the category's colour (24-bit ANSI, the HTML report's palette) when `color`.
+std::string category_bar(Category c, int64_t part, int64_t total, int width, bool color) {
+  std::string b = bar(part, total, width);
+  if (!color || b.empty()) return b;
+  const Rgb& rgb = category_color(c);
+  return fmt::format("\033[38;2;{};{};{}m{}\033[0m", rgb.r, rgb.g, rgb.b, b);
 }
 
 std::string optimizer_desc(const Estimate& e) {
@@ -58,7 +67,7 @@ std::string estimate_text(const Estimate& e, bool color) {
     int64_t v = e.breakdown_at_peak[c];
     if (v == 0) continue;
     s += fmt::format("  {:<22} {:>10}  {:>6}  {}\n", category_name(static_cast<Category>(c)), human_bytes(v),
-                     percent(v, e.peak_bytes), bar(v, e.peak_bytes, 30));
+                     percent(v, e.peak_bytes), category_bar(static_cast<Category>(c), v, e.peak_bytes, 30, color));
   }
   if (!e.largest_at_peak.empty()) {
     s += "\nlargest buffers alive at the peak\n";

@@ -16,6 +16,7 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
                    const std::string& default_name) {
   using namespace onnx_import;
   onnx::ModelProto model = parse_model(bytes);
+  check_names(model.graph());
   check_supported_ops(model.graph(), options.allow_unknown);
   Structure st = check_structure(model);
   DimBinding dims = bind_dims(model, st, options);

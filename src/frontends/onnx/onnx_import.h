@@ -55,6 +55,11 @@ struct OnnxImportOptions {
   // recorded in place (relu_, add_), as torchvision writes ReLU(inplace=True) and `out +=
   // identity`.
   bool infer_inplace = false;
+  // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). true:
+  // the tensors a module call reads that exist before it starts stay referenced until its last
+  // node, as the caller's Python arguments do (Graph::holds). Files without such names are
+  // unaffected.
+  bool module_scopes = true;
   // Build the loss stage (needed to simulate training; inference ignores it).
   bool with_loss = true;
   // Loss on the model output: Default is cross-entropy for a [N,C] output and MSE otherwise.

@@ -170,7 +170,12 @@ class Lowerer {
     create_inputs();
     classify_initializers();
     find_patterns();
-    for (int i = 0; i < g_.node_size(); ++i) lower(i);
+    if (opts_.module_scopes) find_scopes();
+    for (int i = 0; i < g_.node_size(); ++i) {
+      open_scopes(i);
+      lower(i);
+      close_scopes(i);
+    }
     std::vector<TensorId> outs;
     for (const onnx::ValueInfoProto& o : g_.output()) {
       Value& v = values_.at(o.name());
@@ -244,9 +249,10 @@ class Lowerer {
     TensorId x = materialize(*a), z = materialize(*y);
     if (op == "Add") {
       std::vector<int64_t> out = broadcast(b_.shape(x), b_.shape(z), c.name);
-      if (out == b_.shape(x) && x != z && writable_in_place(x))
+      bool same_dtype = b_.tensor(x).dtype == b_.tensor(z).dtype;  // no promotion in place
+      if (out == b_.shape(x) && x != z && same_dtype && writable_in_place(x))
         return set(c, 0, b_.add_(c.name, x, z), true);
-      if (out == b_.shape(z) && x != z && writable_in_place(z))
+      if (out == b_.shape(z) && x != z && same_dtype && writable_in_place(z))
         return set(c, 0, b_.add_(c.name, z, x), true);
       return set(c, 0, b_.add(c.name, x, z));
     }
@@ -276,16 +282,16 @@ class Lowerer {
     Value* a = &need(c, 0);
     Value* w = &need(c, 1);
     TensorId x = materialize(*a);
+    if (b_.shape(x).empty()) throw InputError("MatMul of a 0-d tensor");
     TensorId bias = kNone;
     if (fusions_[static_cast<size_t>(c.index)].kind == Fusion::Kind::LinearBias) {
       bias = materialize(values_.at(fusions_[static_cast<size_t>(c.index)].bias));
     }
-    if (w->transposed_of != kNone && !b_.shape(x).empty()) {
+    if (w->transposed_of != kNone) {
       return set(c, 0, b_.linear_with(c.name, x, w->transposed_of, bias));
     }
     TensorId y = materialize(*w);
-    if (is_matrix_parameter(y) && !b_.shape(x).empty())
-      return set(c, 0, b_.linear_in_out(c.name, x, y, bias));
+    if (is_matrix_parameter(y)) return set(c, 0, b_.linear_in_out(c.name, x, y, bias));
     HEADROOM_CHECK(bias == kNone, "a bias fused into a MatMul without a weight");
     set(c, 0, matmul(c.name, x, y, c));
   }
@@ -394,8 +400,8 @@ class Lowerer {
       p = c.attrs.f("ratio", 0.5);
     else if (input_present(c, 1))
       p = scalar_input(c, 1, "ratio");
-    if (!(p >= 0.0 && p < 1.0))
-      throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1)");
+    if (!(p >= 0.0 && p <= 1.0))
+      throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1]");
     set(c, 0, b_.dropout(c.name, tensor(c, 0), p));
     for (int k = 1; k < c.node.output_size(); ++k) unavailable(c, k, "the mask of Dropout");
   }
@@ -421,11 +427,18 @@ class Lowerer {
   void op_concat(NodeCtx& c) {
     std::vector<TensorId> xs;
     for (size_t i = 0; i < c.in.size(); ++i) xs.push_back(tensor(c, i));
+    int64_t axis = c.attrs.i("axis", 0), total = 0;
+    for (TensorId x : xs) {  // the concatenated size must fit before the builder adds it up
+      int64_t r = static_cast<int64_t>(b_.shape(x).size());
+      if (axis >= -r && axis < r)
+        total = checked_add(total, b_.shape(x)[static_cast<size_t>(axis < 0 ? axis + r : axis)],
+                            c.name);
+    }
     set(c, 0, b_.cat(c.name, xs, c.attrs.i("axis", 0)));
   }
   void op_split(NodeCtx& c) {
     TensorId x = tensor(c, 0);
-    const std::vector<int64_t>& s = b_.shape(x);
+    const std::vector<int64_t> s = b_.shape(x);  // a copy: slices add tensors
     int64_t r = static_cast<int64_t>(s.size());
     int64_t axis = c.attrs.i("axis", 0);
     if (axis < -r || axis >= r)
@@ -494,8 +507,9 @@ class Lowerer {
       if (axis < -r || axis >= r)
         throw InputError("Slice axis " + std::to_string(axis) + " out of range for rank " +
                          std::to_string(r));
-      int64_t step = steps ? (*steps)[i] : 1;
       int64_t n = b_.shape(cur)[static_cast<size_t>(axis < 0 ? axis + r : axis)];
+      // A step past the dimension takes one element, as a step of the dimension's size does.
+      int64_t step = std::min(steps ? (*steps)[i] : 1, std::max<int64_t>(n, 1));
       int64_t s = starts[i] < -n ? 0 : starts[i];
       int64_t e = ends[i] > n ? n : ends[i] < -n ? 0 : ends[i];
       cur = b_.slice(i == 0 ? c.name : c.name + "." + std::to_string(i), cur, axis, s, e, step);
@@ -508,7 +522,7 @@ class Lowerer {
     Value& idx = need(c, 1);
     int64_t axis = c.attrs.i("axis", 0);
     TensorId d = materialize(data);
-    const std::vector<int64_t>& s = b_.shape(d);
+    const std::vector<int64_t> s = b_.shape(d);  // a copy: materialize may add tensors
     const int64_t r = static_cast<int64_t>(s.size());
     if (axis < -r || axis >= r)
       throw InputError("Gather axis " + std::to_string(axis) + " out of range for rank " +
@@ -537,7 +551,7 @@ class Lowerer {
     TensorId x = tensor(c, 0);
     std::vector<int64_t> target;
     if (c.node.op_type() == "Flatten") {
-      const std::vector<int64_t>& s = b_.shape(x);
+      const std::vector<int64_t> s = b_.shape(x);
       int64_t r = static_cast<int64_t>(s.size()), axis = c.attrs.i("axis", 1);
       if (axis < -r || axis > r)
         throw InputError("Flatten axis " + std::to_string(axis) + " out of range for rank " +
@@ -813,6 +827,72 @@ class Lowerer {
     }
   }
 
+  // ---- module scopes (OnnxImportOptions::module_scopes) -------------------------------------
+  // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). Each
+  // call of two or more nodes that are contiguous in the file is a scope; the tensors it reads
+  // that exist before it starts are Python arguments, referenced by the caller until it returns.
+  struct Scope {
+    int first = -1, last = -1, count = 0;
+    std::vector<std::string> inputs;  // read inside, produced before `first`
+  };
+
+  void find_scopes() {
+    std::map<std::string, Scope> scopes;  // ordered: reproducible hold order
+    std::vector<std::vector<std::string>> of_node(static_cast<size_t>(g_.node_size()));
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const std::string& name = g_.node(i).name();
+      if (name.size() < 2 || name[0] != '/') continue;
+      for (size_t slash = name.find('/', 1); slash != std::string::npos;
+           slash = name.find('/', slash + 1)) {
+        std::string prefix = name.substr(0, slash);
+        Scope& sc = scopes[prefix];
+        if (sc.first < 0) sc.first = i;
+        sc.last = i;
+        ++sc.count;
+        of_node[static_cast<size_t>(i)].push_back(std::move(prefix));
+      }
+    }
+    for (int i = 0; i < g_.node_size(); ++i) {
+      for (const std::string& prefix : of_node[static_cast<size_t>(i)]) {
+        Scope& sc = scopes.at(prefix);
+        for (const std::string& in : g_.node(i).input()) {
+          auto p = st_.producer.find(in);
+          if (in.empty() || p == st_.producer.end() || p->second >= sc.first) continue;
+          if (std::find(sc.inputs.begin(), sc.inputs.end(), in) == sc.inputs.end())
+            sc.inputs.push_back(in);
+        }
+      }
+    }
+    for (auto& [prefix, sc] : scopes) {
+      if (sc.count < 2 || sc.last - sc.first + 1 != sc.count || sc.inputs.empty()) continue;
+      scope_starts_[sc.first].push_back(std::move(sc));
+    }
+    for (auto& [first, list] : scope_starts_) {  // outermost (longest) first
+      std::stable_sort(list.begin(), list.end(),
+                       [](const Scope& a, const Scope& b) { return a.last > b.last; });
+    }
+  }
+
+  void open_scopes(int i) {
+    auto it = scope_starts_.find(i);
+    if (it == scope_starts_.end()) return;
+    for (const Scope& sc : it->second) {
+      open_scopes_.push_back({sc.last, b_.open_scope()});
+      for (const std::string& in : sc.inputs) {
+        auto v = values_.find(in);
+        if (v == values_.end() || v->second.tensor == kNone) continue;
+        if (b_.tensor(v->second.tensor).role == TensorRole::Activation) b_.hold(v->second.tensor);
+      }
+    }
+  }
+
+  void close_scopes(int i) {
+    while (!open_scopes_.empty() && open_scopes_.back().last <= i) {
+      b_.release_holds(open_scopes_.back().builder_scope);
+      open_scopes_.pop_back();
+    }
+  }
+
   void find_patterns() {
     PatternQueries q;
     q.scalar = [this](const std::string& name) -> std::optional<double> {
@@ -830,7 +910,17 @@ class Lowerer {
         return std::nullopt;  // reported when the node is lowered
       }
     };
-    q.weight_dims = [this](const std::string& name) -> std::optional<std::vector<int64_t>> {
+    q.weight_dims = [this](const std::string& tensor) -> std::optional<std::vector<int64_t>> {
+      // Through Identity nodes: exporters deduplicate equal initializers (two fresh LayerNorms
+      // share ones and zeros) and read the copies through Identity.
+      std::string name = tensor;
+      for (int hops = 0; hops < 16 && !weight_dims_.count(name); ++hops) {
+        auto p = st_.producer.find(name);
+        if (p == st_.producer.end()) break;
+        const NodeProto& n = g_.node(p->second);
+        if (n.op_type() != "Identity" || !default_domain(n) || n.input_size() != 1) break;
+        name = n.input(0);
+      }
       auto it = weight_dims_.find(name);
       if (it == weight_dims_.end()) return std::nullopt;
       if (b_.tensor(values_.at(name).tensor).role != TensorRole::Parameter) return std::nullopt;
@@ -887,7 +977,6 @@ class Lowerer {
       if (!fold(c)) {
         auto h = default_domain(node) ? handlers().find(node.op_type()) : handlers().end();
         if (h == handlers().end()) {
-          ++unknown_emitted_;
           op_unknown(c);
         } else {
           (this->*(h->second))(c);
@@ -896,7 +985,9 @@ class Lowerer {
       if (c.check_shapes) check_shapes(c);
     } catch (const InputError& e) {
       std::string msg = e.what();
-      if (msg.rfind(c.name + ": ", 0) == 0) msg = msg.substr(c.name.size() + 2);
+      for (const std::string& prefix : {c.name + ": ", node.op_type() + ": "}) {
+        if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+      }
       throw InputError(node_label(node, static_cast<size_t>(i)) + ": " + msg);
     }
   }
@@ -1166,13 +1257,14 @@ class Lowerer {
   }
 
   TensorId matmul(const std::string& name, TensorId a, TensorId b, NodeCtx& c) {
-    const std::vector<int64_t>& sa = b_.shape(a);
-    const std::vector<int64_t>& sb = b_.shape(b);
+    const std::vector<int64_t> sa = b_.shape(a);
+    const std::vector<int64_t> sb = b_.shape(b);
     if (sa.size() < 2 || sb.size() < 2) {  // vector operands: torch.matmul's dot/mv paths
       return b_.opaque(name, {a, b},
                        {{inferred_shape(c, c.node.output(0)), b_.tensor(a).dtype}})[0];
     }
     checked_mul(sa[sa.size() - 2], sb.back(), name);
+    checked_mul(sa.back(), 2, name);  // the builder's flop count
     return b_.matmul(name, a, b);
   }
 
@@ -1293,7 +1385,9 @@ class Lowerer {
     head += ")";
     b_.note(
         head + ": " + std::to_string(initializers_) + " initializers read by declared shape only" +
-        (external_ ? " (" + std::to_string(external_) + " with external data, not loaded)" : ""));
+        (external_ ? " (" + std::to_string(external_) + " with external data, not loaded)" : "") +
+        ", " + std::to_string(buffers_) + " of them buffers; " + std::to_string(folded_) +
+        " nodes folded at import (shape arithmetic and constants)");
     for (const std::string& n : dims_.notes) b_.note(n);
     if (!dims_.values.empty()) {
       std::string d;
@@ -1381,10 +1475,15 @@ class Lowerer {
   std::unordered_set<TensorId> inplace_outputs_;
   std::unordered_map<std::string, std::vector<int64_t>> weight_dims_;
   std::vector<Fusion> fusions_;
+  std::unordered_map<int, std::vector<Scope>> scope_starts_;
+  struct OpenScope {
+    int last;              // its last node
+    size_t builder_scope;  // GraphBuilder::open_scope()
+  };
+  std::vector<OpenScope> open_scopes_;
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
-  int unknown_emitted_ = 0, initializers_ = 0, external_ = 0, buffers_ = 0,
-      num_batches_tracked_ = 0;
+  int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0, folded_ = 0;
 };
 

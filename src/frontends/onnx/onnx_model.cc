@@ -283,6 +283,24 @@ void check_value_info_is_tensor(const onnx::ValueInfoProto& v, const char* what)
 
 }  // namespace
 
+void check_names(const onnx::GraphProto& g) {
+  auto no_nul = [](const std::string& name, const char* what) {
+    if (name.find('\0') != std::string::npos)
+      throw InputError(std::string(what) + " name contains a NUL byte");
+  };
+  for (const onnx::NodeProto& n : g.node()) {
+    no_nul(n.name(), "a node");
+    no_nul(n.op_type(), "an op type");
+    no_nul(n.domain(), "a domain");
+    for (const std::string& x : n.input()) no_nul(x, "a tensor");
+    for (const std::string& x : n.output()) no_nul(x, "a tensor");
+    for (const onnx::AttributeProto& a : n.attribute()) no_nul(a.name(), "an attribute");
+  }
+  for (const TensorProto& t : g.initializer()) no_nul(t.name(), "an initializer");
+  for (const onnx::ValueInfoProto& v : g.input()) no_nul(v.name(), "a graph input");
+  for (const onnx::ValueInfoProto& v : g.output()) no_nul(v.name(), "a graph output");
+}
+
 Structure check_structure(const onnx::ModelProto& model) {
   const onnx::GraphProto& g = model.graph();
   Structure st;
@@ -399,7 +417,8 @@ Structure check_structure(const onnx::ModelProto& model) {
         const std::string what =
             node_label(node, static_cast<size_t>(i)) + " attribute '" + a.name() + "'";
         ConstTensor c = decode_tensor(a.t(), what, 0);
-        if (!has_inline_data(a.t())) throw InputError(what + " does not hold its " + std::to_string(c.numel()) + " values");
+        if (!has_inline_data(a.t()))
+          throw InputError(what + " does not hold its " + std::to_string(c.numel()) + " values");
       }
     }
   }

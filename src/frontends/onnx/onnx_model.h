@@ -68,6 +68,9 @@ struct Structure {
   std::unordered_map<std::string, int> output_uses;  // graph output name -> times listed
 };
 
+// Names become parts of messages (C strings): InputError when a name of the graph holds a NUL byte.
+void check_names(const onnx::GraphProto& g);
+
 // Checks that every tensor is defined once (graph input, initializer or one node output), that
 // every read names a defined tensor produced by an earlier node (a cycle or an unsorted graph is
 // reported as such), that graph inputs and outputs are tensors, and that each default-domain node

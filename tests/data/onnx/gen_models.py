@@ -10,6 +10,8 @@ do_constant_folding=False, then every initializer is converted to external data 
 importer that reads shapes only works, and the file stays a few KB.
 
   resnet18_training.onnx          torchvision resnet18 (11,689,512 parameters)
+  mobilenet_v2_training.onnx      torchvision mobilenet_v2 (3,504,872 parameters; ReLU6 as Clip,
+                                  depthwise convolutions)
   tiny_transformer_training.onnx  embedding + pre-LN attention block + GELU MLP + head (the
                                   exporter's decompositions of LayerNorm, GELU and Linear on 3-D
                                   inputs); input ids [batch, 8]
@@ -77,6 +79,7 @@ def export(model, example, name, input_name):
 def main():
     torch.manual_seed(0)
     export(torchvision.models.resnet18(), torch.randn(2, 3, 224, 224), "resnet18_training", "input")
+    export(torchvision.models.mobilenet_v2(), torch.randn(2, 3, 224, 224), "mobilenet_v2_training", "input")
     export(TinyTransformer(), torch.randint(0, 50, (2, 8)), "tiny_transformer_training", "ids")
 
 

@@ -1,6 +1,9 @@
-// torchvision resnet18 exported by torch.onnx in training mode (tests/data/onnx/gen_models.py),
-// weights stripped: its import against the built-in resnet18.
+// torchvision models exported by torch.onnx in training mode (tests/data/onnx/gen_models.py),
+// weights stripped: their import against the built-in resnet18 and mobilenet_v2.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
 
 #include "estimate/estimate.h"
 #include "frontends/onnx/onnx_import.h"
@@ -57,6 +60,19 @@ TEST(OnnxResnet18, SameOpsAsBuiltin) {
     ASSERT_EQ(a.outputs.size(), b.outputs.size());
     EXPECT_EQ(g.value().tensor(a.outputs[0]).shape, ref.tensor(b.outputs[0]).shape) << a.name;
   }
+  // The module scopes of the node names give the Python references the built-in graph holds:
+  // each block's input until the block returns, each layer's until the layer returns. (The import
+  // also holds a downsample's input until the downsample returns, inside the block's longer hold.)
+  auto held_until = [](const Graph& graph) {
+    std::map<OpId, OpId> r;  // producer of a held tensor -> its last hold
+    for (const Hold& h : graph.holds) {
+      OpId& until = r[graph.tensor(h.tensor).producer];
+      until = std::max(until, h.until);
+    }
+    return r;
+  };
+  EXPECT_EQ(held_until(g.value()), held_until(ref));
+  EXPECT_FALSE(ref.holds.empty());
 }
 
 // With in-place inference (torchvision's ReLU(inplace=True) and `out += identity`) the imported
@@ -75,13 +91,12 @@ TEST(OnnxResnet18, TrainingPeakEqualsBuiltinWithInplace) {
   }
 }
 
-// Without in-place inference the file's functional Relu and Add are out of place. Where the
+// Without in-place inference the file's functional Relu and Add are out of place: where the
 // built-in graph's relu_/add_ write into their input, the import allocates a fresh output while the
-// input is still alive, so forward-phase peaks that fall on such an op are higher (batch 32: the
-// forward peak moves to layer4.1's last Relu, 2,889,720 bytes above the built-in's forward peak
-// at the loss). The whole-step peaks do not move: training peaks in the backward pass (at
-// layer4.0.conv1's gradient) or the first Adam step, inference at bn1 (relu's extra output there
-// is the size of the conv output batch norm frees).
+// input is still alive. Forward-phase peaks that fall there are higher (batch 32: 2,889,720 bytes
+// above the built-in's forward peak, at the end of layer4.1 instead of at the loss). The
+// whole-step peaks do not move: training peaks in the backward pass or the first Adam step,
+// inference in the stem, where relu's extra output is the size of the conv output batch norm frees.
 TEST(OnnxResnet18, WithoutInplaceOnlyForwardPhasePeaksDiffer) {
   for (int64_t batch : {2, 32}) {
     Result<Graph> g = import_resnet18(batch, false);
@@ -97,6 +112,27 @@ TEST(OnnxResnet18, WithoutInplaceOnlyForwardPhasePeaksDiffer) {
               b.iterations[1].by_phase.at(Phase::Forward).bytes);
     EXPECT_EQ(a.iterations[1].by_phase.at(Phase::Backward).bytes,
               b.iterations[1].by_phase.at(Phase::Backward).bytes);
+  }
+}
+
+// mobilenet_v2: ReLU6 exported as Clip(0, 6) becomes hardtanh; torchvision's ReLU6(inplace=True)
+// clones its input for backward in training, so in-place inference does not change its memory and
+// the import matches the built-in graph with or without it.
+TEST(OnnxMobilenetV2, MatchesBuiltin) {
+  const std::string path =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/mobilenet_v2_training.onnx";
+  OnnxImportOptions o;
+  o.batch = 4;
+  Result<Graph> g = import_onnx(path, o);
+  ASSERT_TRUE(g.ok()) << g.error();
+  EstimateOptions e;
+  e.model = "mobilenet_v2";
+  Graph ref = build_graph(e, 4);
+  EXPECT_EQ(g.value().parameter_count(), 3504872);
+  EXPECT_EQ(g.value().weights_bytes(), ref.weights_bytes());
+  EXPECT_EQ(g.value().ops.size(), ref.ops.size());
+  for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
+    EXPECT_EQ(run(g.value(), mode).peak.bytes, run(ref, mode).peak.bytes) << static_cast<int>(mode);
   }
 }
 

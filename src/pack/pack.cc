@@ -1,0 +1,336 @@
+#include "pack/pack.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "estimate/device_memory.h"
+#include "estimate/estimate.h"
+#include "schedule/build_program.h"
+#include "sim/simulate.h"
+#include "util/checked.h"
+
+namespace headroom {
+namespace {
+
+constexpr int64_t kMaxSimulatedRequests = 5'000'000;
+
+EstimateOptions inference_options(const std::string& spec, int64_t batch) {
+  EstimateOptions o;
+  o.model = spec;
+  o.batch = batch;
+  o.mode = RunMode::Inference;
+  o.top_tensors = 0;
+  return o;
+}
+
+ResidentSet make_set(std::vector<int32_t> members, int64_t weights, const std::vector<PackModel>& models,
+                     const Residency& r) {
+  ResidentSet s;
+  s.models = std::move(members);
+  s.weights_bytes = weights;
+  for (int32_t m : s.models) s.activation_bytes = std::max(s.activation_bytes, models[static_cast<size_t>(m)].activation_bytes);
+  s.total_bytes = checked_add(checked_add(r.context_bytes, s.weights_bytes, "resident set"), s.activation_bytes, "resident set");
+  s.fits = s.total_bytes <= r.memory_bytes;
+  return s;
+}
+
+Residency residency(const std::vector<PackModel>& models, const MergePlan& plan, const std::vector<ModelLayers>& layers,
+                    const std::string& gpu_name, int64_t memory) {
+  Residency r;
+  r.gpu = gpu_name;
+  r.memory_bytes = memory;
+  r.context_bytes = kContextLazyBytes;
+  std::vector<int32_t> all;
+  int64_t unshared = 0;
+  for (size_t i = 0; i < models.size(); ++i) {
+    all.push_back(static_cast<int32_t>(i));
+    unshared = checked_add(unshared, models[i].weights_bytes, "weights");
+  }
+  r.all_unshared = make_set(all, unshared, models, r);
+  r.all_shared = make_set(all, shared_weights_of(plan, layers, all), models, r);
+  for (bool shared : {false, true}) {
+    std::vector<int32_t> set;
+    std::vector<bool> in(models.size(), false);
+    ResidentSet best = make_set({}, 0, models, r);
+    for (;;) {
+      std::optional<ResidentSet> pick;
+      for (size_t m = 0; m < models.size(); ++m) {
+        if (in[m]) continue;
+        std::vector<int32_t> trial = set;
+        trial.push_back(static_cast<int32_t>(m));
+        int64_t w = 0;
+        if (shared) {
+          w = shared_weights_of(plan, layers, trial);
+        } else {
+          for (int32_t t : trial) w += models[static_cast<size_t>(t)].weights_bytes;
+        }
+        ResidentSet s = make_set(trial, w, models, r);
+        if (!pick || s.total_bytes < pick->total_bytes) pick = s;
+      }
+      if (!pick || !pick->fits) break;
+      best = *pick;
+      set = best.models;
+      in[static_cast<size_t>(set.back())] = true;
+    }
+    best.fits = !best.models.empty();
+    (shared ? r.greedy_shared : r.greedy_unshared) = best;
+  }
+  return r;
+}
+
+std::string label_for(const std::string& model, std::map<std::string, int>& seen) {
+  int n = ++seen[model];
+  return n == 1 ? model : fmt::format("{}#{}", model, n);
+}
+
+// The swap configuration of the simulated models: blocks without sharing (one per model) or with
+// the merge plan (a block per group with two or more simulated members, and each model's rest).
+SwapConfig swap_config(const PackReport& rep, const std::vector<int32_t>& sim_models,
+                       const std::vector<std::vector<int64_t>>& arrivals, bool shared) {
+  const SimulationSetup& st = *rep.setup;
+  SwapConfig c;
+  c.capacity_bytes = st.weights_capacity_bytes;
+  c.load = st.load;
+  c.window_ns = static_cast<int64_t>(std::llround(st.window_s * 1e9));
+  std::vector<int64_t> rest_bytes, rest_tensors;
+  for (int32_t m : sim_models) {
+    const PackModel& pm = rep.models[static_cast<size_t>(m)];
+    int64_t tensors = pm.layers.other_tensors;
+    for (const Layer& l : pm.layers.layers) tensors += l.tensors;
+    rest_bytes.push_back(pm.weights_bytes);
+    rest_tensors.push_back(tensors);
+  }
+  c.models.resize(sim_models.size());
+  if (shared) {
+    for (size_t gi = 0; gi < rep.plan.groups.size(); ++gi) {
+      const MergeGroup& g = rep.plan.groups[gi];
+      std::vector<size_t> users;
+      for (const GroupMember& mb : g.members) {
+        auto it = std::find(sim_models.begin(), sim_models.end(), mb.model);
+        if (it != sim_models.end()) users.push_back(static_cast<size_t>(it - sim_models.begin()));
+      }
+      if (users.size() < 2) continue;
+      int32_t block = static_cast<int32_t>(c.blocks.size());
+      c.blocks.push_back({fmt::format("group {}", gi + 1), g.layer_bytes, g.tensors});
+      for (size_t u : users) {
+        c.models[u].blocks.push_back(block);
+        rest_bytes[u] -= g.layer_bytes;
+        rest_tensors[u] -= g.tensors;
+      }
+    }
+  }
+  for (size_t i = 0; i < sim_models.size(); ++i) {
+    const SimulatedModel& sm = st.models[i];
+    c.models[i].name = sm.label;
+    c.models[i].blocks.push_back(static_cast<int32_t>(c.blocks.size()));
+    c.blocks.push_back({sm.label + (shared ? ":rest" : ""), rest_bytes[i], rest_tensors[i]});
+    c.models[i].arrivals_ns = arrivals[i];
+    c.models[i].exec_ns = static_cast<int64_t>(std::llround(sm.exec_s * 1e9));
+    c.models[i].deadline_ns = static_cast<int64_t>(std::llround(sm.latency_target_s * 1e9));
+  }
+  return c;
+}
+
+void simulate_workload(const PackOptions& o, const ModelLoader& loader, const GpuSpec* gpu,
+                       std::map<std::pair<int32_t, int64_t>, LoadedModel>& cache, PackReport& rep) {
+  const Workload& w = *o.workload;
+  SimulationSetup st;
+  st.window_s = w.window_s;
+  st.seed = w.seed;
+  st.context_bytes = kContextLazyBytes;
+
+  std::vector<int32_t> sim_models;
+  std::vector<bool> named(rep.models.size(), false);
+  for (const WorkloadModel& wm : w.models) {
+    auto it = std::find_if(rep.models.begin(), rep.models.end(), [&](const PackModel& m) { return m.label == wm.model; });
+    if (it == rep.models.end()) {
+      std::string labels;
+      for (const PackModel& m : rep.models) labels += (labels.empty() ? "" : ", ") + m.label;
+      throw InputError(fmt::format("{}: model '{}' is not one of the MODEL arguments ({})", w.origin, wm.model, labels));
+    }
+    int32_t mi = static_cast<int32_t>(it - rep.models.begin());
+    sim_models.push_back(mi);
+    named[static_cast<size_t>(mi)] = true;
+  }
+  for (size_t wi = 0; wi < w.models.size(); ++wi) {
+    const WorkloadModel& wm = w.models[wi];
+    const int32_t mi = sim_models[wi];
+    auto key = std::make_pair(mi, wm.batch);
+    if (cache.count(key) == 0) cache.emplace(key, loader(rep.models[static_cast<size_t>(mi)].source, wm.batch));
+    const LoadedModel& lm = cache.at(key);
+    SimulatedModel sm;
+    sm.label = wm.model;
+    sm.batch = wm.batch;
+    sm.latency_target_s = wm.latency_target_s;
+    sm.activation_bytes = lm.inference_peak_bytes - lm.graph.weights_bytes();
+    if (wm.exec_s) {
+      sm.exec_s = *wm.exec_s;
+      sm.exec_source = "workload";
+    } else {
+      if (gpu == nullptr) {
+        throw InputError(fmt::format("{}: model '{}' has no 'exec_ms' and no catalog GPU (--gpu) to estimate it on",
+                                     w.origin, wm.model));
+      }
+      sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency.value_or(kDefaultExecEfficiency));
+      sm.exec_source = "roofline on " + gpu->name;
+    }
+    st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.activation_bytes);
+    st.models.push_back(sm);
+  }
+  for (size_t i = 0; i < rep.models.size(); ++i) {
+    if (!named[i]) st.not_simulated.push_back(rep.models[i].label);
+  }
+
+  if (w.weights_capacity) {
+    st.weights_capacity_bytes = *w.weights_capacity;
+    st.context_bytes = 0;
+  } else {
+    std::optional<int64_t> mem = w.gpu_memory ? w.gpu_memory : o.gpu_memory;
+    if (!mem && gpu) mem = gpu->memory_bytes;
+    if (!mem) {
+      throw InputError(w.origin + ": the simulation needs GPU memory: give --gpu NAME, or 'gpu_memory' or "
+                                  "'weights_capacity' in the workload");
+    }
+    st.memory_bytes = *mem;
+    st.weights_capacity_bytes = st.memory_bytes - st.context_bytes - st.activation_reserve_bytes;
+    if (st.weights_capacity_bytes <= 0) {
+      throw InputError(fmt::format("{}: no memory left for weights: {} bytes of GPU memory - CUDA context {} - largest "
+                                   "activation peak {}",
+                                   w.origin, st.memory_bytes, st.context_bytes, st.activation_reserve_bytes));
+    }
+  }
+
+  LoadCostModel& load = st.load;
+  if (w.load.bandwidth_bytes_per_s) {
+    load.bandwidth_bytes_per_s = *w.load.bandwidth_bytes_per_s;
+    st.bandwidth_source = "workload";
+  } else if (gpu && gpu->host_link.bandwidth_bytes_per_s > 0) {
+    load.bandwidth_bytes_per_s = gpu->host_link.bandwidth_bytes_per_s * kHostLinkEfficiency;
+    st.bandwidth_source = fmt::format("{} {} x {:.2f}", gpu->name, gpu->host_link.kind, kHostLinkEfficiency);
+  } else {
+    load.bandwidth_bytes_per_s = kDefaultHostLinkBytesPerS * kHostLinkEfficiency;
+    st.bandwidth_source = fmt::format("PCIe 3.0 x16 default x {:.2f}", kHostLinkEfficiency);
+  }
+  if (w.load.fixed_s) load.fixed_s = *w.load.fixed_s;
+  if (w.load.per_tensor_s) load.per_tensor_s = *w.load.per_tensor_s;
+  if (w.load.pinned) load.pinned = *w.load.pinned;
+  if (w.load.pageable_factor) load.pageable_factor = *w.load.pageable_factor;
+
+  // Arrivals: one random stream per workload entry (its position), so the same seed gives the
+  // same trace on every run and platform.
+  const int64_t window_ns = static_cast<int64_t>(std::llround(w.window_s * 1e9));
+  std::vector<std::vector<int64_t>> arrivals;
+  int64_t total = 0;
+  for (size_t i = 0; i < w.models.size(); ++i) {
+    const WorkloadModel& wm = w.models[i];
+    double expected = wm.rate ? *wm.rate * w.window_s : wm.fps ? *wm.fps * w.window_s : 0;
+    if (expected > static_cast<double>(kMaxSimulatedRequests)) {
+      throw InputError(fmt::format("{}: model '{}' would get about {:.0f} requests; at most {} are simulated", w.origin,
+                                   wm.model, expected, kMaxSimulatedRequests));
+    }
+    std::vector<int64_t> a;
+    if (wm.rate) {
+      a = poisson_arrivals(*wm.rate, window_ns, w.seed, i);
+    } else if (wm.fps) {
+      a = periodic_arrivals(*wm.fps, window_ns, wm.phase_s);
+    } else {
+      for (double t : *wm.arrivals_s) {
+        int64_t ns = static_cast<int64_t>(std::llround(t * 1e9));
+        if (ns < window_ns) a.push_back(ns);
+      }
+    }
+    total += static_cast<int64_t>(a.size());
+    st.models[i].requests = static_cast<int64_t>(a.size());
+    arrivals.push_back(std::move(a));
+  }
+  if (total > kMaxSimulatedRequests) {
+    throw InputError(fmt::format("{}: {} requests in the window; at most {} are simulated", w.origin, total,
+                                 kMaxSimulatedRequests));
+  }
+  rep.setup = st;
+  for (EvictionPolicy p : kEvictionPolicies) {
+    for (bool shared : {false, true}) {
+      SwapConfig c = swap_config(rep, sim_models, arrivals, shared);
+      c.policy = p;
+      SimulationRun run;
+      run.policy = p;
+      run.shared = shared;
+      run.result = simulate_swaps(c);
+      rep.runs.push_back(std::move(run));
+    }
+  }
+}
+
+}  // namespace
+
+LoadedModel load_builtin_model(const std::string& spec, int64_t batch) {
+  EstimateOptions o = inference_options(spec, batch);
+  Result<Estimate> e = estimate(o);
+  if (!e.ok()) throw InputError(e.error());
+  LoadedModel lm;
+  lm.graph = build_graph(o, batch);
+  lm.inference_peak_bytes = e.value().peak_bytes;
+  return lm;
+}
+
+LoadedModel loaded_from_graph(Graph g) {
+  EstimateOptions o;
+  o.mode = RunMode::Inference;
+  Program p = build_program(g, schedule_options(o));
+  SimResult sim = simulate(p);
+  LoadedModel lm;
+  lm.graph = std::move(g);
+  lm.inference_peak_bytes = sim.peak.bytes;
+  return lm;
+}
+
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency) {
+  HEADROOM_CHECK(efficiency > 0 && gpu.fp32_flops > 0 && gpu.memory_bandwidth_bytes_per_s > 0, "roofline inputs");
+  double s = 0;
+  for (const Op& op : g.ops) {
+    if (op.stage != OpStage::Model) continue;
+    s += std::max(static_cast<double>(op.flops) / gpu.fp32_flops,
+                  static_cast<double>(op.bytes_moved) / gpu.memory_bandwidth_bytes_per_s);
+  }
+  return s / efficiency;
+}
+
+Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
+  return capture_input_errors([&]() -> PackReport {
+    if (o.models.empty()) throw InputError("pack needs at least one MODEL");
+    if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
+    const GpuSpec* gpu = o.gpu.empty() ? nullptr : &DeviceCatalog::builtin().find(o.gpu);
+    PackReport rep;
+    rep.options = o;
+    std::map<std::string, int> seen;
+    std::map<std::pair<int32_t, int64_t>, LoadedModel> cache;  // (model, batch) -> loaded
+    std::vector<ModelLayers> layers;
+    for (size_t i = 0; i < o.models.size(); ++i) {
+      LoadedModel lm = loader(o.models[i], o.batch);
+      PackModel pm;
+      pm.label = label_for(o.models[i], seen);
+      pm.source = o.models[i];
+      pm.layers = extract_layers(lm.graph);
+      pm.layers.model = pm.label;
+      pm.weights_bytes = pm.layers.weights_bytes;
+      pm.inference_peak_bytes = lm.inference_peak_bytes;
+      HEADROOM_CHECK(pm.inference_peak_bytes >= pm.weights_bytes, "inference peak below the weights");
+      pm.activation_bytes = pm.inference_peak_bytes - pm.weights_bytes;
+      layers.push_back(pm.layers);
+      rep.models.push_back(std::move(pm));
+      cache.emplace(std::make_pair(static_cast<int32_t>(i), o.batch), std::move(lm));
+    }
+    rep.plan = plan_merges(layers);
+    if (gpu || o.gpu_memory) {
+      rep.residency = residency(rep.models, rep.plan, layers, gpu ? gpu->name : "custom",
+                                o.gpu_memory ? *o.gpu_memory : gpu->memory_bytes);
+    }
+    if (o.workload) simulate_workload(o, loader, gpu, cache, rep);
+    return rep;
+  });
+}
+
+}  // namespace headroom

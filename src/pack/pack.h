@@ -1,0 +1,135 @@
+// pack: several models on one GPU. Pipeline (pack()):
+//   load       each model's graph at the batch and its inference peak (estimate(), mode inference);
+//   layers     the weight-owning layers of each model and their configuration keys (pack/layers.h);
+//   plan       the merge plan: groups of identical layers across models, greedy order, savings
+//              curve, per-model layer-memory distribution (pack/merge_plan.h);
+//   residency  with a GPU: which models fit together, without and with the merges;
+//   simulate   with a workload: requests served with weight swapping, per eviction policy, without
+//              and with the merges (pack/swap_sim.h).
+//
+// Residency rule. One model executes at a time (GEMEL and Clockwork time-share the GPU), and its
+// activations are freed when it finishes, so PyTorch's caching allocator reuses that memory for the
+// next model. A set of models is resident together when
+//     CUDA context + weights of the set + max over the set of (inference peak - weights) <= memory
+// where the weights of the set count every merged group once (merge_plan.h) and
+// "inference peak - weights" is what the model needs besides its weights at its batch (inputs,
+// activations, workspaces; exact bytes, before allocator rounding). "All together" tests every
+// model; the greedy set starts empty and repeatedly adds the model that raises the total least
+// (ties: lowest index) while the set fits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "pack/layers.h"
+#include "pack/merge_plan.h"
+#include "pack/swap_sim.h"
+#include "pack/workload.h"
+#include "sim/device_catalog.h"
+#include "util/error.h"
+
+namespace headroom {
+
+// A model at one batch size, for inference.
+struct LoadedModel {
+  Graph graph;
+  int64_t inference_peak_bytes = 0;  // exact bytes, what estimate() reports in inference mode
+};
+
+// Loads MODEL (as the user wrote it) at a batch size; throws InputError. The library's loader
+// knows built-in models; the CLI wraps it to route ONNX files to the ONNX frontend.
+using ModelLoader = std::function<LoadedModel(const std::string& model, int64_t batch)>;
+LoadedModel load_builtin_model(const std::string& spec, int64_t batch);
+// The inference peak of an already built graph (an imported file), computed as estimate() does.
+LoadedModel loaded_from_graph(Graph g);
+
+// Achieved fraction of a host link's theoretical per-direction bandwidth for pinned copies
+// (11 GB/s measured on PCIe 3.0 x16, whose theoretical rate is 15.75 GB/s: docs/pack.md).
+inline constexpr double kHostLinkEfficiency = 0.75;
+// The host link assumed without a catalog GPU: PCIe 3.0 x16.
+inline constexpr double kDefaultHostLinkBytesPerS = 15.75e9;
+// Fraction of the roofline (peak FLOP/s, memory bandwidth) that kernels reach by default.
+inline constexpr double kDefaultExecEfficiency = 0.5;
+
+struct PackOptions {
+  std::vector<std::string> models;
+  int64_t batch = 1;
+  std::string gpu;                    // catalog name; "" for none
+  std::optional<int64_t> gpu_memory;  // overrides the catalog's memory
+  std::optional<Workload> workload;
+};
+
+struct PackModel {
+  std::string label;   // as written; a repeated model gets "#2", "#3"
+  std::string source;  // as written
+  ModelLayers layers;
+  int64_t weights_bytes = 0;
+  int64_t inference_peak_bytes = 0;  // at PackOptions::batch
+  int64_t activation_bytes = 0;      // peak - weights
+};
+
+struct ResidentSet {
+  std::vector<int32_t> models;  // indices, in the order added
+  int64_t weights_bytes = 0;
+  int64_t activation_bytes = 0;  // the largest of the set
+  int64_t total_bytes = 0;       // context + weights + activation
+  bool fits = false;
+};
+
+struct Residency {
+  std::string gpu;  // catalog name or "custom"
+  int64_t memory_bytes = 0;
+  int64_t context_bytes = 0;
+  ResidentSet all_unshared, all_shared;
+  ResidentSet greedy_unshared, greedy_shared;
+};
+
+struct SimulatedModel {
+  std::string label;
+  int64_t batch = 1;
+  double exec_s = 0;
+  std::string exec_source;  // "workload" or "roofline on <gpu>"
+  double latency_target_s = 0;
+  int64_t requests = 0;
+  int64_t activation_bytes = 0;  // at this batch
+};
+
+struct SimulationSetup {
+  int64_t memory_bytes = 0;           // 0 when weights_capacity was given
+  int64_t context_bytes = 0;
+  int64_t activation_reserve_bytes = 0;
+  int64_t weights_capacity_bytes = 0;
+  LoadCostModel load;
+  std::string bandwidth_source;
+  double window_s = 0;
+  uint64_t seed = 0;
+  std::vector<SimulatedModel> models;
+  std::vector<std::string> not_simulated;  // MODEL arguments the workload does not name
+};
+
+struct SimulationRun {
+  EvictionPolicy policy = EvictionPolicy::Lru;
+  bool shared = false;
+  SwapResult result;
+};
+
+struct PackReport {
+  PackOptions options;
+  std::vector<PackModel> models;
+  MergePlan plan;
+  std::optional<Residency> residency;      // with a GPU
+  std::optional<SimulationSetup> setup;    // with a workload
+  std::vector<SimulationRun> runs;         // policy-major, unshared before shared
+};
+
+Result<PackReport> pack(const PackOptions& options, const ModelLoader& loader = load_builtin_model);
+
+// Execution time of one inference of g on a GPU by the roofline: the sum over model-stage ops of
+// max(flops / fp32 peak, bytes moved / memory bandwidth), divided by `efficiency`.
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency);
+
+}  // namespace headroom

@@ -1,0 +1,88 @@
+// `headroom report`: one self-contained HTML page (inline CSS and SVG, no script, nothing fetched
+// from the network) that shows an Estimate:
+//   1. memory over the simulated run: live bytes stacked by category against the step index, the
+//      forward / backward / optimizer phases of each training step shaded and labelled, the peak
+//      marked, and with a GPU the device capacity and the caching allocator's reserved bytes;
+//   2. the breakdown at the peak and the largest buffers alive then, with the op that made each;
+//   3. weight memory per layer (parameters and buffers grouped by module prefix), sorted
+//      descending, with the cumulative share.
+// The output is deterministic: the same estimate gives byte-identical HTML (no timestamps; every
+// sort breaks ties on an id or a name; numbers have fixed decimals).
+//
+// The plotted data is also in the markup, for tests and tools (docs/report.md):
+//   <g class="timeline" data-plot="x y w h" data-y-max="BYTES" data-steps="N">
+//   <rect class="hover" data-step="S" data-first-step="A" data-last-step="B" data-total="T"
+//         data-bytes="b0,...,b8" data-reserved="R">  one per plotted point (bytes in Category order)
+//   <path class="area" data-category="weights" d="...">  drawn as steps: two vertices per point
+//         (its run's left and right edge) along the upper edge left to right, then the lower edge back
+//   <g class="peak-marker" data-step="S" data-bytes="PEAK">
+//   <rect class="weight-bar" data-group="layer1.0.conv1" data-bytes="B">
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "estimate/estimate.h"
+#include "ir/graph.h"
+#include "schedule/program.h"
+#include "util/error.h"
+
+namespace headroom {
+
+struct HtmlReportOptions {
+  // Most points the memory chart plots (the plot is about 900 pixels wide: 450 points keep even a
+  // one-step peak 2 pixels wide). Programs with more steps are downsampled: consecutive steps are
+  // grouped in runs of ceil(steps / max_points) and each run plots its highest step, so the peak
+  // always survives. REQUIRES: >= 2.
+  size_t max_points = 450;
+};
+
+// One plotted point of the memory chart.
+struct TimelinePoint {
+  int32_t step = 0;          // index into Program::steps: the step whose state is plotted
+  int32_t first_step = 0;    // the run of steps this point stands for (== step without
+  int32_t last_step = 0;     //   downsampling)
+  CategoryBytes bytes{};     // live bytes per category at `step`'s high-water mark
+  int64_t total = 0;         // their sum
+  int64_t reserved = 0;      // most bytes the caching allocator reserved during first..last_step
+};
+
+struct Timeline {
+  std::vector<TimelinePoint> points;
+  size_t peak_point = 0;      // the first point with the largest total
+  int64_t reserved_peak = 0;  // 0 without a GPU
+  bool has_reserved = false;
+};
+
+// The memory chart's data. A step's high-water mark is the state with the most live bytes during
+// the step, its start included (a step that only frees shows what it started with); ties go to
+// the earliest state. With `allocator`, the program is also replayed on PyTorch's caching
+// allocator with those options and `reserved` is filled in.
+Timeline memory_timeline(const Program& p, const CachingAllocatorOptions* allocator, size_t max_points);
+
+// Weight bytes per module: parameters and buffers grouped by their name without its last
+// component ("layer1.0.conv1.weight" -> "layer1.0.conv1"; a name without a dot is its own group),
+// tied parameters once, sorted by bytes descending then name.
+struct WeightGroup {
+  std::string module;
+  int64_t bytes = 0;
+  int64_t parameters = 0;  // elements of trainable parameters (buffers excluded)
+  int32_t tensors = 0;
+};
+std::vector<WeightGroup> weight_groups(const Graph& g);
+
+// The page. REQUIRES: `e` was made with EstimateOptions::keep_program (a non-empty program) and `g`
+// is the graph it simulated (build_graph(e.options, e.micro_batch)).
+std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptions& options = {});
+
+// The whole pipeline for the CLI: estimate with keep_program, rebuild the graph, render.
+Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html = {});
+
+// Writes `content` to `path` atomically: to `path`.tmp, then renames it over `path`, so a failure
+// leaves no half-written file (and removes the .tmp). Returns the bytes written, or one line
+// naming the file and the system's reason.
+Result<int64_t> write_file_atomically(const std::string& path, const std::string& content);
+
+}  // namespace headroom

@@ -1,0 +1,35 @@
+// One colour per memory category, shared by the HTML report and the terminal bars. Okabe & Ito's
+// palette ("Color Universal Design", 2008), which stays distinguishable under the common forms of
+// colour blindness, plus two greys for the ninth category and for inputs. Black is kept for lines
+// (capacity, reserved) so no area uses it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "schedule/program.h"
+
+namespace headroom {
+
+struct Rgb {
+  uint8_t r, g, b;
+  std::string_view hex;  // "#0072B2"
+};
+
+inline const Rgb& category_color(Category c) {
+  static constexpr std::array<Rgb, kCategoryCount> kColors = {{
+      {0x00, 0x72, 0xB2, "#0072B2"},  // weights: blue
+      {0xBB, 0xBB, 0xBB, "#BBBBBB"},  // inputs: light grey
+      {0xE6, 0x9F, 0x00, "#E69F00"},  // gradients: orange
+      {0xCC, 0x79, 0xA7, "#CC79A7"},  // optimizer state: reddish purple
+      {0x00, 0x9E, 0x73, "#009E73"},  // saved activations: bluish green
+      {0x56, 0xB4, 0xE9, "#56B4E9"},  // activations: sky blue
+      {0xD5, 0x5E, 0x00, "#D55E00"},  // activation gradients: vermillion
+      {0xF0, 0xE4, 0x42, "#F0E442"},  // temporaries: yellow
+      {0x66, 0x66, 0x66, "#666666"},  // workspaces: dark grey
+  }};
+  return kColors[static_cast<size_t>(c)];
+}
+
+}  // namespace headroom
