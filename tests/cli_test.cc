@@ -91,3 +91,37 @@ TEST(Cli, ModelsListsEveryBuiltin) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string peak_of(const std::string& json) {
+  size_t k = json.find("\"peak_bytes\": ");
+  return k == std::string::npos ? "" : json.substr(k + 14, json.find(',', k) - k - 14);
+}
+
+TEST(Cli, OnnxExportPredictsWhatItsBuiltinTwinPredicts) {
+  // torchvision resnet18 and mobilenet_v2 exported in training mode with weights stripped
+  // (tests/data/onnx/gen_models.py): the same peak, to the byte, as the built-in models, in
+  // training and in inference.
+  const std::string dir = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/";
+  for (const char* m : {"resnet18", "mobilenet_v2"}) {
+    for (const char* mode : {"--mode train --optimizer sgd --no-foreach", "--mode infer"}) {
+      std::string flags = std::string(" --batch 2 --device cpu --json ") + mode;
+      CliRun onnx = run("estimate " + dir + m + "_training.onnx" + flags);
+      CliRun builtin = run(std::string("estimate ") + m + flags);
+      ASSERT_EQ(onnx.code, 0) << onnx.err;
+      ASSERT_EQ(builtin.code, 0) << builtin.err;
+      EXPECT_EQ(peak_of(onnx.out), peak_of(builtin.out)) << m << mode;
+      EXPECT_NE(peak_of(onnx.out), "");
+    }
+  }
+}
+
+TEST(Cli, OnnxDimErrors) {
+  const std::string f = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/resnet18_training.onnx";
+  expect_usage_error("estimate " + f + " --dim seq", "is not NAME=VALUE");
+  expect_usage_error("estimate resnet18 --dim seq=4", "--dim applies to ONNX files");
+  expect_usage_error("estimate /nonexistent/model.onnx", "/nonexistent/model.onnx");
+}
+
+}  // namespace

@@ -283,6 +283,34 @@ TEST(OnnxBadInput, NamesWithControlBytes) {
             "elementwise)");
 }
 
+// Found by the fuzzer: constants of kinds ONNX forbids together (an int64 Concat of a float, a
+// complex tensor) fold without reading past their values.
+TEST(OnnxBadInput, MixedConstantKinds) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{2}, int64_t{3}});
+  m.constant("a", OnnxModel::int64s({2}));
+  TensorProto f;
+  f.set_data_type(TensorProto::FLOAT);
+  f.add_dims(1);
+  f.add_float_data(3.0f);
+  m.constant("b", f);
+  m.node("Concat", {"a", "b"}, {"shape"}).i("axis", 0);
+  m.node("Reshape", {"x", "shape"}, {"y"}, "view");
+  m.output("y");
+  Result<Graph> r = import_onnx_bytes(m.bytes(), opts(), "bad.onnx");
+  if (!r.ok()) EXPECT_EQ(r.error().find('\n'), std::string::npos);
+  TensorProto c;
+  c.set_data_type(TensorProto::COMPLEX64);
+  c.add_dims(1);
+  c.set_raw_data(std::string(8, '\0'));
+  OnnxModel z;
+  z.input("x", {std::string("batch"), int64_t{6}});
+  z.constant("s", c);
+  z.node("Reshape", {"x", "s"}, {"y"}, "view");
+  z.output("y");
+  EXPECT_ERROR_HAS(error_of(z), "bad.onnx: node 'view' (Reshape): ");
+}
+
 TEST(OnnxBadInput, BadOptions) {
   OnnxImportOptions o = opts();
   o.batch = 0;

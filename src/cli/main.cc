@@ -77,6 +77,9 @@ struct EstimateArgs {
   std::string cublas_workspace;
   std::string conv_workspace;
   std::string margin = "0%";
+  // ONNX files
+  std::vector<std::string> dims;
+  bool allow_unknown = false;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
@@ -105,6 +108,34 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
   cmd->add_flag("--expandable-segments", a.expandable_segments, "PYTORCH_CUDA_ALLOC_CONF expandable_segments:True");
   cmd->add_option("--cublas-workspace", a.cublas_workspace, "cuBLAS workspace per handle (0 = CUBLAS_WORKSPACE_CONFIG=:0:0)");
   cmd->add_option("--conv-workspace", a.conv_workspace, "cuDNN workspace policy: none, activation (default) or a size cap");
+  cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
+  cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
+}
+
+// An ONNX file as the model: every run imports it at that run's batch, with --dim bindings.
+void apply_onnx_loader(const EstimateArgs& a, EstimateOptions& o) {
+  if (!looks_like_onnx_path(a.model)) {
+    if (!a.dims.empty()) throw InputError("--dim applies to ONNX files; '" + a.model + "' is a built-in model");
+    return;
+  }
+  OnnxImportOptions io;
+  for (const std::string& d : a.dims) {
+    size_t eq = d.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--dim '" + d + "' is not NAME=VALUE");
+    io.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
+  }
+  io.allow_unknown = a.allow_unknown;
+  io.infer_inplace = true;
+  std::string path = a.model;
+  o.graph_loader = [io, path](const BuildConfig& cfg) {
+    OnnxImportOptions run = io;
+    run.batch = cfg.batch;
+    run.with_loss = !cfg.inference;
+    run.loss = cfg.loss;
+    Result<Graph> g = import_onnx(path, run);
+    if (!g.ok()) throw InputError(g.error());
+    return g.value();
+  };
 }
 
 // "5%" or "0.05" -> 0.05; InputError outside 0-90%.
@@ -183,6 +214,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       }
     }
     apply_gpu_options(a, o, false);
+    apply_onnx_loader(a, o);
     return o;
   });
 }

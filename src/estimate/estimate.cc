@@ -33,7 +33,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
   cfg.inference = o.mode == RunMode::Inference;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
-  Graph g = build_model(o.model, cfg);
+  Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
   // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
   if (o.precision == Precision::AmpBf16) return apply_autocast(g, DType::BF16, /*grad_scaler=*/false);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,7 +28,10 @@ std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view s);
 
 struct EstimateOptions {
-  std::string model;                  // built-in spec ("resnet50", "mlp:layers=4,dim=256")
+  std::string model;                  // built-in spec ("resnet50", "mlp:layers=4,dim=256") or a name
+  // Where the graph comes from when it is not a built-in model (an ONNX file): called with the
+  // batch, sequence, loss and precision of each run; throws InputError. Unset: the zoo.
+  std::function<Graph(const BuildConfig&)> graph_loader;
   int64_t batch = 1;
   std::optional<int64_t> seq;
   RunMode mode = RunMode::Training;

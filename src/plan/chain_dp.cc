@@ -10,6 +10,10 @@
 #include <sstream>
 #include <variant>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "plan/chain_simulate.h"
 #include "report/format.h"
 #include "util/checked.h"
@@ -108,15 +112,50 @@ class Table {
 // is evaluated by the reconstruction.
 inline Time leaf_value(Time f, Time a, Time b) { return (f + a) + b; }
 
-void relax(Time* __restrict out, const Time* __restrict a, const Time* __restrict b, Time f, int count) {
-#if defined(__GNUC__)
-#pragma GCC ivdep
+void relax_portable(Time* __restrict out, const Time* __restrict a, const Time* __restrict b, Time f, int count) {
+  int k = 0;
+#if defined(__SSE2__)
+  static_assert(sizeof(Time) == sizeof(float));
+  // min(v, o) as minps computes it: v < o ? v : o, the scalar expression below.
+  const __m128 fv = _mm_set1_ps(f);
+  for (; k + 4 <= count; k += 4) {
+    const __m128 v = _mm_add_ps(_mm_add_ps(fv, _mm_loadu_ps(a + k)), _mm_loadu_ps(b + k));
+    _mm_storeu_ps(out + k, _mm_min_ps(v, _mm_loadu_ps(out + k)));
+  }
 #endif
-  for (int k = 0; k < count; ++k) {
+  for (; k < count; ++k) {
     const Time v = leaf_value(f, a[k], b[k]);
     out[k] = v < out[k] ? v : out[k];
   }
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HEADROOM_CHAIN_AVX2 1
+__attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time* __restrict a,
+                                                const Time* __restrict b, Time f, int count) {
+  int k = 0;
+  const __m256 fv = _mm256_set1_ps(f);
+  for (; k + 8 <= count; k += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(fv, _mm256_loadu_ps(a + k)), _mm256_loadu_ps(b + k));
+    _mm256_storeu_ps(out + k, _mm256_min_ps(v, _mm256_loadu_ps(out + k)));
+  }
+  for (; k < count; ++k) {
+    const Time v = leaf_value(f, a[k], b[k]);
+    out[k] = v < out[k] ? v : out[k];
+  }
+}
+#endif
+
+using RelaxFn = void (*)(Time*, const Time*, const Time*, Time, int);
+
+RelaxFn pick_relax() {
+#ifdef HEADROOM_CHAIN_AVX2
+  if (__builtin_cpu_supports("avx2")) return relax_avx2;
+#endif
+  return relax_portable;
+}
+
+const RelaxFn relax = pick_relax();
 
 }
 long long g_elems=0, g_calls=0, g_triples=0, g_improve=0, g_window=0;
@@ -131,79 +170,158 @@ inline int first_at_most(const Time* row, int lo, int hi, Time v) {
   return lo;
 }
 
-void fill_table(const SlotArrays& c, Table& tab) {
-  const int L = c.L;
-  const int width = tab.width();
-  for (int t = 0; t <= L; ++t) {
-    for (int s = t; s >= 0; --s) {
-      Time* out = tab.values(s, t);
-      if (s == t) {
-        // One stage: Fall_s then B_s with δ_{s+1} live (or the loss alone, s == L).
-        const int32_t need = c.chain_need(s, s);
-        const Time v = c.fb[static_cast<size_t>(s)];
-        const int lo = std::min<int32_t>(need, width);
-        std::fill(out, out + lo, kInf);
-        std::fill(out + lo, out + width, v);
-        tab.lo(s, t) = lo;
-        tab.cap(s, t) = lo;
-        tab.lb(s, t) = v;
-        continue;
-      }
-      // Chain option: Fall_s, then [s+1, t] beside x̄_{s+1}, then B_s.
-      const int32_t xb = c.xbar(s + 1);
-      const int32_t need = c.chain_need(s, t);
-      const int cap = static_cast<int>(std::min<int64_t>(width, std::max<int64_t>(need, int64_t{xb} + tab.cap(s + 1, t))));
-      const Time lb = c.fb[static_cast<size_t>(s)] + tab.lb(s + 1, t);
-      tab.cap(s, t) = cap;
-      tab.lb(s, t) = lb;
-      std::fill(out + cap, out + width, lb);
-      const int chain_lo = std::min(cap, static_cast<int>(std::max<int64_t>(need, int64_t{xb} + tab.lo(s + 1, t))));
-      std::fill(out, out + chain_lo, kInf);
-      {
-        const Time* sub = tab.values(s + 1, t) - xb;
-        const Time fb = c.fb[static_cast<size_t>(s)];
-        for (int m = chain_lo; m < cap; ++m) out[m] = fb + sub[m];
-      }
-      // Leaf options: Fck_s, Fn_{s+1} ... Fn_{j-1}, then [j, t] beside x_j, then [s, j-1]
-      // with δ_j. A leaf costs at least F(s, j) + lb; where the row is already that low, skip.
-      int hi = cap;  // out[m] <= threshold for every m in [hi, cap)
-      int32_t sweep = c.sweep_need(s, s, t);
-      for (int j = s + 1; j <= t; ++j) {
-        if (j > s + 1) sweep = std::max(sweep, c.sweep_need(s, j - 1, t));
-        if (j + 6 <= t && hi > 0) {
-          __builtin_prefetch(tab.values(j + 6, t) + std::max(0, hi - 1 - c.x(j + 6)));
-          __builtin_prefetch(tab.values(s, j + 5) + hi - 1);
-        }
-        const Time f = c.forwards(s, j);
-        const Time threshold = f + lb;
-        while (hi > 0 && out[hi - 1] <= threshold) --hi;
-        const int32_t xj = c.x(j);
-        const int64_t lo = std::max<int64_t>({sweep, int64_t{xj} + tab.lo(j, t), tab.lo(s, j - 1)});
-        ++g_triples;
-        if (lo >= hi) continue;
-        const Time* a = tab.values(j, t) - xj;
-        const Time* b = tab.values(s, j - 1);
-        // Candidates are nonincreasing in m: below top, a candidate is at least its value at
-        // top - 1, so rows already that low cannot improve.
-        int top = hi;
-        for (int round = 0; round < 8 && top > lo; ++round) {
-          const Time floor_value = leaf_value(f, a[top - 1], b[top - 1]);
-          const int next = first_at_most(out, static_cast<int>(lo), top, floor_value);
-          if (next == top) break;
-          top = next;
-        }
-        if (lo >= top) continue;
-        ++g_calls; g_elems += top - lo;
-        for (int m = lo; m < top; ++m) if (leaf_value(f, a[m], b[m]) < out[m]) ++g_improve;
-        relax(out + lo, a + lo, b + lo, f, top - static_cast<int>(lo));
-      }
-      int lo = 0;
-      while (lo < cap && out[lo] == kInf) ++lo;
-      tab.lo(s, t) = lo;
-      g_window += cap - lo;
+// The table is filled in blocks of kBlock columns t. For one block, s runs from the block's
+// last column down to 0, and at each s every row (s, t) of the block is computed together:
+//   1. the chain option (or the single stage when s == t);
+//   2. the leaves j <= t0 (the block's first column), j outer and t inner: the row (s, j - 1)
+//      is complete (an earlier block) and is read once for all the block's columns;
+//   3. t ascending, the leaves j > t0, whose rows (s, j - 1) are this block's, finished in 3 at
+//      an earlier t.
+// Rows (j, t) of the block are also kept in `recent`, ordered by j then t, so steps 2 and 3 read
+// them sequentially. Every input is ready when read: (s + 1, t) and (j, t) come from a larger s,
+// (s, j - 1) from an earlier block or an earlier t.
+constexpr int kBlock = 16;
+constexpr int kProbeWindow = 100000;
+
+class BlockFiller {
+ public:
+  BlockFiller(const SlotArrays& c, Table& tab)
+      : c_(c), tab_(tab), width_(tab.width()),
+        recent_(static_cast<size_t>(c.L + 1) * kBlock * static_cast<size_t>(width_)) {}
+
+  void fill() {
+    for (int t0 = 0; t0 <= c_.L; t0 += kBlock) {
+      t0_ = t0;
+      const int t1 = std::min(c_.L + 1, t0 + kBlock);
+      for (int s = t1 - 1; s >= 0; --s) fill_rows(s, std::max(s, t0), t1);
     }
   }
-}
+
+ private:
+  // One row (s, t) being computed: out[m] for m < cap is the best so far, nonincreasing in m;
+  // out[m] <= f + lb for every m in [hi, cap) at the current leaf's F(s, j) = f.
+  struct Row {
+    int t = 0;
+    Time* out = nullptr;
+    Time lb = 0;
+    int cap = 0;
+    int hi = 0;
+    int32_t x_after = 0;  // x_{t+1}: δ_{t+1} is live during the whole segment
+  };
+
+  Time* recent(int j, int t) {
+    return recent_.data() + (static_cast<size_t>(j) * kBlock + static_cast<size_t>(t - t0_)) * static_cast<size_t>(width_);
+  }
+
+  void fill_rows(int s, int t_begin, int t1) {
+    rows_.clear();
+    for (int t = t_begin; t < t1; ++t) {
+      if (s == t) single_stage(s);
+      else rows_.push_back(chain_option(s, t));
+    }
+    // Step 2: leaves whose first part [s, j - 1] ends before the block.
+    int32_t sweep = 0;  // max memory of Fck_s, Fn_{s+1} ... Fn_{j-1}, without δ_{t+1}
+    int j = s + 1;
+    for (; j <= t0_; ++j) {
+      sweep = next_sweep(s, j, sweep);
+      const Time f = c_.forwards(s, j);
+      const Time* b = tab_.values(s, j - 1);
+      const int b_lo = tab_.lo(s, j - 1);
+      for (Row& r : rows_) leaf(s, r, j, f, sweep, b, b_lo);
+    }
+    // Step 3: leaves whose first part ends in the block.
+    const int j_begin = j;
+    int32_t sweep_begin = sweep;
+    for (Row& r : rows_) {
+      sweep = sweep_begin;
+      for (j = j_begin; j <= r.t; ++j) {
+        sweep = next_sweep(s, j, sweep);
+        leaf(s, r, j, c_.forwards(s, j), sweep, tab_.values(s, j - 1), tab_.lo(s, j - 1));
+      }
+      finish(s, r);
+    }
+  }
+
+  int32_t next_sweep(int s, int j, int32_t sweep) const {
+    const auto k = static_cast<size_t>(j - 1);
+    const int32_t step = j == s + 1 ? c_.cw[k + 1] + c_.ftmp[k] : c_.cw[k] + c_.cw[k + 1] + c_.ftmp[k];
+    return std::max(sweep, step);
+  }
+
+  void single_stage(int s) {
+    // Fall_s then B_s with δ_{s+1} live (or the loss alone, s == L).
+    Time* out = tab_.values(s, s);
+    const int lo = std::min<int32_t>(c_.chain_need(s, s), width_);
+    const Time v = c_.fb[static_cast<size_t>(s)];
+    std::fill(out, out + lo, kInf);
+    std::fill(out + lo, out + width_, v);
+    tab_.lo(s, s) = lo;
+    tab_.cap(s, s) = lo;
+    tab_.lb(s, s) = v;
+    std::copy(out, out + width_, recent(s, s));
+  }
+
+  // Fall_s, then [s+1, t] beside x̄_{s+1}, then B_s; from cap on, the segment stores
+  // everything and costs lb.
+  Row chain_option(int s, int t) {
+    Row r;
+    r.t = t;
+    r.out = tab_.values(s, t);
+    r.x_after = c_.x(t + 1);
+    const int32_t xb = c_.xbar(s + 1);
+    const int32_t need = c_.chain_need(s, t);
+    r.cap = static_cast<int>(std::min<int64_t>(width_, std::max<int64_t>(need, int64_t{xb} + tab_.cap(s + 1, t))));
+    r.lb = c_.fb[static_cast<size_t>(s)] + tab_.lb(s + 1, t);
+    r.hi = r.cap;
+    tab_.cap(s, t) = r.cap;
+    tab_.lb(s, t) = r.lb;
+    std::fill(r.out + r.cap, r.out + width_, r.lb);
+    const int lo = std::min(r.cap, static_cast<int>(std::max<int64_t>(need, int64_t{xb} + tab_.lo(s + 1, t))));
+    std::fill(r.out, r.out + lo, kInf);
+    const Time* sub = recent(s + 1, t) - xb;
+    const Time fb = c_.fb[static_cast<size_t>(s)];
+    for (int m = lo; m < r.cap; ++m) r.out[m] = fb + sub[m];
+    return r;
+  }
+
+  // Fck_s, Fn_{s+1} ... Fn_{j-1}, then [j, t] beside x_j, then [s, j-1] with δ_j. A leaf costs
+  // at least F(s, j) + lb, so only m in [lo, hi) can improve.
+  void leaf(int s, Row& r, int j, Time f, int32_t sweep, const Time* b, int b_lo) {
+    (void)s;
+    const Time threshold = f + r.lb;
+    while (r.hi > 0 && r.out[r.hi - 1] <= threshold) --r.hi;
+    const int32_t xj = c_.x(j);
+    const int lo = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
+    ++g_triples;
+    if (lo >= r.hi) return;
+    const Time* a = recent(j, r.t) - xj;
+    int top = r.hi;
+    if (top - lo >= kProbeWindow) {
+      // Candidates are nonincreasing in m: below top, one is at least its value at top - 1,
+      // and where the row is already that low it cannot improve.
+      top = first_at_most(r.out, lo, top, leaf_value(f, a[top - 1], b[top - 1]));
+    }
+    ++g_calls; g_elems += top - lo;
+    relax(r.out + lo, a + lo, b + lo, f, top - lo);
+  }
+
+  void finish(int s, const Row& r) {
+    int lo = 0;
+    while (lo < r.cap && r.out[lo] == kInf) ++lo;
+
+    tab_.lo(s, r.t) = lo;
+    std::copy(r.out, r.out + width_, recent(s, r.t));
+  }
+
+  const SlotArrays& c_;
+  Table& tab_;
+  int width_;
+  int t0_ = 0;
+  std::vector<Time> recent_;
+  std::vector<Row> rows_;
+};
+
+void fill_table(const SlotArrays& c, Table& tab) { BlockFiller(c, tab).fill(); }
 
 // The choice at (s, t, m), by Rotor's rule: the best leaf (smallest j among equals) when it is
 // no worse than the chain option.

@@ -190,12 +190,21 @@ int64_t norm_axis(int64_t axis, int64_t rank, const std::string& what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-// Copies c's element `from` into out's element `to` (same element kind).
+// Copies c's element `from` into out's element `to`, converting when the element kinds differ
+// (a file may mix types where ONNX requires one).
 void copy_elem(const ConstTensor& c, int64_t from, ConstTensor& out, int64_t to) {
-  if (out.is_float())
-    out.floats[static_cast<size_t>(to)] = c.as_double(static_cast<size_t>(from));
-  else
-    out.ints[static_cast<size_t>(to)] = c.ints[static_cast<size_t>(from)];
+  const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+  if (out.is_float()) {
+    out.floats[t] = c.as_double(f);
+  } else if (!c.is_float()) {
+    out.ints[t] = c.ints[f];
+  } else {
+    double v = c.floats[f];
+    if (!std::isfinite(v) || v >= 9.2e18 || v <= -9.2e18) {
+      throw InputError("constant value " + std::to_string(v) + " does not fit a 64-bit integer");
+    }
+    out.ints[t] = static_cast<int64_t>(v);
+  }
 }
 
 // Element offset in a tensor of `shape` broadcast to `out_shape` for output multi-index `idx`.
@@ -719,7 +728,8 @@ ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what,
       return c;
     }
     decode_raw(c, t.raw_data());
-    c.known = true;
+    c.known = static_cast<int64_t>(c.size()) == n;  // complex and other types are not decoded
+    if (!c.known) c.ints.clear(), c.floats.clear();
     return c;
   }
   int64_t count = decode_typed(c, t, false);
@@ -731,7 +741,7 @@ ConstTensor decode_tensor(const onnx::TensorProto& t, const std::string& what,
   }
   if (n > max_elements) return c;
   decode_typed(c, t, true);
-  c.known = true;
+  c.known = static_cast<int64_t>(c.size()) == n;
   return c;
 }
 
@@ -945,7 +955,8 @@ std::optional<std::vector<ConstTensor>> fold_node(const onnx::NodeProto& node, i
         out.known = true;
       }
     } else {
-      int64_t a = s.ints[0], b = l.ints[0], st = d.ints[0];
+      int64_t a = s.ints[0], b = l.int_values(what + " limit")[0],
+              st = d.int_values(what + " delta")[0];
       if (st == 0) throw InputError(what + ": Range with step 0");
       double span = (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(st);
       count = to_int_checked(std::max(0.0, std::ceil(span)), what);
