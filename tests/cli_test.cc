@@ -125,3 +125,21 @@ TEST(Cli, OnnxDimErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, PlanChainWorkedExample) {
+  // ../shared/docs/chain-model.md section 7: 500 MiB, 500 slots -> 27 ms; 400 MiB infeasible.
+  const std::string f = std::string(HEADROOM_SOURCE_DIR) + "/examples/chain-example.json";
+  CliRun r = run("plan --chain " + f + " --budget 500MiB --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"makespan_ms\": 27.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"feasible\": true"), std::string::npos);
+  CliRun tight = run("plan --chain " + f + " --budget 400MiB --json");
+  ASSERT_EQ(tight.code, 0) << tight.err;
+  EXPECT_NE(tight.out.find("\"feasible\": false"), std::string::npos) << tight.out;
+  expect_usage_error("plan --chain " + f, "--budget");
+  expect_usage_error("plan --chain /nonexistent.json --budget 1GiB", "/nonexistent.json");
+}
+
+}  // namespace

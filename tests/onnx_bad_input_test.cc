@@ -298,7 +298,9 @@ TEST(OnnxBadInput, MixedConstantKinds) {
   m.node("Reshape", {"x", "shape"}, {"y"}, "view");
   m.output("y");
   Result<Graph> r = import_onnx_bytes(m.bytes(), opts(), "bad.onnx");
-  if (!r.ok()) EXPECT_EQ(r.error().find('\n'), std::string::npos);
+  if (!r.ok()) {
+    EXPECT_EQ(r.error().find('\n'), std::string::npos);
+  }
   TensorProto c;
   c.set_data_type(TensorProto::COMPLEX64);
   c.add_dims(1);

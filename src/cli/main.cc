@@ -14,6 +14,8 @@
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/onnx/onnx_import.h"
+#include "plan/chain_dp.h"
+#include "plan/chain_model.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
@@ -327,6 +329,24 @@ int run_pack(const PackArgs& a) {
   return 0;
 }
 
+int run_plan_chain(const std::string& file, const std::string& budget, const std::string& slots, bool json) {
+  Result<ChainPlan> r = capture_input_errors([&]() -> ChainPlan {
+    if (file.empty()) throw InputError("plan needs --chain FILE (model plans are not available yet)");
+    if (budget.empty()) throw InputError("plan --chain needs --budget SIZE");
+    int64_t b = parse_memory_size(budget);
+    int64_t n = slots.empty() ? kDefaultChainSlots : parse_positive("--slots", slots);
+    if (n > 100000) throw InputError("--slots " + slots + " is more than 100000");
+    Result<Chain> c = load_chain_file(file);
+    if (!c.ok()) throw InputError(c.error());
+    Result<ChainPlan> p = solve_chain(c.value(), b, static_cast<int>(n));
+    if (!p.ok()) throw InputError(p.error());
+    return p.value();
+  });
+  if (!r.ok()) return fail(r.error());
+  std::cout << (json ? chain_plan_json(r.value()) : chain_plan_text(r.value()));
+  return 0;
+}
+
 int run_gpus() {
   std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "aliases");
   for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) {
@@ -362,6 +382,13 @@ int main_impl(int argc, char** argv) {
   fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
+  std::string chain_file, chain_budget, chain_slots;
+  bool chain_json = false;
+  CLI::App* planc = app.add_subcommand("plan", "checkpointing plans (for now: the chain solver, --chain)");
+  planc->add_option("--chain", chain_file, "chain model JSON (docs/chain-solver.md)");
+  planc->add_option("--budget", chain_budget, "memory budget, e.g. 500MiB");
+  planc->add_option("--slots", chain_slots, "memory slots of the discretization (default 500)");
+  planc->add_flag("--json", chain_json, "print one JSON object");
   PackArgs pa;
   CLI::App* packc = app.add_subcommand("pack", "several models on one GPU: shared layers, residency, swapping");
   packc->add_option("MODEL", pa.models, "built-in models or .onnx files")->required();
@@ -390,6 +417,7 @@ int main_impl(int argc, char** argv) {
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
+  if (*planc) return run_plan_chain(chain_file, chain_budget, chain_slots, chain_json);
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);
   return fail("no command (see headroom --help)");

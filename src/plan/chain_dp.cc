@@ -146,10 +146,24 @@ __attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time
 }
 #endif
 
+__attribute__((target("avx512f"))) void relax_avx512(Time* __restrict out, const Time* __restrict a,
+                                                const Time* __restrict b, Time f, int count) {
+  int k = 0;
+  const __m512 fv = _mm512_set1_ps(f);
+  for (; k + 16 <= count; k += 16) {
+    const __m512 v = _mm512_add_ps(_mm512_add_ps(fv, _mm512_loadu_ps(a + k)), _mm512_loadu_ps(b + k));
+    _mm512_storeu_ps(out + k, _mm512_min_ps(v, _mm512_loadu_ps(out + k)));
+  }
+  for (; k < count; ++k) {
+    const Time v = leaf_value(f, a[k], b[k]);
+    out[k] = v < out[k] ? v : out[k];
+  }
+}
 using RelaxFn = void (*)(Time*, const Time*, const Time*, Time, int);
 
 RelaxFn pick_relax() {
 #ifdef HEADROOM_CHAIN_AVX2
+  if (__builtin_cpu_supports("avx512f")) return relax_avx512;
   if (__builtin_cpu_supports("avx2")) return relax_avx2;
 #endif
   return relax_portable;
@@ -181,7 +195,6 @@ inline int first_at_most(const Time* row, int lo, int hi, Time v) {
 // them sequentially. Every input is ready when read: (s + 1, t) and (j, t) come from a larger s,
 // (s, j - 1) from an earlier block or an earlier t.
 constexpr int kBlock = 16;
-constexpr int kProbeWindow = 100000;
 
 class BlockFiller {
  public:
@@ -222,13 +235,16 @@ class BlockFiller {
     // Step 2: leaves whose first part [s, j - 1] ends before the block.
     int32_t sweep = 0;  // max memory of Fck_s, Fn_{s+1} ... Fn_{j-1}, without δ_{t+1}
     int j = s + 1;
-    for (; j <= t0_; ++j) {
-      sweep = next_sweep(s, j, sweep);
-      const Time f = c_.forwards(s, j);
-      const Time* b = tab_.values(s, j - 1);
-      const int b_lo = tab_.lo(s, j - 1);
-      for (Row& r : rows_) leaf(s, r, j, f, sweep, b, b_lo);
+    for (Row& r : rows_) {
+      sweep = 0;
+      for (j = s + 1; j <= t0_; ++j) {
+        sweep = next_sweep(s, j, sweep);
+        leaf(s, r, j, c_.forwards(s, j), sweep, tab_.values(s, j - 1), tab_.lo(s, j - 1));
+      }
     }
+    j = std::max(s + 1, t0_ + 1);
+    sweep = 0;
+    for (int k = s + 1; k < j; ++k) sweep = next_sweep(s, k, sweep);
     // Step 3: leaves whose first part ends in the block.
     const int j_begin = j;
     int32_t sweep_begin = sweep;
@@ -294,15 +310,8 @@ class BlockFiller {
     const int lo = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
     ++g_triples;
     if (lo >= r.hi) return;
-    const Time* a = recent(j, r.t) - xj;
-    int top = r.hi;
-    if (top - lo >= kProbeWindow) {
-      // Candidates are nonincreasing in m: below top, one is at least its value at top - 1,
-      // and where the row is already that low it cannot improve.
-      top = first_at_most(r.out, lo, top, leaf_value(f, a[top - 1], b[top - 1]));
-    }
-    ++g_calls; g_elems += top - lo;
-    relax(r.out + lo, a + lo, b + lo, f, top - lo);
+    ++g_calls; g_elems += r.hi - lo;
+    relax(r.out + lo, recent(j, r.t) - xj + lo, b + lo, f, r.hi - lo);
   }
 
   void finish(int s, const Row& r) {
