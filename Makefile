@@ -26,5 +26,8 @@ validate: build
 bench: build
 	$(BUILD_DIR)/headroom_bench
 
+fuzz:
+	fuzz/run_onnx_fuzz.sh
+
 clean:
 	rm -rf build

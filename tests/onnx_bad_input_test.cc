@@ -313,6 +313,24 @@ TEST(OnnxBadInput, MixedConstantKinds) {
   EXPECT_ERROR_HAS(error_of(z), "bad.onnx: node 'view' (Reshape): ");
 }
 
+// Found by the fuzzer: ONNX 1.12's convolution shape inference indexed past its attributes when
+// the weight's kernel rank and the input's rank disagree.
+TEST(OnnxBadInput, ConvolutionRanksDisagree) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{8}});
+  m.initializer("w", {4, 3, 3, 3});
+  m.node("Conv", {"x", "w"}, {"y"}, "conv").ints("pads", {1, 1, 1, 1});
+  m.output("y");
+  EXPECT_ERROR_HAS(error_of(m), "bad.onnx: node 'conv' (Conv): ");
+  OnnxModel r;  // a computed weight: inference skips the node
+  r.input("x", {std::string("batch"), int64_t{8}});
+  r.input("w", {int64_t{4}, int64_t{3}, int64_t{3}, int64_t{3}});
+  r.node("Relu", {"w"}, {"w2"});
+  r.node("Conv", {"x", "w2"}, {"y"}, "conv");
+  r.output("y");
+  EXPECT_ERROR_HAS(error_of(r), "bad.onnx: node 'conv' (Conv): ");
+}
+
 TEST(OnnxBadInput, BadOptions) {
   OnnxImportOptions o = opts();
   o.batch = 0;

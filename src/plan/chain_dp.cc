@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <variant>
@@ -85,7 +86,7 @@ class Table {
   Table(int L, int memory)
       : n_(L + 1), width_(memory + 1),
         rows_(static_cast<size_t>(n_) * static_cast<size_t>(n_ + 1) / 2),
-        values_(rows_ * static_cast<size_t>(width_)), lo_(rows_), cap_(rows_), lb_(rows_) {}
+        values_(new Time[rows_ * static_cast<size_t>(width_)]), lo_(rows_), cap_(rows_), lb_(rows_) {}
 
   size_t row(int s, int t) const {
     const auto ss = static_cast<size_t>(s);
@@ -103,14 +104,16 @@ class Table {
   int n_;
   int width_;
   size_t rows_;
-  std::vector<Time> values_;
+  std::unique_ptr<Time[]> values_;  // every row is written in full before it is read
   std::vector<int32_t> lo_, cap_;
   std::vector<Time> lb_;
 };
 
-// out[k] = min(out[k], (f + a[k]) + b[k]) for k < count. The same expression, in the same order,
-// is evaluated by the reconstruction.
+// A leaf's value, F(s, j) + C(j, t, m - x_j) + C(s, j - 1, m), in this order of additions
+// everywhere (table fill and reconstruction), so the reconstruction finds the table's values.
 inline Time leaf_value(Time f, Time a, Time b) { return (f + a) + b; }
+
+// relax: out[k] = min(out[k], leaf_value(f, a[k], b[k])) for k < count; SSE2, AVX2 or scalar.
 
 void relax_portable(Time* __restrict out, const Time* __restrict a, const Time* __restrict b, Time f, int count) {
   int k = 0;
@@ -146,54 +149,50 @@ __attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time
 }
 #endif
 
-__attribute__((target("avx512f"))) void relax_avx512(Time* __restrict out, const Time* __restrict a,
-                                                const Time* __restrict b, Time f, int count) {
+__attribute__((target("avx2"))) void relax2_avx2(Time* __restrict out, const Time* __restrict a1,
+                                                 const Time* __restrict b1, Time f1, const Time* __restrict a2,
+                                                 const Time* __restrict b2, Time f2, int count) {
   int k = 0;
-  const __m512 fv = _mm512_set1_ps(f);
-  for (; k + 16 <= count; k += 16) {
-    const __m512 v = _mm512_add_ps(_mm512_add_ps(fv, _mm512_loadu_ps(a + k)), _mm512_loadu_ps(b + k));
-    _mm512_storeu_ps(out + k, _mm512_min_ps(v, _mm512_loadu_ps(out + k)));
+  const __m256 fv1 = _mm256_set1_ps(f1), fv2 = _mm256_set1_ps(f2);
+  for (; k + 8 <= count; k += 8) {
+    const __m256 v1 = _mm256_add_ps(_mm256_add_ps(fv1, _mm256_loadu_ps(a1 + k)), _mm256_loadu_ps(b1 + k));
+    const __m256 v2 = _mm256_add_ps(_mm256_add_ps(fv2, _mm256_loadu_ps(a2 + k)), _mm256_loadu_ps(b2 + k));
+    _mm256_storeu_ps(out + k, _mm256_min_ps(v2, _mm256_min_ps(v1, _mm256_loadu_ps(out + k))));
   }
   for (; k < count; ++k) {
-    const Time v = leaf_value(f, a[k], b[k]);
-    out[k] = v < out[k] ? v : out[k];
+    const Time v1 = leaf_value(f1, a1[k], b1[k]);
+    const Time o = v1 < out[k] ? v1 : out[k];
+    const Time v2 = leaf_value(f2, a2[k], b2[k]);
+    out[k] = v2 < o ? v2 : o;
   }
 }
 using RelaxFn = void (*)(Time*, const Time*, const Time*, Time, int);
 
 RelaxFn pick_relax() {
 #ifdef HEADROOM_CHAIN_AVX2
-  if (__builtin_cpu_supports("avx512f")) return relax_avx512;
+  __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) return relax_avx2;
 #endif
   return relax_portable;
 }
 
-const RelaxFn relax = pick_relax();
-
-}
-long long g_elems=0, g_calls=0, g_triples=0, g_improve=0, g_window=0;
-namespace {
-// The smallest k in [lo, hi) with row[k] <= v, or hi; row is nonincreasing on [lo, hi).
-inline int first_at_most(const Time* row, int lo, int hi, Time v) {
-  while (lo < hi) {
-    const int mid = lo + (hi - lo) / 2;
-    if (row[mid] <= v) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
+// The same results either way: both compute the expression of leaf_value, element by element.
+void relax(Time* out, const Time* a, const Time* b, Time f, int count) {
+  static const RelaxFn fn = pick_relax();
+  fn(out, a, b, f, count);
 }
 
-// The table is filled in blocks of kBlock columns t. For one block, s runs from the block's
-// last column down to 0, and at each s every row (s, t) of the block is computed together:
-//   1. the chain option (or the single stage when s == t);
-//   2. the leaves j <= t0 (the block's first column), j outer and t inner: the row (s, j - 1)
-//      is complete (an earlier block) and is read once for all the block's columns;
-//   3. t ascending, the leaves j > t0, whose rows (s, j - 1) are this block's, finished in 3 at
-//      an earlier t.
-// Rows (j, t) of the block are also kept in `recent`, ordered by j then t, so steps 2 and 3 read
-// them sequentially. Every input is ready when read: (s + 1, t) and (j, t) come from a larger s,
-// (s, j - 1) from an earlier block or an earlier t.
+// The table is filled in blocks of kBlock columns t, and for one block, s runs from the block's
+// last column down to 0. At each s, all the block's rows (s, t) are computed together:
+//   1. each row starts from its chain option (or is the single stage, s == t);
+//   2. the leaves j <= t0 (the block's first column), j outer and t inner: their row
+//      (s, j - 1) is in an earlier block, final, and read once for all the block's columns;
+//   3. t ascending, the leaves j > t0, whose rows (s, j - 1) were finished in this step at an
+//      earlier t; then the row is final.
+// The block's rows (j, t) are also kept in `recent_`, ordered by j then t, so steps 1-3 read
+// them sequentially. Every input is final when read: (s + 1, t) and (j, t) have a larger s,
+// (s, j - 1) is in an earlier block or at an earlier t. The order changes which leaves the
+// threshold skips, never the minimum.
 constexpr int kBlock = 16;
 
 class BlockFiller {
@@ -206,13 +205,13 @@ class BlockFiller {
     for (int t0 = 0; t0 <= c_.L; t0 += kBlock) {
       t0_ = t0;
       const int t1 = std::min(c_.L + 1, t0 + kBlock);
-      for (int s = t1 - 1; s >= 0; --s) fill_rows(s, std::max(s, t0), t1);
+      for (int s = t1 - 1; s >= 0; --s) fill_rows(s, t1);
     }
   }
 
  private:
-  // One row (s, t) being computed: out[m] for m < cap is the best so far, nonincreasing in m;
-  // out[m] <= f + lb for every m in [hi, cap) at the current leaf's F(s, j) = f.
+  // One row (s, t) being computed: out[m] for m < cap is the best so far, nonincreasing in m,
+  // and out[m] <= F(s, j) + lb for every m in [hi, cap), j the last leaf applied.
   struct Row {
     int t = 0;
     Time* out = nullptr;
@@ -226,46 +225,54 @@ class BlockFiller {
     return recent_.data() + (static_cast<size_t>(j) * kBlock + static_cast<size_t>(t - t0_)) * static_cast<size_t>(width_);
   }
 
-  void fill_rows(int s, int t_begin, int t1) {
+  void fill_rows(int s, int t1) {
     rows_.clear();
-    for (int t = t_begin; t < t1; ++t) {
+    for (int t = std::max(s, t0_); t < t1; ++t) {
       if (s == t) single_stage(s);
       else rows_.push_back(chain_option(s, t));
     }
-    // Step 2: leaves whose first part [s, j - 1] ends before the block.
-    int32_t sweep = 0;  // max memory of Fck_s, Fn_{s+1} ... Fn_{j-1}, without δ_{t+1}
+    // 2. Leaves whose first part [s, j - 1] ends before the block.
+    int32_t sweep = 0;
     int j = s + 1;
-    for (Row& r : rows_) {
-      sweep = 0;
-      for (j = s + 1; j <= t0_; ++j) {
-        sweep = next_sweep(s, j, sweep);
-        leaf(s, r, j, c_.forwards(s, j), sweep, tab_.values(s, j - 1), tab_.lo(s, j - 1));
-      }
+    for (; j + 1 <= t0_; j += 2) {
+      const int32_t sweep1 = next_sweep(s, j, sweep);
+      sweep = next_sweep(s, j + 1, sweep1);
+      const Time f1 = c_.forwards(s, j), f2 = c_.forwards(s, j + 1);
+      const Time* b1 = tab_.values(s, j - 1);
+      const Time* b2 = tab_.values(s, j);
+      const int b_lo1 = tab_.lo(s, j - 1), b_lo2 = tab_.lo(s, j);
+      for (Row& r : rows_) leaf_pair(r, j, f1, sweep1, b1, b_lo1, f2, sweep, b2, b_lo2);
     }
-    j = std::max(s + 1, t0_ + 1);
-    sweep = 0;
-    for (int k = s + 1; k < j; ++k) sweep = next_sweep(s, k, sweep);
-    // Step 3: leaves whose first part ends in the block.
+    for (; j <= t0_; ++j) {
+      sweep = next_sweep(s, j, sweep);
+      const Time f = c_.forwards(s, j);
+      const Time* b = tab_.values(s, j - 1);
+      const int b_lo = tab_.lo(s, j - 1);
+      for (Row& r : rows_) leaf(r, j, f, sweep, b, b_lo);
+    }
+    // 3. Leaves whose first part ends in the block.
     const int j_begin = j;
-    int32_t sweep_begin = sweep;
+    const int32_t sweep_begin = sweep;
     for (Row& r : rows_) {
       sweep = sweep_begin;
       for (j = j_begin; j <= r.t; ++j) {
         sweep = next_sweep(s, j, sweep);
-        leaf(s, r, j, c_.forwards(s, j), sweep, tab_.values(s, j - 1), tab_.lo(s, j - 1));
+        leaf(r, j, c_.forwards(s, j), sweep, tab_.values(s, j - 1), tab_.lo(s, j - 1));
       }
       finish(s, r);
     }
   }
 
+  // The sweep of leaf j, without δ_{t+1}: the max over Fck_s (memory x_{s+1} + ftmp_s) and
+  // Fn_{s+1} ... Fn_{j-1} (x_k + x_{k+1} + ftmp_k), from the sweep of leaf j - 1.
   int32_t next_sweep(int s, int j, int32_t sweep) const {
     const auto k = static_cast<size_t>(j - 1);
     const int32_t step = j == s + 1 ? c_.cw[k + 1] + c_.ftmp[k] : c_.cw[k] + c_.cw[k + 1] + c_.ftmp[k];
     return std::max(sweep, step);
   }
 
+  // Fall_s then B_s with δ_{s+1} live (or the loss alone, s == L).
   void single_stage(int s) {
-    // Fall_s then B_s with δ_{s+1} live (or the loss alone, s == L).
     Time* out = tab_.values(s, s);
     const int lo = std::min<int32_t>(c_.chain_need(s, s), width_);
     const Time v = c_.fb[static_cast<size_t>(s)];
@@ -277,8 +284,8 @@ class BlockFiller {
     std::copy(out, out + width_, recent(s, s));
   }
 
-  // Fall_s, then [s+1, t] beside x̄_{s+1}, then B_s; from cap on, the segment stores
-  // everything and costs lb.
+  // Fall_s, then [s+1, t] beside x̄_{s+1}, then B_s. From cap on, the segment stores everything
+  // and costs lb: no leaf does better, so leaves only look below cap.
   Row chain_option(int s, int t) {
     Row r;
     r.t = t;
@@ -301,23 +308,44 @@ class BlockFiller {
   }
 
   // Fck_s, Fn_{s+1} ... Fn_{j-1}, then [j, t] beside x_j, then [s, j-1] with δ_j. A leaf costs
-  // at least F(s, j) + lb, so only m in [lo, hi) can improve.
-  void leaf(int s, Row& r, int j, Time f, int32_t sweep, const Time* b, int b_lo) {
-    (void)s;
+  // at least F(s, j) + lb (both parts at their lower bound), and F grows with j, so hi only
+  // moves down; m below lo fails a memory test.
+  void leaf(Row& r, int j, Time f, int32_t sweep, const Time* b, int b_lo) {
     const Time threshold = f + r.lb;
     while (r.hi > 0 && r.out[r.hi - 1] <= threshold) --r.hi;
     const int32_t xj = c_.x(j);
     const int lo = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
-    ++g_triples;
     if (lo >= r.hi) return;
-    ++g_calls; g_elems += r.hi - lo;
     relax(r.out + lo, recent(j, r.t) - xj + lo, b + lo, f, r.hi - lo);
+  }
+
+  void leaf_pair(Row& r, int j, Time f1, int32_t sweep1, const Time* b1, int b_lo1, Time f2, int32_t sweep2,
+                 const Time* b2, int b_lo2) {
+    while (r.hi > 0 && r.out[r.hi - 1] <= f1 + r.lb) --r.hi;
+    const int hi1 = r.hi;
+    while (r.hi > 0 && r.out[r.hi - 1] <= f2 + r.lb) --r.hi;
+    const int hi2 = r.hi;
+    const int32_t x1 = c_.x(j), x2 = c_.x(j + 1);
+    const int lo1 = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep1, int64_t{x1} + tab_.lo(j, r.t), b_lo1}));
+    const int lo2 = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep2, int64_t{x2} + tab_.lo(j + 1, r.t), b_lo2}));
+    const Time* a1 = recent(j, r.t) - x1;
+    const Time* a2 = recent(j + 1, r.t) - x2;
+    const int c_lo = std::max(lo1, lo2), c_hi = std::min(hi1, hi2);
+    if (c_lo >= c_hi) {
+      if (lo1 < hi1) relax(r.out + lo1, a1 + lo1, b1 + lo1, f1, hi1 - lo1);
+      if (lo2 < hi2) relax(r.out + lo2, a2 + lo2, b2 + lo2, f2, hi2 - lo2);
+      return;
+    }
+    if (lo1 < c_lo) relax(r.out + lo1, a1 + lo1, b1 + lo1, f1, c_lo - lo1);
+    if (c_hi < hi1) relax(r.out + c_hi, a1 + c_hi, b1 + c_hi, f1, hi1 - c_hi);
+    if (lo2 < c_lo) relax(r.out + lo2, a2 + lo2, b2 + lo2, f2, c_lo - lo2);
+    if (c_hi < hi2) relax(r.out + c_hi, a2 + c_hi, b2 + c_hi, f2, hi2 - c_hi);
+    relax2_avx2(r.out + c_lo, a1 + c_lo, b1 + c_lo, f1, a2 + c_lo, b2 + c_lo, f2, c_hi - c_lo);
   }
 
   void finish(int s, const Row& r) {
     int lo = 0;
     while (lo < r.cap && r.out[lo] == kInf) ++lo;
-
     tab_.lo(s, r.t) = lo;
     std::copy(r.out, r.out + width_, recent(s, r.t));
   }

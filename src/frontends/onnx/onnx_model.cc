@@ -571,6 +571,62 @@ bool InferredType::static_shape() const {
 
 namespace {
 
+// ONNX 1.12's convolution shape inference takes the kernel size from the weight's shape and then
+// indexes per-axis attributes sized by the input's rank, out of bounds when the two disagree. While
+// inference runs, each convolution gets an explicit kernel_shape from its initializer weight (the
+// attribute is checked against the input's rank), and a convolution whose weight is computed is
+// moved to a private domain so inference skips it (headroom computes 2-D convolution shapes
+// itself).
+class GuardConvolutions {
+ public:
+  explicit GuardConvolutions(onnx::ModelProto& model) : model_(model) {
+    onnx::GraphProto* g = model.mutable_graph();
+    std::unordered_map<std::string, const TensorProto*> inits;
+    for (const TensorProto& t : g->initializer()) inits[t.name()] = &t;
+    for (onnx::NodeProto& n : *g->mutable_node()) {
+      if (!default_domain(n.domain())) continue;
+      const std::string& op = n.op_type();
+      int w = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger" ? 1
+              : op == "QLinearConv"                                        ? 3
+                                                                           : -1;
+      if (w < 0) continue;
+      bool has_kernel = false;
+      for (const onnx::AttributeProto& a : n.attribute())
+        has_kernel = has_kernel || a.name() == "kernel_shape";
+      if (has_kernel) continue;
+      auto it = w < n.input_size() ? inits.find(n.input(w)) : inits.end();
+      if (it != inits.end() && it->second->dims_size() >= 2) {
+        onnx::AttributeProto* a = n.add_attribute();
+        a->set_name("kernel_shape");
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int d = 2; d < it->second->dims_size(); ++d) a->add_ints(it->second->dims(d));
+        added_.push_back(&n);
+      } else {
+        moved_.emplace_back(&n, n.domain());
+        n.set_domain(kSkipDomain);
+      }
+    }
+    if (!moved_.empty()) {
+      auto* o = model_.add_opset_import();
+      o->set_domain(kSkipDomain);
+      o->set_version(1);
+    }
+  }
+  ~GuardConvolutions() {
+    for (onnx::NodeProto* n : added_) n->mutable_attribute()->RemoveLast();
+    for (auto& [n, domain] : moved_) n->set_domain(domain);
+    if (!moved_.empty()) model_.mutable_opset_import()->RemoveLast();
+  }
+  GuardConvolutions(const GuardConvolutions&) = delete;
+  GuardConvolutions& operator=(const GuardConvolutions&) = delete;
+
+ private:
+  static constexpr const char* kSkipDomain = "headroom.skip-inference";
+  onnx::ModelProto& model_;
+  std::vector<onnx::NodeProto*> added_;
+  std::vector<std::pair<onnx::NodeProto*, std::string>> moved_;
+};
+
 // Initializers without inline values (stripped or external weights) are shown to shape inference
 // as graph inputs of their declared type and shape while it runs, then restored in their order.
 class HideDatalessInitializers {
@@ -615,6 +671,7 @@ class HideDatalessInitializers {
 
 TypeTable infer_types(onnx::ModelProto& model) {
   try {
+    GuardConvolutions guard(model);
     HideDatalessInitializers hide(model.mutable_graph());
     // Lenient (error_mode 0): a node inference cannot handle keeps its declared shapes; the
     // lowering recomputes every shape under PyTorch's rules and compares (check_shapes), and
