@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build demo test validate bench fuzz clean
+.PHONY: deps build demo test validate bench fuzz fuzz-smoke clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -15,9 +15,15 @@ build: deps
 demo: build
 	$(BUILD_DIR)/headroom estimate resnet50 --batch 32 --mode train --optimizer adam
 
-test: build
+# The importer fuzz run comes first so that ctest's summary is the last thing printed.
+test: build fuzz-smoke
 	@scripts/install-deps.sh browser
 	@ctest --preset $(PRESET) -j $(JOBS)
+
+fuzz-smoke:
+	@scripts/install-deps.sh fuzz
+	@fuzz/run_onnx_fuzz.sh 30 > build/fuzz-smoke.log 2>&1 || (tail -40 build/fuzz-smoke.log; exit 1)
+	@grep -E "stat::number_of_executed_units|Done" build/fuzz-smoke.log | head -2
 
 validate: build
 	@scripts/install-deps.sh validate

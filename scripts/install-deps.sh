@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages headroom needs, and only the missing ones.
 # As root it runs apt-get; otherwise it prints the one command to run and fails.
-# Usage: scripts/install-deps.sh [build|validate|browser|all]
+# Usage: scripts/install-deps.sh [build|validate|browser|fuzz|all]
 set -euo pipefail
 what="${1:-build}"
 build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev
@@ -10,12 +10,15 @@ build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
 validate_pkgs=(python3-torch python3-torchvision python3-onnx)
 # The HTML report test renders `headroom report` output in headless Chromium (`make test`).
 browser_pkgs=(chromium)
+# The ONNX importer's libFuzzer target (clang with compiler-rt), run for a bounded time by `make test`.
+fuzz_pkgs=(clang libclang-rt-14-dev)
 case "$what" in
   build) pkgs=("${build_pkgs[@]}") ;;
   validate) pkgs=("${validate_pkgs[@]}") ;;
   browser) pkgs=("${browser_pkgs[@]}") ;;
-  all) pkgs=("${build_pkgs[@]}" "${validate_pkgs[@]}" "${browser_pkgs[@]}") ;;
-  *) echo "install-deps.sh: unknown set '$what' (build, validate, browser or all)" >&2; exit 2 ;;
+  fuzz) pkgs=("${fuzz_pkgs[@]}") ;;
+  all) pkgs=("${build_pkgs[@]}" "${validate_pkgs[@]}" "${browser_pkgs[@]}" "${fuzz_pkgs[@]}") ;;
+  *) echo "install-deps.sh: unknown set '$what' (build, validate, browser, fuzz or all)" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do

@@ -149,23 +149,48 @@ __attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time
 }
 #endif
 
-__attribute__((target("avx2"))) void relax2_avx2(Time* __restrict out, const Time* __restrict a1,
-                                                 const Time* __restrict b1, Time f1, const Time* __restrict a2,
-                                                 const Time* __restrict b2, Time f2, int count) {
-  int k = 0;
-  const __m256 fv1 = _mm256_set1_ps(f1), fv2 = _mm256_set1_ps(f2);
-  for (; k + 8 <= count; k += 8) {
-    const __m256 v1 = _mm256_add_ps(_mm256_add_ps(fv1, _mm256_loadu_ps(a1 + k)), _mm256_loadu_ps(b1 + k));
-    const __m256 v2 = _mm256_add_ps(_mm256_add_ps(fv2, _mm256_loadu_ps(a2 + k)), _mm256_loadu_ps(b2 + k));
-    _mm256_storeu_ps(out + k, _mm256_min_ps(v2, _mm256_min_ps(v1, _mm256_loadu_ps(out + k))));
+// Up to kFuse leaves at once on one output row: out is read and written once for all of them.
+constexpr int kFuse = 2;
+struct Leaves {
+  int n = 0;
+  const Time* a[kFuse];
+  const Time* b[kFuse];
+  Time f[kFuse];
+};
+
+template <int N>
+__attribute__((target("avx2"))) void relax_fused_avx2(Time* __restrict out, const Leaves& l, int begin, int end) {
+  __m256 fv[N];
+  for (int i = 0; i < N; ++i) fv[i] = _mm256_set1_ps(l.f[i]);
+  int k = begin;
+  for (; k + 8 <= end; k += 8) {
+    __m256 o = _mm256_loadu_ps(out + k);
+    for (int i = 0; i < N; ++i) {
+      const __m256 v = _mm256_add_ps(_mm256_add_ps(fv[i], _mm256_loadu_ps(l.a[i] + k)), _mm256_loadu_ps(l.b[i] + k));
+      o = _mm256_min_ps(v, o);
+    }
+    _mm256_storeu_ps(out + k, o);
   }
-  for (; k < count; ++k) {
-    const Time v1 = leaf_value(f1, a1[k], b1[k]);
-    const Time o = v1 < out[k] ? v1 : out[k];
-    const Time v2 = leaf_value(f2, a2[k], b2[k]);
-    out[k] = v2 < o ? v2 : o;
+  for (; k < end; ++k) {
+    Time o = out[k];
+    for (int i = 0; i < N; ++i) {
+      const Time v = leaf_value(l.f[i], l.a[i][k], l.b[i][k]);
+      o = v < o ? v : o;
+    }
+    out[k] = o;
   }
 }
+
+void relax_fused(Time* out, const Leaves& l, int begin, int end) {
+  switch (l.n) {
+    case 1: relax_fused_avx2<1>(out, l, begin, end); break;
+    case 2: relax_fused_avx2<2>(out, l, begin, end); break;
+    case 3: relax_fused_avx2<3>(out, l, begin, end); break;
+    case 4: relax_fused_avx2<4>(out, l, begin, end); break;
+    default: break;
+  }
+}
+
 using RelaxFn = void (*)(Time*, const Time*, const Time*, Time, int);
 
 RelaxFn pick_relax() {
@@ -234,14 +259,16 @@ class BlockFiller {
     // 2. Leaves whose first part [s, j - 1] ends before the block.
     int32_t sweep = 0;
     int j = s + 1;
-    for (; j + 1 <= t0_; j += 2) {
-      const int32_t sweep1 = next_sweep(s, j, sweep);
-      sweep = next_sweep(s, j + 1, sweep1);
-      const Time f1 = c_.forwards(s, j), f2 = c_.forwards(s, j + 1);
-      const Time* b1 = tab_.values(s, j - 1);
-      const Time* b2 = tab_.values(s, j);
-      const int b_lo1 = tab_.lo(s, j - 1), b_lo2 = tab_.lo(s, j);
-      for (Row& r : rows_) leaf_pair(r, j, f1, sweep1, b1, b_lo1, f2, sweep, b2, b_lo2);
+    for (; j + kFuse - 1 <= t0_; j += kFuse) {
+      Group g;
+      for (int i = 0; i < kFuse; ++i) {
+        sweep = next_sweep(s, j + i, sweep);
+        g.sweep[i] = sweep;
+        g.f[i] = c_.forwards(s, j + i);
+        g.b[i] = tab_.values(s, j + i - 1);
+        g.b_lo[i] = tab_.lo(s, j + i - 1);
+      }
+      for (Row& r : rows_) leaf_group(r, j, g);
     }
     for (; j <= t0_; ++j) {
       sweep = next_sweep(s, j, sweep);
@@ -319,28 +346,47 @@ class BlockFiller {
     relax(r.out + lo, recent(j, r.t) - xj + lo, b + lo, f, r.hi - lo);
   }
 
-  void leaf_pair(Row& r, int j, Time f1, int32_t sweep1, const Time* b1, int b_lo1, Time f2, int32_t sweep2,
-                 const Time* b2, int b_lo2) {
-    while (r.hi > 0 && r.out[r.hi - 1] <= f1 + r.lb) --r.hi;
-    const int hi1 = r.hi;
-    while (r.hi > 0 && r.out[r.hi - 1] <= f2 + r.lb) --r.hi;
-    const int hi2 = r.hi;
-    const int32_t x1 = c_.x(j), x2 = c_.x(j + 1);
-    const int lo1 = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep1, int64_t{x1} + tab_.lo(j, r.t), b_lo1}));
-    const int lo2 = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep2, int64_t{x2} + tab_.lo(j + 1, r.t), b_lo2}));
-    const Time* a1 = recent(j, r.t) - x1;
-    const Time* a2 = recent(j + 1, r.t) - x2;
-    const int c_lo = std::max(lo1, lo2), c_hi = std::min(hi1, hi2);
-    if (c_lo >= c_hi) {
-      if (lo1 < hi1) relax(r.out + lo1, a1 + lo1, b1 + lo1, f1, hi1 - lo1);
-      if (lo2 < hi2) relax(r.out + lo2, a2 + lo2, b2 + lo2, f2, hi2 - lo2);
-      return;
+  struct Group {
+    int32_t sweep[kFuse];
+    Time f[kFuse];
+    const Time* b[kFuse];
+    int b_lo[kFuse];
+  };
+
+  // kFuse consecutive leaves j, j + 1, ... on one row: each leaf's window [lo, hi) as in leaf();
+  // the windows are cut at their ends into pieces where the same leaves apply, and each piece
+  // reads and writes the row once. hi of a later leaf is taken before the earlier leaves update
+  // the row: larger than leaf() would find, so nothing is skipped that leaf() would do.
+  void leaf_group(Row& r, int j, const Group& g) {
+    int lo[kFuse], hi[kFuse];
+    int cuts[2 * kFuse];
+    int n_cuts = 0;
+    for (int i = 0; i < kFuse; ++i) {
+      while (r.hi > 0 && r.out[r.hi - 1] <= g.f[i] + r.lb) --r.hi;
+      hi[i] = r.hi;
+      lo[i] = static_cast<int>(std::max<int64_t>(
+          {int64_t{r.x_after} + g.sweep[i], int64_t{c_.x(j + i)} + tab_.lo(j + i, r.t), g.b_lo[i]}));
+      if (lo[i] < hi[i]) {
+        cuts[n_cuts++] = lo[i];
+        cuts[n_cuts++] = hi[i];
+      }
     }
-    if (lo1 < c_lo) relax(r.out + lo1, a1 + lo1, b1 + lo1, f1, c_lo - lo1);
-    if (c_hi < hi1) relax(r.out + c_hi, a1 + c_hi, b1 + c_hi, f1, hi1 - c_hi);
-    if (lo2 < c_lo) relax(r.out + lo2, a2 + lo2, b2 + lo2, f2, c_lo - lo2);
-    if (c_hi < hi2) relax(r.out + c_hi, a2 + c_hi, b2 + c_hi, f2, hi2 - c_hi);
-    relax2_avx2(r.out + c_lo, a1 + c_lo, b1 + c_lo, f1, a2 + c_lo, b2 + c_lo, f2, c_hi - c_lo);
+    if (n_cuts == 0) return;
+    std::sort(cuts, cuts + n_cuts);
+    for (int k = 0; k + 1 < n_cuts; ++k) {
+      const int begin = cuts[k], end = cuts[k + 1];
+      if (begin == end) continue;
+      Leaves l;
+      for (int i = 0; i < kFuse; ++i) {
+        if (lo[i] <= begin && end <= hi[i]) {
+          l.a[l.n] = recent(j + i, r.t) - c_.x(j + i);
+          l.b[l.n] = g.b[i];
+          l.f[l.n] = g.f[i];
+          ++l.n;
+        }
+      }
+      relax_fused(r.out, l, begin, end);
+    }
   }
 
   void finish(int s, const Row& r) {
