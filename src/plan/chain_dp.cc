@@ -1,6 +1,7 @@
 // Stages of this file: the slot arrays (Rotor's fw, bw, cw, cbw, ftmp, btmp, extended with the
-// zeros of index L+1), the table fill (segments by decreasing start s, then increasing end t;
-// memory in the inner loop), the reconstruction, and solve_chain's verification by simulation.
+// zeros of index L+1); the table C(s, t, m) and its fill (blocks of columns t, s descending,
+// memory in the inner loop, vectorized); the reconstruction of a schedule from the table; and
+// solve_chain, which discretizes, solves, and re-checks the schedule in the simulator.
 #include "plan/chain_dp.h"
 
 #include <algorithm>
@@ -113,8 +114,9 @@ class Table {
 // everywhere (table fill and reconstruction), so the reconstruction finds the table's values.
 inline Time leaf_value(Time f, Time a, Time b) { return (f + a) + b; }
 
-// relax: out[k] = min(out[k], leaf_value(f, a[k], b[k])) for k < count; SSE2, AVX2 or scalar.
-
+// relax: out[k] = min(out[k], leaf_value(f, a[k], b[k])) for k < count, by SSE2 or AVX2 (picked
+// once at run time) or scalar code. All compute the same float operations (minps is
+// v < o ? v : o), so the table does not depend on the instruction set.
 void relax_portable(Time* __restrict out, const Time* __restrict a, const Time* __restrict b, Time f, int count) {
   int k = 0;
 #if defined(__SSE2__)
@@ -149,48 +151,6 @@ __attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time
 }
 #endif
 
-// Up to kFuse leaves at once on one output row: out is read and written once for all of them.
-constexpr int kFuse = 2;
-struct Leaves {
-  int n = 0;
-  const Time* a[kFuse];
-  const Time* b[kFuse];
-  Time f[kFuse];
-};
-
-template <int N>
-__attribute__((target("avx2"))) void relax_fused_avx2(Time* __restrict out, const Leaves& l, int begin, int end) {
-  __m256 fv[N];
-  for (int i = 0; i < N; ++i) fv[i] = _mm256_set1_ps(l.f[i]);
-  int k = begin;
-  for (; k + 8 <= end; k += 8) {
-    __m256 o = _mm256_loadu_ps(out + k);
-    for (int i = 0; i < N; ++i) {
-      const __m256 v = _mm256_add_ps(_mm256_add_ps(fv[i], _mm256_loadu_ps(l.a[i] + k)), _mm256_loadu_ps(l.b[i] + k));
-      o = _mm256_min_ps(v, o);
-    }
-    _mm256_storeu_ps(out + k, o);
-  }
-  for (; k < end; ++k) {
-    Time o = out[k];
-    for (int i = 0; i < N; ++i) {
-      const Time v = leaf_value(l.f[i], l.a[i][k], l.b[i][k]);
-      o = v < o ? v : o;
-    }
-    out[k] = o;
-  }
-}
-
-void relax_fused(Time* out, const Leaves& l, int begin, int end) {
-  switch (l.n) {
-    case 1: relax_fused_avx2<1>(out, l, begin, end); break;
-    case 2: relax_fused_avx2<2>(out, l, begin, end); break;
-    case 3: relax_fused_avx2<3>(out, l, begin, end); break;
-    case 4: relax_fused_avx2<4>(out, l, begin, end); break;
-    default: break;
-  }
-}
-
 using RelaxFn = void (*)(Time*, const Time*, const Time*, Time, int);
 
 RelaxFn pick_relax() {
@@ -201,7 +161,6 @@ RelaxFn pick_relax() {
   return relax_portable;
 }
 
-// The same results either way: both compute the expression of leaf_value, element by element.
 void relax(Time* out, const Time* a, const Time* b, Time f, int count) {
   static const RelaxFn fn = pick_relax();
   fn(out, a, b, f, count);
@@ -259,17 +218,6 @@ class BlockFiller {
     // 2. Leaves whose first part [s, j - 1] ends before the block.
     int32_t sweep = 0;
     int j = s + 1;
-    for (; j + kFuse - 1 <= t0_; j += kFuse) {
-      Group g;
-      for (int i = 0; i < kFuse; ++i) {
-        sweep = next_sweep(s, j + i, sweep);
-        g.sweep[i] = sweep;
-        g.f[i] = c_.forwards(s, j + i);
-        g.b[i] = tab_.values(s, j + i - 1);
-        g.b_lo[i] = tab_.lo(s, j + i - 1);
-      }
-      for (Row& r : rows_) leaf_group(r, j, g);
-    }
     for (; j <= t0_; ++j) {
       sweep = next_sweep(s, j, sweep);
       const Time f = c_.forwards(s, j);
@@ -343,50 +291,10 @@ class BlockFiller {
     const int32_t xj = c_.x(j);
     const int lo = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
     if (lo >= r.hi) return;
-    relax(r.out + lo, recent(j, r.t) - xj + lo, b + lo, f, r.hi - lo);
-  }
-
-  struct Group {
-    int32_t sweep[kFuse];
-    Time f[kFuse];
-    const Time* b[kFuse];
-    int b_lo[kFuse];
-  };
-
-  // kFuse consecutive leaves j, j + 1, ... on one row: each leaf's window [lo, hi) as in leaf();
-  // the windows are cut at their ends into pieces where the same leaves apply, and each piece
-  // reads and writes the row once. hi of a later leaf is taken before the earlier leaves update
-  // the row: larger than leaf() would find, so nothing is skipped that leaf() would do.
-  void leaf_group(Row& r, int j, const Group& g) {
-    int lo[kFuse], hi[kFuse];
-    int cuts[2 * kFuse];
-    int n_cuts = 0;
-    for (int i = 0; i < kFuse; ++i) {
-      while (r.hi > 0 && r.out[r.hi - 1] <= g.f[i] + r.lb) --r.hi;
-      hi[i] = r.hi;
-      lo[i] = static_cast<int>(std::max<int64_t>(
-          {int64_t{r.x_after} + g.sweep[i], int64_t{c_.x(j + i)} + tab_.lo(j + i, r.t), g.b_lo[i]}));
-      if (lo[i] < hi[i]) {
-        cuts[n_cuts++] = lo[i];
-        cuts[n_cuts++] = hi[i];
-      }
-    }
-    if (n_cuts == 0) return;
-    std::sort(cuts, cuts + n_cuts);
-    for (int k = 0; k + 1 < n_cuts; ++k) {
-      const int begin = cuts[k], end = cuts[k + 1];
-      if (begin == end) continue;
-      Leaves l;
-      for (int i = 0; i < kFuse; ++i) {
-        if (lo[i] <= begin && end <= hi[i]) {
-          l.a[l.n] = recent(j + i, r.t) - c_.x(j + i);
-          l.b[l.n] = g.b[i];
-          l.f[l.n] = g.f[i];
-          ++l.n;
-        }
-      }
-      relax_fused(r.out, l, begin, end);
-    }
+    // Past hi the leaf is still a valid candidate (only one that cannot win): round the count
+    // up to whole vectors, short of cap where the row's constant part starts.
+    const int end = std::min(r.cap, lo + ((r.hi - lo + 7) & ~7));
+    relax(r.out + lo, recent(j, r.t) - xj + lo, b + lo, f, end - lo);
   }
 
   void finish(int s, const Row& r) {
