@@ -22,6 +22,22 @@ void BM_ImportResnet18(benchmark::State& state) {
 }
 BENCHMARK(BM_ImportResnet18)->Unit(benchmark::kMillisecond);
 
+// The stripped BERT-base and GPT-2 training exports (thousands of nodes): target well under 100 ms.
+void import_file(benchmark::State& state, const char* file) {
+  const std::string path = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/" + file;
+  OnnxImportOptions o;
+  o.batch = 8;
+  for (auto _ : state) {
+    Result<Graph> g = import_onnx(path, o);
+    if (!g.ok()) state.SkipWithError(g.error().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+}
+void BM_ImportBertBase(benchmark::State& s) { import_file(s, "bert_base_training.onnx"); }
+BENCHMARK(BM_ImportBertBase)->Unit(benchmark::kMillisecond);
+void BM_ImportGpt2(benchmark::State& s) { import_file(s, "gpt2_training.onnx"); }
+BENCHMARK(BM_ImportGpt2)->Unit(benchmark::kMillisecond);
+
 std::string chain_model(int64_t nodes) {
   onnx::ModelProto m;
   m.set_ir_version(7);

@@ -305,18 +305,20 @@ TEST(ChainDp, TextRendering) {
 // Random chains: the DP against the exhaustive search, the simulator, and monotonicity
 
 // Sizes are multiples of `unit` (so the slot discretization at budget = slots * unit is exact),
-// times are small integers (so float sums are exact), zeros included.
-Chain random_chain(std::mt19937& rng, int L, int64_t unit) {
+// times are small integers (so float sums are exact), zeros included. `wild` chains have large
+// transients and saved states far above the activations, which stresses the memory tests of the
+// chain option (Fall_s runs beside δ_{t+1}).
+Chain random_chain(std::mt19937& rng, int L, int64_t unit, bool wild = false) {
   auto size = [&](int hi) { return std::uniform_int_distribution<int64_t>(0, hi)(rng) * unit; };
   auto time = [&]() { return static_cast<double>(std::uniform_int_distribution<int>(0, 6)(rng)); };
   Chain c;
-  for (int i = 0; i <= L; ++i) c.x_bytes.push_back(std::uniform_int_distribution<int64_t>(1, 8)(rng) * unit);
+  for (int i = 0; i <= L; ++i) c.x_bytes.push_back(std::uniform_int_distribution<int64_t>(1, wild ? 12 : 8)(rng) * unit);
   for (int i = 0; i < L; ++i) {
     c.fwd_ms.push_back(time());
     c.bwd_ms.push_back(time());
-    c.xbar_bytes.push_back(c.x_bytes[static_cast<size_t>(i) + 1] + size(8));
-    c.fwd_tmp_bytes.push_back(size(4));
-    c.bwd_tmp_bytes.push_back(size(4));
+    c.xbar_bytes.push_back(c.x_bytes[static_cast<size_t>(i) + 1] + size(wild ? 24 : 8));
+    c.fwd_tmp_bytes.push_back(size(wild ? 30 : 4));
+    c.bwd_tmp_bytes.push_back(size(wild ? 12 : 4));
   }
   c.loss_ms = time();
   c.loss_tmp_bytes = size(3);
@@ -334,7 +336,7 @@ TEST(ChainDp, MatchesExhaustiveSearchOnRandomSmallChains) {
   for (int trial = 0; trial < 400; ++trial) {
     const int L = 1 + trial % 5;
     const int64_t unit = trial % 2 == 0 ? 1 : 3 * MiB;
-    const Chain c = random_chain(rng, L, unit);
+    const Chain c = random_chain(rng, L, unit, /*wild=*/trial % 3 == 0);
     const int64_t all_slots = store_all_peak(c) / unit;
     // From too little memory to more than storing everything needs.
     for (int64_t slots : {all_slots / 3, all_slots / 2, 2 * all_slots / 3, 3 * all_slots / 4, 5 * all_slots / 6,
@@ -538,7 +540,7 @@ TEST(ChainDp, NeverWorseThanRotorWhereRotorsScheduleFits) {
   int rotor_fits = 0, rotor_overflows = 0, better = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int L = 1 + trial % 8;
-    const Chain c = random_chain(rng, L, 1);
+    const Chain c = random_chain(rng, L, 1, /*wild=*/trial % 2 == 0);
     const int64_t all = store_all_peak(c);
     for (int64_t slots = std::max<int64_t>(1, all / 4); slots <= all + 1; slots += std::max<int64_t>(1, all / 9)) {
       const ChainDpResult ours = dp_at(c, 1, static_cast<int>(slots));
