@@ -400,6 +400,29 @@ TEST(ChainDp, EverySolveIsReSimulatedWithinBudget) {
   }
 }
 
+TEST(ChainDp, ThreadCountDoesNotChangeTheResult) {
+  // Threads take blocks of columns; each row is computed by one thread in one order.
+  std::mt19937 rng(5);
+  Chain c = random_chain(rng, 90, 1, /*wild=*/true);
+  for (double& f : c.fwd_ms) f = f * 0.731 + 0.013;  // sums that round in float
+  const int64_t all = store_all_peak(c);
+  for (int64_t slots : {all / 5, all / 2, all}) {
+    const ChainDpResult one = solve_chain_dp(c, static_cast<int>(slots), 1);
+    for (int threads : {2, 3, 4}) {
+      const ChainDpResult many = solve_chain_dp(c, static_cast<int>(slots), threads);
+      ASSERT_EQ(one.feasible, many.feasible);
+      EXPECT_EQ(one.makespan_ms, many.makespan_ms) << threads << " threads, " << slots << " slots";
+      EXPECT_EQ(one.schedule, many.schedule);
+    }
+    if (one.feasible) {
+      Result<ChainSimResult> sim = simulate_chain(c, one.schedule);
+      ASSERT_TRUE(sim.ok()) << sim.error();
+      EXPECT_LE(sim.value().peak, slots);
+      EXPECT_NEAR(sim.value().makespan_ms, one.makespan_ms, 1e-5 * one.makespan_ms);
+    }
+  }
+}
+
 TEST(ChainDp, MoreBudgetIsNeverWorse) {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 40; ++trial) {
@@ -533,6 +556,40 @@ TEST(ChainDp, WorkedExampleIsRotorsSchedule) {
   const Chain at610 = discretize_chain(example_chain(), 610 * MiB / 500);
   EXPECT_EQ(rotor_reference(at610, 500).makespan, 26);
   EXPECT_FALSE(rotor_reference(discretize_chain(example_chain(), 450 * MiB / 500), 500).feasible);
+}
+
+TEST(ChainDp, RotorsChainOptionForgetsTheGradientOfTheSegmentEnd) {
+  // Rotor tests Fall_s of the chain option inside segment [s, t] with δ_{s+1} (its table entry
+  // opt[m][s][s]) although δ_{t+1} is what is live. Here, after B4, segment [1, 3] runs with
+  // δ_4 (4 slots) live, and Fall1 needs x_0 + x_1 + δ_4 + x̄_2 + ftmp_1 = 5 + 10 + 4 + 6 + 39
+  // = 64 slots: Rotor accepts it at 61 (it counts δ_2, 1 slot: 61).
+  Chain c;
+  c.fwd_ms = {4, 5, 0, 3, 4};
+  c.bwd_ms = {3, 5, 2, 1, 5};
+  c.x_bytes = {5, 10, 1, 6, 4, 7};
+  c.xbar_bytes = {13, 6, 20, 8, 26};
+  c.fwd_tmp_bytes = {0, 39, 13, 0, 0};
+  c.bwd_tmp_bytes = {5, 4, 1, 3, 5};
+  c.loss_ms = 3;
+  c.loss_tmp_bytes = 2;
+  const RotorResult rotor = rotor_reference(c, 61);
+  ASSERT_TRUE(rotor.feasible);
+  EXPECT_EQ(rotor.makespan, 47);
+  EXPECT_EQ(tokens(rotor.schedule),
+            (std::vector<std::string>{"Fck0", "Fck1", "Fn2", "Fn3", "Fall4", "Loss", "B4", "Fall1", "Fck2", "Fall3",
+                                      "B3", "Fall2", "B2", "B1", "Fall0", "B0"}));
+  Result<ChainSimResult> rsim = simulate_chain(c, rotor.schedule);
+  ASSERT_TRUE(rsim.ok());
+  EXPECT_EQ(rsim.value().peak, 64);
+  EXPECT_EQ(rsim.value().peak_op, 7);  // Fall1
+  // headroom keeps to 61 slots, at the exhaustive optimum.
+  const ChainDpResult ours = solve_chain_dp(c, 61);
+  ASSERT_TRUE(ours.feasible);
+  EXPECT_EQ(ours.makespan_ms, 51);
+  Result<ChainSimResult> sim = simulate_chain(c, ours.schedule);
+  ASSERT_TRUE(sim.ok());
+  EXPECT_LE(sim.value().peak, 61);
+  EXPECT_EQ(exhaustive_persistent(c, 61).makespan_ms, 51);
 }
 
 TEST(ChainDp, NeverWorseThanRotorWhereRotorsScheduleFits) {

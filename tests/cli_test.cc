@@ -101,11 +101,11 @@ std::string peak_of(const std::string& json) {
 }
 
 TEST(Cli, OnnxExportPredictsWhatItsBuiltinTwinPredicts) {
-  // torchvision resnet18 and mobilenet_v2 exported in training mode with weights stripped
-  // (tests/data/onnx/gen_models.py): the same peak, to the byte, as the built-in models, in
-  // training and in inference.
+  // torchvision resnet18, mobilenet_v2, alexnet, vgg11 and resnet50 exported in training mode
+  // with weights stripped (tests/data/onnx/gen_models.py, gen_torchvision.py): the same peak, to
+  // the byte, as the built-in models, in training and in inference.
   const std::string dir = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/";
-  for (const char* m : {"resnet18", "mobilenet_v2"}) {
+  for (const char* m : {"resnet18", "mobilenet_v2", "alexnet", "vgg11", "resnet50"}) {
     for (const char* mode : {"--mode train --optimizer sgd --no-foreach", "--mode infer"}) {
       std::string flags = std::string(" --batch 2 --device cpu --json ") + mode;
       CliRun onnx = run("estimate " + dir + m + "_training.onnx" + flags);
@@ -156,12 +156,15 @@ TEST(Cli, OnnxTransformerExportsStayWithinTheValidationBounds) {
   // arithmetic as separate ops).
   const std::string dir = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/";
   struct Case { const char* file; const char* builtin; const char* flags; };
-  for (const Case& c : {Case{"bert_base_training.onnx", "bert-base", " --mode infer"},
+  for (const Case& c : {Case{"vit_b_16_training.onnx", "vit_b_16", " --mode infer"},
+                        Case{"vit_b_16_training.onnx", "vit_b_16", " --optimizer sgd --no-foreach"},
+                        Case{"bert_base_training.onnx", "bert-base", " --mode infer"},
                         Case{"gpt2_training.onnx", "gpt2", " --mode infer"},
                         Case{"gpt2_training.onnx", "gpt2", " --optimizer sgd --no-foreach"}}) {
     std::string flags = std::string(" --batch 2 --device cpu --json") + c.flags;
     CliRun onnx = run("estimate " + dir + c.file + flags + (std::string(c.builtin) == "gpt2" ? " --loss next-token" : ""));
-    CliRun builtin = run(std::string("estimate ") + c.builtin + " --seq 128" + flags);
+    std::string seq = std::string(c.builtin) == "vit_b_16" ? "" : " --seq 128";
+    CliRun builtin = run(std::string("estimate ") + c.builtin + seq + flags);
     ASSERT_EQ(onnx.code, 0) << onnx.err;
     ASSERT_EQ(builtin.code, 0) << builtin.err;
     double a = std::stod(peak_of(onnx.out)), b = std::stod(peak_of(builtin.out));

@@ -1,0 +1,21 @@
+#!/usr/bin/python3
+"""Exports a torchvision model in training mode to ONNX with stripped weights, for tests/cli_test.cc:
+    /usr/bin/python3 tests/data/onnx/gen_torchvision.py NAME tests/data/onnx/NAME_training
+"""
+import sys, os, torch, torchvision, onnx
+import onnx.external_data_helper as ext
+name = sys.argv[1]; out = sys.argv[2]
+kw = {'init_weights': False} if name in ('inception_v3',) else {}
+if name == 'inception_v3': kw['aux_logits'] = False
+m = getattr(torchvision.models, name)(**kw); m.train()
+size = 299 if name == 'inception_v3' else 224
+x = torch.randn(2, 3, size, size)
+full = out + ".full.onnx"
+torch.onnx.export(m, x, full, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}}, opset_version=14)
+mm = onnx.load(full); os.remove(full)
+wn = os.path.basename(out) + ".weights"
+ext.convert_model_to_external_data(mm, all_tensors_to_one_file=True, location=wn, size_threshold=0)
+for t in mm.graph.initializer: t.ClearField("raw_data")
+onnx.save_model(mm, out + ".onnx"); open(os.path.join(os.path.dirname(out), wn), "wb").close()
+print(name, os.path.getsize(out + ".onnx"))
