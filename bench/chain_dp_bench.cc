@@ -45,7 +45,8 @@ void BM_SolveChain400x500(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
   state.counters["feasible"] = feasible ? 1 : 0;
-  state.counters["overhead_pct"] = feasible ? 100.0 * (makespan / no_checkpoint_makespan_ms(c) - 1.0) : 0;
+  state.counters["overhead_pct"] =
+      feasible ? 100.0 * (makespan / no_checkpoint_makespan_ms(c) - 1.0) : 0;
 }
 BENCHMARK(BM_SolveChain400x500)->Arg(10)->Arg(25)->Arg(50)->Arg(90)->Unit(benchmark::kMillisecond);
 

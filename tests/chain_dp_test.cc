@@ -3,6 +3,8 @@
 // program against an exhaustive search over persistent schedules (chain_exhaustive.h) and against
 // a transcription of Rotor's published recursion. Every schedule the solver returns is re-run in
 // the simulator.
+#include "plan/chain_dp.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "chain_exhaustive.h"
-#include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "plan/chain_simulate.h"
 
@@ -39,8 +40,8 @@ Chain example_chain(int64_t unit = MiB) {
   return c;
 }
 
-const std::vector<std::string> kExampleSchedule = {"Fck0",  "Fn1",   "Fall2", "Fall3", "Loss", "B3",
-                                                   "B2",    "Fall0", "Fall1", "B1",    "B0"};
+const std::vector<std::string> kExampleSchedule = {"Fck0", "Fn1",   "Fall2", "Fall3", "Loss", "B3",
+                                                   "B2",   "Fall0", "Fall1", "B1",    "B0"};
 
 std::vector<std::string> tokens(const std::vector<ChainOp>& ops) {
   std::vector<std::string> out;
@@ -52,7 +53,8 @@ std::vector<std::string> tokens(const std::vector<ChainOp>& ops) {
 // The chain file
 
 TEST(ChainModel, ExampleFileIsTheWorkedExample) {
-  Result<Chain> c = load_chain_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/chain-example.json");
+  Result<Chain> c =
+      load_chain_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/chain-example.json");
   ASSERT_TRUE(c.ok()) << c.error();
   const Chain e = example_chain();
   EXPECT_EQ(c.value().fwd_ms, e.fwd_ms);
@@ -94,33 +96,49 @@ TEST(ChainModel, OneLineNamingEachProblem) {
             "chain: fwd_ms[1] is \"a\", not a number");
   EXPECT_EQ(error_of(R"({"fwd_ms": 1, "bwd_ms": [2, 3], )" + good_tail),
             "chain: 'fwd_ms' must be an array, got number");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [], "bwd_ms": [], "x_bytes": [1], "xbar_bytes": [], "fwd_tmp_bytes": [],)"
-                     R"( "bwd_tmp_bytes": [], "loss_ms": 0, "loss_tmp_bytes": 0})"),
-            "chain: fwd_ms is empty, a chain needs at least one stage");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6], "xbar_bytes": [10, 4],)"
-                     R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
-            "chain: x_bytes has 2 entries, a chain of 2 stages needs 3 (the input of every stage and of the loss)");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, -6, 4], "xbar_bytes": [10, 4],)"
-                     R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
-            "chain: x_bytes[1] is -6, a size cannot be negative");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6.5, 4], "xbar_bytes": [10, 4],)"
-                     R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
-            "chain: x_bytes[1] is 6.5, not a whole number of bytes");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6, 4], "xbar_bytes": [5, 4],)"
-                     R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
-            "chain: xbar_bytes[0] = 5 is smaller than x_bytes[1] = 6 (x̄ includes the stage's output)");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], )"
-                     R"("x_bytes": [8, 6, 4], "xbar_bytes": [10, 4], "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0],)"
-                     R"( "loss_ms": -1, "loss_tmp_bytes": 2})"),
-            "chain: loss_ms is -1, a time cannot be negative");
-  EXPECT_EQ(error_of(R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6, 4611686018427387904],)"
-                     R"( "xbar_bytes": [10, 4611686018427387904], "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0],)"
-                     R"( "loss_ms": 1, "loss_tmp_bytes": 2})")
-                .rfind("size overflows 64 bits while computing the total size of the chain's buffers", 0),
-            0u);
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [], "bwd_ms": [], "x_bytes": [1], "xbar_bytes": [], "fwd_tmp_bytes": [],)"
+          R"( "bwd_tmp_bytes": [], "loss_ms": 0, "loss_tmp_bytes": 0})"),
+      "chain: fwd_ms is empty, a chain needs at least one stage");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6], "xbar_bytes": [10, 4],)"
+          R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
+      "chain: x_bytes has 2 entries, a chain of 2 stages needs 3 (the input of every stage and of "
+      "the loss)");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, -6, 4], "xbar_bytes": [10, 4],)"
+          R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
+      "chain: x_bytes[1] is -6, a size cannot be negative");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6.5, 4], "xbar_bytes": [10, 4],)"
+          R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
+      "chain: x_bytes[1] is 6.5, not a whole number of bytes");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6, 4], "xbar_bytes": [5, 4],)"
+          R"( "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0], "loss_ms": 1, "loss_tmp_bytes": 2})"),
+      "chain: xbar_bytes[0] = 5 is smaller than x_bytes[1] = 6 (x̄ includes the stage's output)");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], )"
+          R"("x_bytes": [8, 6, 4], "xbar_bytes": [10, 4], "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0],)"
+          R"( "loss_ms": -1, "loss_tmp_bytes": 2})"),
+      "chain: loss_ms is -1, a time cannot be negative");
+  EXPECT_EQ(
+      error_of(
+          R"({"fwd_ms": [1, 2], "bwd_ms": [2, 3], "x_bytes": [8, 6, 4611686018427387904],)"
+          R"( "xbar_bytes": [10, 4611686018427387904], "fwd_tmp_bytes": [0, 1], "bwd_tmp_bytes": [1, 0],)"
+          R"( "loss_ms": 1, "loss_tmp_bytes": 2})")
+          .rfind("size overflows 64 bits while computing the total size of the chain's buffers", 0),
+      0u);
   EXPECT_EQ(error_of("[1, 2]"), "chain: expected a JSON object, got array");
   EXPECT_EQ(error_of("{\"fwd_ms\": [1,"), "chain: not valid JSON (byte 15)");
-  EXPECT_EQ(load_chain_file("/nonexistent/chain.json").error(), "cannot read chain file '/nonexistent/chain.json'");
+  EXPECT_EQ(load_chain_file("/nonexistent/chain.json").error(),
+            "cannot read chain file '/nonexistent/chain.json'");
 }
 
 TEST(ChainModel, Tokens) {
@@ -147,7 +165,8 @@ TEST(ChainSimulate, WorkedExampleScheduleOpByOp) {
   for (size_t k = 0; k < kExampleSchedule.size(); ++k) {
     int64_t used = 0;
     double t = 0;
-    ASSERT_EQ(apply_chain_op(c, parse_op_token(kExampleSchedule[k]), s, &used, &t), "") << kExampleSchedule[k];
+    ASSERT_EQ(apply_chain_op(c, parse_op_token(kExampleSchedule[k]), s, &used, &t), "")
+        << kExampleSchedule[k];
     EXPECT_EQ(used, in_use[k]) << kExampleSchedule[k];
     EXPECT_EQ(s.live, live_after[k]) << kExampleSchedule[k];
   }
@@ -185,29 +204,37 @@ TEST(ChainSimulate, RejectsInvalidSchedules) {
   EXPECT_EQ(sim_error(with({"B3", "B2", "B1", "B0"})), "(valid)");
   // Inputs must be live.
   EXPECT_EQ(sim_error({"Fn1"}), "schedule op 0 (Fn1): its input a_1 is not live");
-  EXPECT_EQ(sim_error({"Fck0", "Fn1", "Fall1"}), "schedule op 2 (Fall1): its input a_1 is not live");
+  EXPECT_EQ(sim_error({"Fck0", "Fn1", "Fall1"}),
+            "schedule op 2 (Fall1): its input a_1 is not live");
   // Fn2 consumes x̄_2 when no plain x_2 exists (then B1 could not run).
-  EXPECT_EQ(sim_error({"Fall0", "Fall1", "Fn2", "Fall2"}), "schedule op 3 (Fall2): its input a_2 is not live");
+  EXPECT_EQ(sim_error({"Fall0", "Fall1", "Fn2", "Fall2"}),
+            "schedule op 3 (Fall2): its input a_2 is not live");
   EXPECT_EQ(sim_error({"Fck0", "Fck1", "Fck2", "Fall3", "Loss", "B3", "B2"}),
             "schedule op 6 (B2): x̄_3 (the state saved by stage 2) is not live");
-  EXPECT_EQ(sim_error(with({"B3", "B2", "B1", "B0", "Fall0"})), "schedule op 9 (Fall0): its input a_0 is not live");
+  EXPECT_EQ(sim_error(with({"B3", "B2", "B1", "B0", "Fall0"})),
+            "schedule op 9 (Fall0): its input a_0 is not live");
   // One live copy of an activation.
   EXPECT_EQ(sim_error({"Fck0", "Fall0"}), "schedule op 1 (Fall0): its output a_1 is already live");
   EXPECT_EQ(sim_error(with({"Fck2"})), "schedule op 5 (Fck2): its output a_3 is already live");
   // Loss once, then B_{L-1} ... B_0 in order.
   EXPECT_EQ(sim_error({"Fall0", "B0"}), "schedule op 1 (B0): the loss has not run yet");
-  EXPECT_EQ(sim_error(with({"B2"})), "schedule op 5 (B2): backwards run in order and B3 comes next");
-  EXPECT_EQ(sim_error(with({"Loss"})), "schedule op 5 (Loss): the loss runs once, before every backward");
-  EXPECT_EQ(sim_error(with({"B3", "B2", "B1", "B0", "B0"})), "schedule op 9 (B0): every backward has already run");
+  EXPECT_EQ(sim_error(with({"B2"})),
+            "schedule op 5 (B2): backwards run in order and B3 comes next");
+  EXPECT_EQ(sim_error(with({"Loss"})),
+            "schedule op 5 (Loss): the loss runs once, before every backward");
+  EXPECT_EQ(sim_error(with({"B3", "B2", "B1", "B0", "B0"})),
+            "schedule op 9 (B0): every backward has already run");
   // Stages and tokens.
-  EXPECT_EQ(sim_error({"Fall4"}), "schedule op 0 (Fall4): stage 4 is out of range (the chain has 4 stages)");
+  EXPECT_EQ(sim_error({"Fall4"}),
+            "schedule op 0 (Fall4): stage 4 is out of range (the chain has 4 stages)");
   EXPECT_EQ(sim_error(with({"bogus"})),
             "schedule: unknown operation 'bogus' (expected Fck<i>, Fn<i>, Fall<i>, Loss or B<i>)");
   // Complete.
   EXPECT_EQ(sim_error({}), "schedule: the schedule ends before the loss");
   EXPECT_EQ(sim_error(with({"B3", "B2", "B1"})), "schedule: the schedule ends before B0");
   // A leaf at j = 1: Fck0 keeps x_0, Fall1 runs from the plain x_1, B1 frees it.
-  EXPECT_EQ(sim_error({"Fck0", "Fall1", "Fall2", "Fall3", "Loss", "B3", "B2", "B1", "Fall0", "B0"}), "(valid)");
+  EXPECT_EQ(sim_error({"Fck0", "Fall1", "Fall2", "Fall3", "Loss", "B3", "B2", "B1", "Fall0", "B0"}),
+            "(valid)");
 }
 
 TEST(ChainSimulate, LeftoverBuffersAreRejected) {
@@ -259,15 +286,18 @@ TEST(ChainDp, WorkedExampleAtOtherBudgets) {
 }
 
 TEST(ChainDp, InputErrors) {
-  EXPECT_EQ(solve_chain(example_chain(), -1, 500).error(), "budget is -1 bytes, it cannot be negative");
+  EXPECT_EQ(solve_chain(example_chain(), -1, 500).error(),
+            "budget is -1 bytes, it cannot be negative");
   EXPECT_EQ(solve_chain(example_chain(), 500 * MiB, 0).error(), "slots is 0, at least 1 is needed");
   EXPECT_EQ(solve_chain(example_chain(), 499, 500).error(),
             "budget of 499 bytes is smaller than 500 slots: a slot would hold 0 bytes");
   Chain bad = example_chain();
   bad.bwd_ms.pop_back();
-  EXPECT_EQ(solve_chain(bad, 500 * MiB, 500).error(), "chain: bwd_ms has 3 entries, a chain of 4 stages needs 4 (one per stage)");
+  EXPECT_EQ(solve_chain(bad, 500 * MiB, 500).error(),
+            "chain: bwd_ms has 3 entries, a chain of 4 stages needs 4 (one per stage)");
   EXPECT_EQ(solve_chain(example_chain(), int64_t{1} << 40, 100'000'000).error(),
-            "a chain of 4 stages at 100000000 slots needs a 5.59 GiB solver table (limit 4.00 GiB); use fewer slots");
+            "a chain of 4 stages at 100000000 slots needs a 5.59 GiB solver table (limit 4.00 "
+            "GiB); use fewer slots");
 }
 
 TEST(ChainDp, JsonContract) {
@@ -275,15 +305,19 @@ TEST(ChainDp, JsonContract) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(chain_plan_json(r.value()),
             "{\n  \"feasible\": true,\n  \"budget_bytes\": 524288000,\n  \"slots\": 500,\n"
-            "  \"makespan_ms\": 27.0,\n  \"no_checkpoint_makespan_ms\": 25.0,\n  \"peak_bytes\": 524288000,\n"
-            "  \"schedule\": [\n    \"Fck0\",\n    \"Fn1\",\n    \"Fall2\",\n    \"Fall3\",\n    \"Loss\",\n"
-            "    \"B3\",\n    \"B2\",\n    \"Fall0\",\n    \"Fall1\",\n    \"B1\",\n    \"B0\"\n  ]\n}\n");
+            "  \"makespan_ms\": 27.0,\n  \"no_checkpoint_makespan_ms\": 25.0,\n  \"peak_bytes\": "
+            "524288000,\n"
+            "  \"schedule\": [\n    \"Fck0\",\n    \"Fn1\",\n    \"Fall2\",\n    \"Fall3\",\n    "
+            "\"Loss\",\n"
+            "    \"B3\",\n    \"B2\",\n    \"Fall0\",\n    \"Fall1\",\n    \"B1\",\n    \"B0\"\n  "
+            "]\n}\n");
   Result<ChainPlan> no = solve_chain(example_chain(), 400 * MiB, 500);
   ASSERT_TRUE(no.ok());
-  EXPECT_EQ(chain_plan_json(no.value()),
-            "{\n  \"feasible\": false,\n  \"budget_bytes\": 419430400,\n  \"slots\": 500,\n"
-            "  \"makespan_ms\": null,\n  \"no_checkpoint_makespan_ms\": 25.0,\n  \"peak_bytes\": null,\n"
-            "  \"schedule\": []\n}\n");
+  EXPECT_EQ(
+      chain_plan_json(no.value()),
+      "{\n  \"feasible\": false,\n  \"budget_bytes\": 419430400,\n  \"slots\": 500,\n"
+      "  \"makespan_ms\": null,\n  \"no_checkpoint_makespan_ms\": 25.0,\n  \"peak_bytes\": null,\n"
+      "  \"schedule\": []\n}\n");
 }
 
 TEST(ChainDp, TextRendering) {
@@ -312,7 +346,8 @@ Chain random_chain(std::mt19937& rng, int L, int64_t unit, bool wild = false) {
   auto size = [&](int hi) { return std::uniform_int_distribution<int64_t>(0, hi)(rng) * unit; };
   auto time = [&]() { return static_cast<double>(std::uniform_int_distribution<int>(0, 6)(rng)); };
   Chain c;
-  for (int i = 0; i <= L; ++i) c.x_bytes.push_back(std::uniform_int_distribution<int64_t>(1, wild ? 12 : 8)(rng) * unit);
+  for (int i = 0; i <= L; ++i)
+    c.x_bytes.push_back(std::uniform_int_distribution<int64_t>(1, wild ? 12 : 8)(rng) * unit);
   for (int i = 0; i < L; ++i) {
     c.fwd_ms.push_back(time());
     c.bwd_ms.push_back(time());
@@ -339,20 +374,22 @@ TEST(ChainDp, MatchesExhaustiveSearchOnRandomSmallChains) {
     const Chain c = random_chain(rng, L, unit, /*wild=*/trial % 3 == 0);
     const int64_t all_slots = store_all_peak(c) / unit;
     // From too little memory to more than storing everything needs.
-    for (int64_t slots : {all_slots / 3, all_slots / 2, 2 * all_slots / 3, 3 * all_slots / 4, 5 * all_slots / 6,
-                          all_slots - 1, all_slots, all_slots + 2}) {
+    for (int64_t slots : {all_slots / 3, all_slots / 2, 2 * all_slots / 3, 3 * all_slots / 4,
+                          5 * all_slots / 6, all_slots - 1, all_slots, all_slots + 2}) {
       if (slots < 1) continue;
       const int64_t budget = slots * unit;
       const ChainDpResult dp = dp_at(c, unit, static_cast<int>(slots));
       const testing::ExhaustiveResult ex = exhaustive_persistent(c, budget);
       ++compared;
-      ASSERT_EQ(dp.feasible, ex.feasible) << "trial " << trial << " L " << L << " slots " << slots << "\n"
-                                          << chain_json(c);
+      ASSERT_EQ(dp.feasible, ex.feasible)
+          << "trial " << trial << " L " << L << " slots " << slots << "\n"
+          << chain_json(c);
       if (!dp.feasible) continue;
       ++feasible;
       ASSERT_EQ(dp.makespan_ms, ex.makespan_ms)
-          << "trial " << trial << " slots " << slots << "\n" << chain_json(c) << "\nexhaustive:"
-          << ::testing::PrintToString(tokens(ex.schedule)) << "\ndp:" << ::testing::PrintToString(tokens(dp.schedule));
+          << "trial " << trial << " slots " << slots << "\n"
+          << chain_json(c) << "\nexhaustive:" << ::testing::PrintToString(tokens(ex.schedule))
+          << "\ndp:" << ::testing::PrintToString(tokens(dp.schedule));
       if (dp.makespan_ms > no_checkpoint_makespan_ms(c)) ++with_recompute;
       // The DP's schedule, re-run: valid, within the budget, with the DP's makespan.
       Result<ChainSimResult> sim = simulate_chain(c, dp.schedule);
@@ -377,7 +414,8 @@ TEST(ChainDp, EverySolveIsReSimulatedWithinBudget) {
     const int L = 1 + trial % 12;
     Chain c = random_chain(rng, L, 1);
     for (int64_t& v : c.x_bytes) v = v * 1'000'003 + 17;
-    for (size_t i = 0; i < c.xbar_bytes.size(); ++i) c.xbar_bytes[i] = c.x_bytes[i + 1] + c.xbar_bytes[i] * 999'983;
+    for (size_t i = 0; i < c.xbar_bytes.size(); ++i)
+      c.xbar_bytes[i] = c.x_bytes[i + 1] + c.xbar_bytes[i] * 999'983;
     for (int64_t& v : c.fwd_tmp_bytes) v *= 1'234'567;
     for (double& f : c.fwd_ms) f = f * 0.37 + 0.01;
     const int64_t all = store_all_peak(c);
@@ -431,7 +469,8 @@ TEST(ChainDp, MoreBudgetIsNeverWorse) {
     const int64_t all = store_all_peak(c);
     // Fixed slots, growing budget: the unit grows, every size needs no more slots.
     double previous = INFINITY;
-    for (int64_t budget = all / 4; budget <= all + all / 10; budget += std::max<int64_t>(1, all / 97)) {
+    for (int64_t budget = all / 4; budget <= all + all / 10;
+         budget += std::max<int64_t>(1, all / 97)) {
       Result<ChainPlan> r = solve_chain(c, budget, 200);
       ASSERT_TRUE(r.ok());
       const double now = r.value().feasible ? r.value().makespan_ms : INFINITY;
@@ -477,10 +516,13 @@ RotorResult rotor_reference(const Chain& slot_chain, int mmax) {
   const auto M = static_cast<size_t>(mmax) + 1;
   std::vector<double> opt(M * n * n, INFINITY);
   std::vector<int> what(M * n * n, -1);
-  auto at = [&](int64_t m, size_t i, size_t l) { return m * static_cast<int64_t>(n * n) + static_cast<int64_t>(i * n + l); };
+  auto at = [&](int64_t m, size_t i, size_t l) {
+    return m * static_cast<int64_t>(n * n) + static_cast<int64_t>(i * n + l);
+  };
   for (int64_t m = 0; m <= mmax; ++m) {
     for (size_t i = 0; i < n; ++i) {
-      const int64_t limit = std::max(cw[i + 1] + cbw[i + 1] + ftmp[i], cw[i] + cw[i + 1] + cbw[i + 1] + btmp[i]);
+      const int64_t limit =
+          std::max(cw[i + 1] + cbw[i + 1] + ftmp[i], cw[i] + cw[i + 1] + cbw[i + 1] + btmp[i]);
       if (m >= limit) opt[static_cast<size_t>(at(m, i, i))] = fw[i] + bw[i];
     }
   }
@@ -489,7 +531,8 @@ RotorResult rotor_reference(const Chain& slot_chain, int mmax) {
       for (size_t i = 0; i + d < n; ++i) {
         const size_t l = i + d;
         int64_t mmin = cw[l + 1] + cw[i + 1] + ftmp[i];
-        for (size_t j = i + 1; j < l; ++j) mmin = std::max(mmin, cw[l + 1] + cw[j] + cw[j + 1] + ftmp[j]);
+        for (size_t j = i + 1; j < l; ++j)
+          mmin = std::max(mmin, cw[l + 1] + cw[j] + cw[j + 1] + ftmp[j]);
         if (m < mmin) continue;
         double best_leaf = INFINITY;
         int best_j = -1;
@@ -497,14 +540,17 @@ RotorResult rotor_reference(const Chain& slot_chain, int mmax) {
           if (m < cw[j]) continue;
           double sum_fw = 0;
           for (size_t k = i; k < j; ++k) sum_fw += fw[k];
-          const double v = sum_fw + opt[static_cast<size_t>(at(m - cw[j], j, l))] + opt[static_cast<size_t>(at(m, i, j - 1))];
+          const double v = sum_fw + opt[static_cast<size_t>(at(m - cw[j], j, l))] +
+                           opt[static_cast<size_t>(at(m, i, j - 1))];
           if (v < best_leaf) {
             best_leaf = v;
             best_j = static_cast<int>(j);
           }
         }
         double chain = INFINITY;
-        if (m >= cbw[i + 1]) chain = opt[static_cast<size_t>(at(m, i, i))] + opt[static_cast<size_t>(at(m - cbw[i + 1], i + 1, l))];
+        if (m >= cbw[i + 1])
+          chain = opt[static_cast<size_t>(at(m, i, i))] +
+                  opt[static_cast<size_t>(at(m - cbw[i + 1], i + 1, l))];
         const auto cell = static_cast<size_t>(at(m, i, l));
         if (best_j >= 0 && best_leaf <= chain) {
           opt[cell] = best_leaf;
@@ -538,7 +584,8 @@ RotorResult rotor_reference(const Chain& slot_chain, int mmax) {
       r.schedule.push_back({ChainOpKind::B, static_cast<int>(lmin)});
     } else {
       r.schedule.push_back({ChainOpKind::Fck, static_cast<int>(lmin)});
-      for (int k = static_cast<int>(lmin) + 1; k < j; ++k) r.schedule.push_back({ChainOpKind::Fn, k});
+      for (int k = static_cast<int>(lmin) + 1; k < j; ++k)
+        r.schedule.push_back({ChainOpKind::Fn, k});
       rec(static_cast<size_t>(j), lmax, m - cw[static_cast<size_t>(j)]);
       rec(lmin, static_cast<size_t>(j) - 1, m);
     }
@@ -576,8 +623,8 @@ TEST(ChainDp, RotorsChainOptionForgetsTheGradientOfTheSegmentEnd) {
   ASSERT_TRUE(rotor.feasible);
   EXPECT_EQ(rotor.makespan, 47);
   EXPECT_EQ(tokens(rotor.schedule),
-            (std::vector<std::string>{"Fck0", "Fck1", "Fn2", "Fn3", "Fall4", "Loss", "B4", "Fall1", "Fck2", "Fall3",
-                                      "B3", "Fall2", "B2", "B1", "Fall0", "B0"}));
+            (std::vector<std::string>{"Fck0", "Fck1", "Fn2", "Fn3", "Fall4", "Loss", "B4", "Fall1",
+                                      "Fck2", "Fall3", "B3", "Fall2", "B2", "B1", "Fall0", "B0"}));
   Result<ChainSimResult> rsim = simulate_chain(c, rotor.schedule);
   ASSERT_TRUE(rsim.ok());
   EXPECT_EQ(rsim.value().peak, 64);
@@ -599,7 +646,8 @@ TEST(ChainDp, NeverWorseThanRotorWhereRotorsScheduleFits) {
     const int L = 1 + trial % 8;
     const Chain c = random_chain(rng, L, 1, /*wild=*/trial % 2 == 0);
     const int64_t all = store_all_peak(c);
-    for (int64_t slots = std::max<int64_t>(1, all / 4); slots <= all + 1; slots += std::max<int64_t>(1, all / 9)) {
+    for (int64_t slots = std::max<int64_t>(1, all / 4); slots <= all + 1;
+         slots += std::max<int64_t>(1, all / 9)) {
       const ChainDpResult ours = dp_at(c, 1, static_cast<int>(slots));
       const RotorResult rotor = rotor_reference(c, static_cast<int>(slots));
       if (ours.feasible) {
@@ -616,15 +664,19 @@ TEST(ChainDp, NeverWorseThanRotorWhereRotorsScheduleFits) {
         continue;
       }
       ++rotor_fits;
-      ASSERT_TRUE(ours.feasible) << "trial " << trial << " slots " << slots << "\n" << chain_json(c);
-      ASSERT_LE(ours.makespan_ms, rotor.makespan) << "trial " << trial << " slots " << slots << "\n" << chain_json(c);
+      ASSERT_TRUE(ours.feasible) << "trial " << trial << " slots " << slots << "\n"
+                                 << chain_json(c);
+      ASSERT_LE(ours.makespan_ms, rotor.makespan) << "trial " << trial << " slots " << slots << "\n"
+                                                  << chain_json(c);
       if (ours.makespan_ms < rotor.makespan) ++better;
     }
   }
   EXPECT_GT(rotor_fits, 1000);
   // Printed for docs/chain-solver.md.
-  std::printf("[ rotor ] schedules that fit: %d, that overflow the budget: %d, headroom strictly better: %d\n",
-              rotor_fits, rotor_overflows, better);
+  std::printf(
+      "[ rotor ] schedules that fit: %d, that overflow the budget: %d, headroom strictly better: "
+      "%d\n",
+      rotor_fits, rotor_overflows, better);
 }
 
 }  // namespace

@@ -45,7 +45,9 @@ inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget
   struct Entry {
     double dist;
     uint64_t key;
-    bool operator>(const Entry& o) const { return dist > o.dist || (dist == o.dist && key > o.key); }
+    bool operator>(const Entry& o) const {
+      return dist > o.dist || (dist == o.dist && key > o.key);
+    }
   };
   struct Visit {
     Node node;
@@ -96,13 +98,14 @@ inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget
       const auto i = static_cast<size_t>(op.stage);
       if (op.kind == ChainOpKind::Fn) {
         if (!node.state.plain[i] && node.state.bar[i]) continue;  // would drop x̄_i
-        if (node.state.plain[i] && node.pinned[i]) continue;       // would drop a checkpoint
+        if (node.state.plain[i] && node.pinned[i]) continue;      // would drop a checkpoint
       }
       Node next = node;
       int64_t in_use = 0;
       double t = 0;
       if (!apply_chain_op(chain, op, next.state, &in_use, &t).empty() || in_use > budget) continue;
-      if ((op.kind == ChainOpKind::Fck || op.kind == ChainOpKind::Fall) && node.state.plain[i]) next.pinned[i] = 1;
+      if ((op.kind == ChainOpKind::Fck || op.kind == ChainOpKind::Fall) && node.state.plain[i])
+        next.pinned[i] = 1;
       for (size_t k = 0; k < next.pinned.size(); ++k) next.pinned[k] &= next.state.plain[k];
       const uint64_t k = key_of(next);
       const double d = v.dist + t;

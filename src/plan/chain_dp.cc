@@ -5,11 +5,14 @@
 #include "plan/chain_dp.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <variant>
 
 #if defined(__SSE2__)
@@ -85,16 +88,22 @@ struct SlotArrays {
 class Table {
  public:
   Table(int L, int memory)
-      : n_(L + 1), width_(memory + 1),
+      : n_(L + 1),
+        width_(memory + 1),
         rows_(static_cast<size_t>(n_) * static_cast<size_t>(n_ + 1) / 2),
-        values_(new Time[rows_ * static_cast<size_t>(width_)]), lo_(rows_), cap_(rows_), lb_(rows_) {}
+        values_(new Time[rows_ * static_cast<size_t>(width_)]),
+        lo_(rows_),
+        cap_(rows_),
+        lb_(rows_) {}
 
   size_t row(int s, int t) const {
     const auto ss = static_cast<size_t>(s);
     return ss * static_cast<size_t>(n_) - ss * (ss - 1) / 2 + static_cast<size_t>(t - s);
   }
   Time* values(int s, int t) { return &values_[row(s, t) * static_cast<size_t>(width_)]; }
-  const Time* values(int s, int t) const { return &values_[row(s, t) * static_cast<size_t>(width_)]; }
+  const Time* values(int s, int t) const {
+    return &values_[row(s, t) * static_cast<size_t>(width_)];
+  }
   Time at(int s, int t, int m) const { return m < 0 ? kInf : values(s, t)[m]; }
   int32_t& lo(int s, int t) { return lo_[row(s, t)]; }
   int32_t& cap(int s, int t) { return cap_[row(s, t)]; }
@@ -117,7 +126,8 @@ inline Time leaf_value(Time f, Time a, Time b) { return (f + a) + b; }
 // relax: out[k] = min(out[k], leaf_value(f, a[k], b[k])) for k < count, by SSE2 or AVX2 (picked
 // once at run time) or scalar code. All compute the same float operations (minps is
 // v < o ? v : o), so the table does not depend on the instruction set.
-void relax_portable(Time* __restrict out, const Time* __restrict a, const Time* __restrict b, Time f, int count) {
+void relax_portable(Time* __restrict out, const Time* __restrict a, const Time* __restrict b,
+                    Time f, int count) {
   int k = 0;
 #if defined(__SSE2__)
   static_assert(sizeof(Time) == sizeof(float));
@@ -141,7 +151,8 @@ __attribute__((target("avx2"))) void relax_avx2(Time* __restrict out, const Time
   int k = 0;
   const __m256 fv = _mm256_set1_ps(f);
   for (; k + 8 <= count; k += 8) {
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(fv, _mm256_loadu_ps(a + k)), _mm256_loadu_ps(b + k));
+    const __m256 v =
+        _mm256_add_ps(_mm256_add_ps(fv, _mm256_loadu_ps(a + k)), _mm256_loadu_ps(b + k));
     _mm256_storeu_ps(out + k, _mm256_min_ps(v, _mm256_loadu_ps(out + k)));
   }
   for (; k < count; ++k) {
@@ -182,14 +193,26 @@ constexpr int kBlock = 16;
 class BlockFiller {
  public:
   BlockFiller(const SlotArrays& c, Table& tab)
-      : c_(c), tab_(tab), width_(tab.width()),
+      : c_(c),
+        tab_(tab),
+        width_(tab.width()),
         recent_(static_cast<size_t>(c.L + 1) * kBlock * static_cast<size_t>(width_)) {}
 
-  void fill() {
-    for (int t0 = 0; t0 <= c_.L; t0 += kBlock) {
-      t0_ = t0;
-      const int t1 = std::min(c_.L + 1, t0 + kBlock);
-      for (int s = t1 - 1; s >= 0; --s) fill_rows(s, t1);
+  // Block b (columns b * kBlock ...). progress[b] is the smallest s whose rows block b has
+  // finished; row s of block b needs block b - 1 past s (and so every earlier block).
+  void fill_block(int b, std::vector<std::atomic<int>>& progress) {
+    t0_ = b * kBlock;
+    const int t1 = std::min(c_.L + 1, t0_ + kBlock);
+    for (int s = t1 - 1; s >= 0; --s) {
+      if (b > 0 && s < t0_) {
+        for (int p = progress[static_cast<size_t>(b - 1)].load(std::memory_order_acquire); p > s;
+             p = progress[static_cast<size_t>(b - 1)].load(std::memory_order_acquire)) {
+          progress[static_cast<size_t>(b - 1)].wait(p, std::memory_order_acquire);
+        }
+      }
+      fill_rows(s, t1);
+      progress[static_cast<size_t>(b)].store(s, std::memory_order_release);
+      progress[static_cast<size_t>(b)].notify_all();
     }
   }
 
@@ -206,14 +229,17 @@ class BlockFiller {
   };
 
   Time* recent(int j, int t) {
-    return recent_.data() + (static_cast<size_t>(j) * kBlock + static_cast<size_t>(t - t0_)) * static_cast<size_t>(width_);
+    return recent_.data() + (static_cast<size_t>(j) * kBlock + static_cast<size_t>(t - t0_)) *
+                                static_cast<size_t>(width_);
   }
 
   void fill_rows(int s, int t1) {
     rows_.clear();
     for (int t = std::max(s, t0_); t < t1; ++t) {
-      if (s == t) single_stage(s);
-      else rows_.push_back(chain_option(s, t));
+      if (s == t)
+        single_stage(s);
+      else
+        rows_.push_back(chain_option(s, t));
     }
     // 2. Leaves whose first part [s, j - 1] ends before the block.
     int32_t sweep = 0;
@@ -242,7 +268,8 @@ class BlockFiller {
   // Fn_{s+1} ... Fn_{j-1} (x_k + x_{k+1} + ftmp_k), from the sweep of leaf j - 1.
   int32_t next_sweep(int s, int j, int32_t sweep) const {
     const auto k = static_cast<size_t>(j - 1);
-    const int32_t step = j == s + 1 ? c_.cw[k + 1] + c_.ftmp[k] : c_.cw[k] + c_.cw[k + 1] + c_.ftmp[k];
+    const int32_t step =
+        j == s + 1 ? c_.cw[k + 1] + c_.ftmp[k] : c_.cw[k] + c_.cw[k + 1] + c_.ftmp[k];
     return std::max(sweep, step);
   }
 
@@ -268,13 +295,15 @@ class BlockFiller {
     r.x_after = c_.x(t + 1);
     const int32_t xb = c_.xbar(s + 1);
     const int32_t need = c_.chain_need(s, t);
-    r.cap = static_cast<int>(std::min<int64_t>(width_, std::max<int64_t>(need, int64_t{xb} + tab_.cap(s + 1, t))));
+    r.cap = static_cast<int>(
+        std::min<int64_t>(width_, std::max<int64_t>(need, int64_t{xb} + tab_.cap(s + 1, t))));
     r.lb = c_.fb[static_cast<size_t>(s)] + tab_.lb(s + 1, t);
     r.hi = r.cap;
     tab_.cap(s, t) = r.cap;
     tab_.lb(s, t) = r.lb;
     std::fill(r.out + r.cap, r.out + width_, r.lb);
-    const int lo = std::min(r.cap, static_cast<int>(std::max<int64_t>(need, int64_t{xb} + tab_.lo(s + 1, t))));
+    const int lo =
+        std::min(r.cap, static_cast<int>(std::max<int64_t>(need, int64_t{xb} + tab_.lo(s + 1, t))));
     std::fill(r.out, r.out + lo, kInf);
     const Time* sub = recent(s + 1, t) - xb;
     const Time fb = c_.fb[static_cast<size_t>(s)];
@@ -289,7 +318,8 @@ class BlockFiller {
     const Time threshold = f + r.lb;
     while (r.hi > 0 && r.out[r.hi - 1] <= threshold) --r.hi;
     const int32_t xj = c_.x(j);
-    const int lo = static_cast<int>(std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
+    const int lo = static_cast<int>(
+        std::max<int64_t>({int64_t{r.x_after} + sweep, int64_t{xj} + tab_.lo(j, r.t), b_lo}));
     if (lo >= r.hi) return;
     // Past hi the leaf is still a valid candidate (only one that cannot win): round the count
     // up to whole vectors, short of cap where the row's constant part starts.
@@ -312,7 +342,46 @@ class BlockFiller {
   std::vector<Row> rows_;
 };
 
-void fill_table(const SlotArrays& c, Table& tab) { BlockFiller(c, tab).fill(); }
+// Blocks are dealt round-robin to up to kMaxThreads threads (by default one for small tables,
+// else one per hardware thread); block b follows block b - 1 down the rows, and each thread takes
+// its blocks in increasing order, so the lowest unfinished block can always proceed. Each row is
+// computed by one thread with the same operations in the same order, so the table does not
+// depend on the number of threads.
+constexpr int kMaxThreads = 4;
+constexpr int64_t kThreadedWork = int64_t{1} << 24;  // L^3 * memory below this: one thread
+
+void fill_table(const SlotArrays& c, Table& tab, int max_threads) {
+  const int blocks = c.L / kBlock + 1;
+  std::vector<std::atomic<int>> progress(static_cast<size_t>(blocks));
+  for (std::atomic<int>& p : progress) p.store(c.L + 1);
+  const int64_t work = int64_t{c.L} * c.L * c.L * tab.width();
+  const int wanted =
+      max_threads > 0 ? max_threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = work < kThreadedWork && max_threads == 0
+                          ? 1
+                          : std::clamp(wanted, 1, std::min(kMaxThreads, blocks));
+  std::vector<BlockFiller> fillers;  // buffers allocated before any thread starts
+  for (int k = 0; k < threads; ++k) fillers.emplace_back(c, tab);
+  // The number of lanes is fixed once the threads exist (fewer if the system refuses one), and
+  // only then does any lane start.
+  std::atomic<int> lanes{0};
+  auto run = [&](int lane) {
+    lanes.wait(0);
+    const int n = lanes.load();
+    for (int b = lane; b < blocks; b += n)
+      fillers[static_cast<size_t>(lane)].fill_block(b, progress);
+  };
+  std::vector<std::thread> workers;
+  try {
+    for (int k = 1; k < threads; ++k) workers.emplace_back(run, k);
+  } catch (const std::system_error&) {
+    // Run with the lanes that exist.
+  }
+  lanes.store(static_cast<int>(workers.size()) + 1);
+  lanes.notify_all();
+  run(0);
+  for (std::thread& w : workers) w.join();
+}
 
 // The choice at (s, t, m), by Rotor's rule: the best leaf (smallest j among equals) when it is
 // no worse than the chain option.
@@ -323,7 +392,8 @@ struct Choice {
 
 Choice choose(const SlotArrays& c, const Table& tab, int s, int t, int m) {
   Choice chain;
-  if (m >= c.chain_need(s, t)) chain.value = c.fb[static_cast<size_t>(s)] + tab.at(s + 1, t, m - c.xbar(s + 1));
+  if (m >= c.chain_need(s, t))
+    chain.value = c.fb[static_cast<size_t>(s)] + tab.at(s + 1, t, m - c.xbar(s + 1));
   Choice leaf;
   int32_t sweep = c.sweep_need(s, s, t);
   for (int j = s + 1; j <= t; ++j) {
@@ -336,7 +406,9 @@ Choice choose(const SlotArrays& c, const Table& tab, int s, int t, int m) {
 }
 
 std::vector<ChainOp> reconstruct(const SlotArrays& c, const Table& tab, int memory) {
-  struct Segment { int s, t, m; };
+  struct Segment {
+    int s, t, m;
+  };
   using Task = std::variant<ChainOp, Segment>;
   std::vector<ChainOp> ops;
   std::vector<Task> stack{Segment{0, c.L, memory}};
@@ -401,15 +473,16 @@ int64_t chain_dp_table_bytes(int stages, int memory) {
   return n * (n + 1) / 2 * (int64_t{memory} + 1) * static_cast<int64_t>(sizeof(Time));
 }
 
-ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory) {
+ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads) {
   ChainDpResult r;
   const int64_t top = int64_t{memory} - slot_chain.x(0);  // x_0 is live throughout
   if (top < 0) return r;
-  HEADROOM_CHECK(chain_dp_table_bytes(slot_chain.length(), static_cast<int>(top)) <= kMaxChainTableBytes,
-                 "the caller bounds the table");
+  HEADROOM_CHECK(
+      chain_dp_table_bytes(slot_chain.length(), static_cast<int>(top)) <= kMaxChainTableBytes,
+      "the caller bounds the table");
   const SlotArrays c(slot_chain, static_cast<int>(top));
   Table tab(c.L, static_cast<int>(top));
-  fill_table(c, tab);
+  fill_table(c, tab, max_threads);
   const Time best = tab.at(0, c.L, static_cast<int>(top));
   if (!(best < kInf)) return r;
   r.feasible = true;
@@ -421,16 +494,18 @@ ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory) {
 Result<ChainPlan> solve_chain(const Chain& chain, int64_t budget, int slots) {
   return capture_input_errors([&]() -> ChainPlan {
     validate_chain(chain);
-    if (budget < 0) throw InputError("budget is " + std::to_string(budget) + " bytes, it cannot be negative");
+    if (budget < 0)
+      throw InputError("budget is " + std::to_string(budget) + " bytes, it cannot be negative");
     if (slots < 1) throw InputError("slots is " + std::to_string(slots) + ", at least 1 is needed");
     if (budget < slots) {
-      throw InputError("budget of " + std::to_string(budget) + " bytes is smaller than " + std::to_string(slots) +
-                       " slots: a slot would hold 0 bytes");
+      throw InputError("budget of " + std::to_string(budget) + " bytes is smaller than " +
+                       std::to_string(slots) + " slots: a slot would hold 0 bytes");
     }
     if (chain_dp_table_bytes(chain.length(), slots) > kMaxChainTableBytes) {
-      throw InputError("a chain of " + std::to_string(chain.length()) + " stages at " + std::to_string(slots) +
-                       " slots needs a " + human_bytes(chain_dp_table_bytes(chain.length(), slots)) +
-                       " solver table (limit " + human_bytes(kMaxChainTableBytes) + "); use fewer slots");
+      throw InputError(
+          "a chain of " + std::to_string(chain.length()) + " stages at " + std::to_string(slots) +
+          " slots needs a " + human_bytes(chain_dp_table_bytes(chain.length(), slots)) +
+          " solver table (limit " + human_bytes(kMaxChainTableBytes) + "); use fewer slots");
     }
     ChainPlan plan;
     plan.budget_bytes = budget;
@@ -445,11 +520,13 @@ Result<ChainPlan> solve_chain(const Chain& chain, int64_t budget, int slots) {
     // The independent simulator re-runs the schedule: within the slots and the bytes, and with
     // the table's makespan (float table: equal up to its rounding).
     Result<ChainSimResult> in_slots = simulate_chain(slot_chain, dp.schedule);
-    HEADROOM_CHECK(in_slots.ok(), "the solver's schedule is valid: " + (in_slots.ok() ? "" : in_slots.error()));
+    HEADROOM_CHECK(in_slots.ok(),
+                   "the solver's schedule is valid: " + (in_slots.ok() ? "" : in_slots.error()));
     HEADROOM_CHECK(in_slots.value().peak <= slots, "the solver's schedule fits its slots");
     const double sim_ms = in_slots.value().makespan_ms;
     HEADROOM_CHECK(std::abs(sim_ms - dp.makespan_ms) <= 1e-4 * std::max(1.0, sim_ms),
-                   "the schedule's makespan is the table's (" + ms_text(sim_ms) + " vs " + ms_text(dp.makespan_ms) + ")");
+                   "the schedule's makespan is the table's (" + ms_text(sim_ms) + " vs " +
+                       ms_text(dp.makespan_ms) + ")");
     Result<ChainSimResult> in_bytes = simulate_chain(chain, dp.schedule);
     HEADROOM_CHECK(in_bytes.ok() && in_bytes.value().peak <= budget, "slots fit implies bytes fit");
 
@@ -467,31 +544,36 @@ std::string chain_plan_json(const ChainPlan& p) {
   j["feasible"] = p.feasible;
   j["budget_bytes"] = p.budget_bytes;
   j["slots"] = p.slots;
-  j["makespan_ms"] = p.feasible ? nlohmann::ordered_json(p.makespan_ms) : nlohmann::ordered_json(nullptr);
+  j["makespan_ms"] =
+      p.feasible ? nlohmann::ordered_json(p.makespan_ms) : nlohmann::ordered_json(nullptr);
   j["no_checkpoint_makespan_ms"] = p.no_checkpoint_makespan_ms;
-  j["peak_bytes"] = p.feasible ? nlohmann::ordered_json(p.peak_bytes) : nlohmann::ordered_json(nullptr);
+  j["peak_bytes"] =
+      p.feasible ? nlohmann::ordered_json(p.peak_bytes) : nlohmann::ordered_json(nullptr);
   j["schedule"] = p.schedule;
   return j.dump(2) + "\n";
 }
 
 std::string chain_plan_text(const ChainPlan& p) {
   std::ostringstream os;
-  os << "budget " << human_bytes(p.budget_bytes) << " (" << with_commas(p.budget_bytes) << " bytes), " << p.slots
-     << " slots of " << with_commas(p.unit_bytes) << " bytes\n";
-  os << "store everything needs " << human_bytes(p.store_all_bytes) << " (" << with_commas(p.store_all_bytes)
-     << " bytes); no-checkpoint makespan " << ms_text(p.no_checkpoint_makespan_ms) << " ms\n";
+  os << "budget " << human_bytes(p.budget_bytes) << " (" << with_commas(p.budget_bytes)
+     << " bytes), " << p.slots << " slots of " << with_commas(p.unit_bytes) << " bytes\n";
+  os << "store everything needs " << human_bytes(p.store_all_bytes) << " ("
+     << with_commas(p.store_all_bytes) << " bytes); no-checkpoint makespan "
+     << ms_text(p.no_checkpoint_makespan_ms) << " ms\n";
   if (!p.feasible) {
     os << "infeasible: no persistent schedule fits the budget at this slot count\n";
     return os.str();
   }
   const double overhead = p.makespan_ms - p.no_checkpoint_makespan_ms;
   os << "makespan " << ms_text(p.makespan_ms) << " ms (+" << ms_text(overhead) << " ms recomputed";
-  if (p.no_checkpoint_makespan_ms > 0) os << ", +" << ms_text(100.0 * overhead / p.no_checkpoint_makespan_ms) << "%";
+  if (p.no_checkpoint_makespan_ms > 0)
+    os << ", +" << ms_text(100.0 * overhead / p.no_checkpoint_makespan_ms) << "%";
   os << ")\n";
   os << "peak " << human_bytes(p.peak_bytes) << " (" << with_commas(p.peak_bytes) << " bytes) of "
      << human_bytes(p.budget_bytes) << "\n";
   os << "schedule (" << p.schedule.size() << " ops):";
-  for (size_t k = 0; k < p.schedule.size(); ++k) os << (k % 16 == 0 ? "\n  " : " ") << p.schedule[k];
+  for (size_t k = 0; k < p.schedule.size(); ++k)
+    os << (k % 16 == 0 ? "\n  " : " ") << p.schedule[k];
   os << "\n";
   return os.str();
 }

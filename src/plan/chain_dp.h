@@ -7,7 +7,9 @@
 //   2. solve_chain_dp: the table C(s, t, m) for all segments and all m <= slots - x_0;
 //   3. reconstruct the schedule of C(0, L, slots - x_0) as operation tokens;
 //   4. re-run the schedule in the independent simulator (chain_simulate.h), in slots and in
-//      bytes: its peak must fit, its makespan must be the table's value.
+//      bytes: its peak must fit, its makespan must be the table's value (float table: up to
+//      rounding; the plan reports the schedule's own sum).
+// The table fill runs on up to 4 threads for large chains; the result does not depend on it.
 #pragma once
 
 #include <cstdint>
@@ -34,27 +36,30 @@ struct ChainDpResult {
   double makespan_ms = 0;         // the table's value (float arithmetic); 0 when infeasible
   std::vector<ChainOp> schedule;  // empty when infeasible
 };
+// max_threads: 0 picks (one thread for small tables, else up to 4, one per hardware thread);
+// the result is the same, bit for bit, for every thread count.
 // REQUIRES: slot_chain valid, memory >= 0, the table within kMaxChainTableBytes
 // (chain_dp_table_bytes).
-ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory);
+ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads = 0);
 int64_t chain_dp_table_bytes(int stages, int memory);
 
 struct ChainPlan {
   bool feasible = false;
   int64_t budget_bytes = 0;
   int slots = 0;
-  int64_t unit_bytes = 0;                  // floor(budget / slots)
-  double makespan_ms = 0;                  // of the schedule; 0 when infeasible
-  double no_checkpoint_makespan_ms = 0;    // Σ f + Σ b + ℓ
-  int64_t peak_bytes = 0;                  // the schedule's peak in bytes (simulator); 0 when infeasible
-  int64_t store_all_bytes = 0;             // M_all: peak of storing everything, in bytes
-  std::vector<std::string> schedule;       // tokens: "Fck0", "Fn1", "Fall2", "Loss", "B2"
+  int64_t unit_bytes = 0;                // floor(budget / slots)
+  double makespan_ms = 0;                // of the schedule; 0 when infeasible
+  double no_checkpoint_makespan_ms = 0;  // Σ f + Σ b + ℓ
+  int64_t peak_bytes = 0;             // the schedule's peak in bytes (simulator); 0 when infeasible
+  int64_t store_all_bytes = 0;        // M_all: peak of storing everything, in bytes
+  std::vector<std::string> schedule;  // tokens: "Fck0", "Fn1", "Fall2", "Loss", "B2"
 };
 
 // InputError (as a failed Result) for an invalid chain, a negative budget, slots < 1, a budget
 // below `slots` bytes (a zero unit), or a table past kMaxChainTableBytes. An infeasible budget
 // is a plan with feasible = false.
-Result<ChainPlan> solve_chain(const Chain& chain, int64_t budget_bytes, int slots = kDefaultChainSlots);
+Result<ChainPlan> solve_chain(const Chain& chain, int64_t budget_bytes,
+                              int slots = kDefaultChainSlots);
 
 // {"feasible", "budget_bytes", "slots", "makespan_ms", "no_checkpoint_makespan_ms", "peak_bytes",
 //  "schedule"}; makespan_ms and peak_bytes are null when infeasible.

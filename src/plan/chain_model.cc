@@ -22,19 +22,21 @@ std::string number_text(double v) {
 
 void check_length(const std::string& name, size_t got, size_t want, int stages) {
   if (got == want) return;
-  throw InputError("chain: " + name + " has " + std::to_string(got) + " entries, a chain of " +
-                   std::to_string(stages) + " stages needs " + std::to_string(want) +
-                   (name == "x_bytes" ? " (the input of every stage and of the loss)"
-                                      : " (one per stage)"));
+  throw InputError(
+      "chain: " + name + " has " + std::to_string(got) + " entries, a chain of " +
+      std::to_string(stages) + " stages needs " + std::to_string(want) +
+      (name == "x_bytes" ? " (the input of every stage and of the loss)" : " (one per stage)"));
 }
 
 void check_time(const std::string& what, double v) {
   if (!std::isfinite(v)) throw InputError("chain: " + what + " is not a finite number");
-  if (v < 0) throw InputError("chain: " + what + " is " + number_text(v) + ", a time cannot be negative");
+  if (v < 0)
+    throw InputError("chain: " + what + " is " + number_text(v) + ", a time cannot be negative");
 }
 
 void check_size(const std::string& what, int64_t v) {
-  if (v < 0) throw InputError("chain: " + what + " is " + std::to_string(v) + ", a size cannot be negative");
+  if (v < 0)
+    throw InputError("chain: " + what + " is " + std::to_string(v) + ", a size cannot be negative");
 }
 
 const Json& field(const Json& o, const std::string& name) {
@@ -69,21 +71,24 @@ int64_t read_size(const Json& v, const std::string& what) {
 
 const Json& array_field(const Json& o, const std::string& name) {
   const Json& a = field(o, name);
-  if (!a.is_array()) throw InputError("chain: '" + name + "' must be an array, got " + std::string(a.type_name()));
+  if (!a.is_array())
+    throw InputError("chain: '" + name + "' must be an array, got " + std::string(a.type_name()));
   return a;
 }
 
 std::vector<double> time_array(const Json& o, const std::string& name) {
   std::vector<double> out;
   const Json& a = array_field(o, name);
-  for (size_t i = 0; i < a.size(); ++i) out.push_back(read_time(a[i], name + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < a.size(); ++i)
+    out.push_back(read_time(a[i], name + "[" + std::to_string(i) + "]"));
   return out;
 }
 
 std::vector<int64_t> size_array(const Json& o, const std::string& name) {
   std::vector<int64_t> out;
   const Json& a = array_field(o, name);
-  for (size_t i = 0; i < a.size(); ++i) out.push_back(read_size(a[i], name + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < a.size(); ++i)
+    out.push_back(read_size(a[i], name + "[" + std::to_string(i) + "]"));
   return out;
 }
 
@@ -98,7 +103,9 @@ void validate_chain(const Chain& c) {
   check_length("xbar_bytes", c.xbar_bytes.size(), n, L);
   check_length("fwd_tmp_bytes", c.fwd_tmp_bytes.size(), n, L);
   check_length("bwd_tmp_bytes", c.bwd_tmp_bytes.size(), n, L);
-  auto idx = [](const char* name, size_t i) { return std::string(name) + "[" + std::to_string(i) + "]"; };
+  auto idx = [](const char* name, size_t i) {
+    return std::string(name) + "[" + std::to_string(i) + "]";
+  };
   for (size_t i = 0; i < n; ++i) {
     check_time(idx("fwd_ms", i), c.fwd_ms[i]);
     check_time(idx("bwd_ms", i), c.bwd_ms[i]);
@@ -109,11 +116,17 @@ void validate_chain(const Chain& c) {
   for (size_t i = 0; i <= n; ++i) check_size(idx("x_bytes", i), c.x_bytes[i]);
   check_time("loss_ms", c.loss_ms);
   check_size("loss_tmp_bytes", c.loss_tmp_bytes);
+  // The solver adds times in float; a schedule recomputes each forward at most L times.
+  if (no_checkpoint_makespan_ms(c) * (L + 1) > 1e30) {
+    throw InputError("chain: the times add up to " + number_text(no_checkpoint_makespan_ms(c)) +
+                     " ms, too large to plan");
+  }
   for (size_t i = 0; i < n; ++i) {
     if (c.xbar_bytes[i] < c.x_bytes[i + 1]) {
-      throw InputError("chain: xbar_bytes[" + std::to_string(i) + "] = " + std::to_string(c.xbar_bytes[i]) +
-                       " is smaller than x_bytes[" + std::to_string(i + 1) + "] = " +
-                       std::to_string(c.x_bytes[i + 1]) + " (x̄ includes the stage's output)");
+      throw InputError("chain: xbar_bytes[" + std::to_string(i) +
+                       "] = " + std::to_string(c.xbar_bytes[i]) + " is smaller than x_bytes[" +
+                       std::to_string(i + 1) + "] = " + std::to_string(c.x_bytes[i + 1]) +
+                       " (x̄ includes the stage's output)");
     }
   }
   // Every live set plus one transient is bounded by this sum (each of x_i, x̄_i, δ_i is live at
@@ -136,9 +149,11 @@ Result<Chain> parse_chain_json(std::string_view text, const std::string& source)
     } catch (const Json::parse_error& e) {
       throw InputError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
     }
-    if (!doc.is_object()) throw InputError(source + ": expected a JSON object, got " + std::string(doc.type_name()));
+    if (!doc.is_object())
+      throw InputError(source + ": expected a JSON object, got " + std::string(doc.type_name()));
     const Json* o = &doc;
-    if (!doc.contains("fwd_ms") && doc.contains("chain") && doc["chain"].is_object()) o = &doc["chain"];
+    if (!doc.contains("fwd_ms") && doc.contains("chain") && doc["chain"].is_object())
+      o = &doc["chain"];
     Chain c;
     c.fwd_ms = time_array(*o, "fwd_ms");
     c.bwd_ms = time_array(*o, "bwd_ms");
@@ -183,20 +198,30 @@ double no_checkpoint_makespan_ms(const Chain& c) {
 
 std::string op_token(ChainOp op) {
   switch (op.kind) {
-    case ChainOpKind::Fck: return "Fck" + std::to_string(op.stage);
-    case ChainOpKind::Fn: return "Fn" + std::to_string(op.stage);
-    case ChainOpKind::Fall: return "Fall" + std::to_string(op.stage);
-    case ChainOpKind::Loss: return "Loss";
-    case ChainOpKind::B: return "B" + std::to_string(op.stage);
+    case ChainOpKind::Fck:
+      return "Fck" + std::to_string(op.stage);
+    case ChainOpKind::Fn:
+      return "Fn" + std::to_string(op.stage);
+    case ChainOpKind::Fall:
+      return "Fall" + std::to_string(op.stage);
+    case ChainOpKind::Loss:
+      return "Loss";
+    case ChainOpKind::B:
+      return "B" + std::to_string(op.stage);
   }
   HEADROOM_CHECK(false, "unknown chain op kind");
 }
 
 ChainOp parse_op_token(std::string_view token) {
   if (token == "Loss") return {ChainOpKind::Loss, 0};
-  struct Prefix { std::string_view text; ChainOpKind kind; };
-  static constexpr Prefix kPrefixes[] = {
-      {"Fck", ChainOpKind::Fck}, {"Fn", ChainOpKind::Fn}, {"Fall", ChainOpKind::Fall}, {"B", ChainOpKind::B}};
+  struct Prefix {
+    std::string_view text;
+    ChainOpKind kind;
+  };
+  static constexpr Prefix kPrefixes[] = {{"Fck", ChainOpKind::Fck},
+                                         {"Fn", ChainOpKind::Fn},
+                                         {"Fall", ChainOpKind::Fall},
+                                         {"B", ChainOpKind::B}};
   for (const Prefix& p : kPrefixes) {
     if (!token.starts_with(p.text)) continue;
     std::string_view digits = token.substr(p.text.size());
@@ -204,8 +229,10 @@ ChainOp parse_op_token(std::string_view token) {
     int stage = 0;
     bool ok = true;
     for (char ch : digits) {
-      if (ch < '0' || ch > '9') ok = false;
-      else stage = stage * 10 + (ch - '0');
+      if (ch < '0' || ch > '9')
+        ok = false;
+      else
+        stage = stage * 10 + (ch - '0');
     }
     if (!ok) break;
     return {p.kind, stage};

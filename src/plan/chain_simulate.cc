@@ -18,7 +18,8 @@ ChainState ChainState::initial(const Chain& chain) {
   return s;
 }
 
-std::string apply_chain_op(const Chain& chain, ChainOp op, ChainState& s, int64_t* in_use, double* time_ms) {
+std::string apply_chain_op(const Chain& chain, ChainOp op, ChainState& s, int64_t* in_use,
+                           double* time_ms) {
   const int L = chain.length();
   const auto at = [](int i) { return static_cast<size_t>(i); };
   switch (op.kind) {
@@ -26,9 +27,12 @@ std::string apply_chain_op(const Chain& chain, ChainOp op, ChainState& s, int64_
     case ChainOpKind::Fn:
     case ChainOpKind::Fall: {
       const int i = op.stage;
-      if (i < 0 || i >= L) return "stage " + std::to_string(i) + " is out of range (the chain has " + std::to_string(L) + " stages)";
+      if (i < 0 || i >= L)
+        return "stage " + std::to_string(i) + " is out of range (the chain has " +
+               std::to_string(L) + " stages)";
       if (!s.has_activation(i)) return "its input a_" + std::to_string(i) + " is not live";
-      if (s.has_activation(i + 1)) return "its output a_" + std::to_string(i + 1) + " is already live";
+      if (s.has_activation(i + 1))
+        return "its output a_" + std::to_string(i + 1) + " is already live";
       const bool with_history = op.kind == ChainOpKind::Fall;
       const int64_t out = with_history ? chain.xbar(i + 1) : chain.x(i + 1);
       *in_use = s.live + out + chain.fwd_tmp_bytes[at(i)];
@@ -62,13 +66,17 @@ std::string apply_chain_op(const Chain& chain, ChainOp op, ChainState& s, int64_
     }
     case ChainOpKind::B: {
       const int i = op.stage;
-      if (i < 0 || i >= L) return "stage " + std::to_string(i) + " is out of range (the chain has " + std::to_string(L) + " stages)";
+      if (i < 0 || i >= L)
+        return "stage " + std::to_string(i) + " is out of range (the chain has " +
+               std::to_string(L) + " stages)";
       if (s.next_backward != i) {
         if (s.next_backward == L) return "the loss has not run yet";
         if (s.next_backward < 0) return "every backward has already run";
         return "backwards run in order and B" + std::to_string(s.next_backward) + " comes next";
       }
-      if (!s.bar[at(i + 1)]) return act("x̄", i + 1) + " (the state saved by stage " + std::to_string(i) + ") is not live";
+      if (!s.bar[at(i + 1)])
+        return act("x̄", i + 1) + " (the state saved by stage " + std::to_string(i) +
+               ") is not live";
       if (!s.has_activation(i)) return "its input a_" + std::to_string(i) + " is not live";
       *in_use = s.live + chain.x(i) + chain.bwd_tmp_bytes[at(i)];
       *time_ms = chain.bwd_ms[at(i)];
@@ -91,8 +99,10 @@ std::string check_finished(const Chain& chain, const ChainState& s) {
   if (s.next_backward == chain.length()) return "the schedule ends before the loss";
   if (s.next_backward >= 0) return "the schedule ends before B" + std::to_string(s.next_backward);
   for (int i = 0; i <= chain.length(); ++i) {
-    if (s.plain[static_cast<size_t>(i)]) return "the schedule ends with " + act("x", i) + " still live";
-    if (s.bar[static_cast<size_t>(i)]) return "the schedule ends with " + act("x̄", i) + " still live";
+    if (s.plain[static_cast<size_t>(i)])
+      return "the schedule ends with " + act("x", i) + " still live";
+    if (s.bar[static_cast<size_t>(i)])
+      return "the schedule ends with " + act("x̄", i) + " still live";
   }
   return "";
 }
@@ -120,7 +130,8 @@ Result<ChainSimResult> simulate_chain(const Chain& chain, const std::vector<Chai
   return r;
 }
 
-Result<ChainSimResult> simulate_chain(const Chain& chain, const std::vector<std::string>& schedule) {
+Result<ChainSimResult> simulate_chain(const Chain& chain,
+                                      const std::vector<std::string>& schedule) {
   std::vector<ChainOp> ops;
   ops.reserve(schedule.size());
   for (const std::string& token : schedule) {

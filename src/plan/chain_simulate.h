@@ -36,7 +36,9 @@ struct ChainState {
 
   // Before the first op: only x_0.
   static ChainState initial(const Chain& chain);
-  bool has_activation(int i) const { return plain[static_cast<size_t>(i)] || bar[static_cast<size_t>(i)]; }
+  bool has_activation(int i) const {
+    return plain[static_cast<size_t>(i)] || bar[static_cast<size_t>(i)];
+  }
 };
 
 // Applies op to state when the op is allowed there, setting *in_use (memory during the op) and
@@ -47,10 +49,10 @@ std::string apply_chain_op(const Chain& chain, ChainOp op, ChainState& state, in
 std::string check_finished(const Chain& chain, const ChainState& state);
 
 struct ChainSimResult {
-  int64_t peak = 0;         // max over ops of the memory in use during the op
-  int peak_op = 0;          // index of the first op reaching it
-  double makespan_ms = 0;   // sum of the op times
-  int forwards = 0;         // forward ops executed (L of them are not recomputations)
+  int64_t peak = 0;        // max over ops of the memory in use during the op
+  int peak_op = 0;         // index of the first op reaching it
+  double makespan_ms = 0;  // sum of the op times
+  int forwards = 0;        // forward ops executed (L of them are not recomputations)
 };
 
 Result<ChainSimResult> simulate_chain(const Chain& chain, const std::vector<ChainOp>& schedule);
