@@ -20,7 +20,7 @@
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
-#include "report/format.h"
+#include "util/format.h"
 #include "pack/pack.h"
 #include "pack/pack_report.h"
 #include "report/html_report.h"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "report/format.h"
+#include "util/format.h"
 
 namespace headroom {
 namespace {

@@ -20,7 +20,7 @@
 #endif
 
 #include "plan/chain_simulate.h"
-#include "report/format.h"
+#include "util/format.h"
 #include "util/checked.h"
 
 namespace headroom {

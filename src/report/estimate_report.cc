@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/format.h"
+#include "util/format.h"
 #include "report/palette.h"
 
 namespace headroom {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/estimate_report.h"
-#include "report/format.h"
+#include "util/format.h"
 
 namespace headroom {
 namespace {

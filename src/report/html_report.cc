@@ -18,7 +18,7 @@
 #include <map>
 #include <optional>
 
-#include "report/format.h"
+#include "util/format.h"
 #include "report/palette.h"
 #include "report/svg.h"
 #include "sim/caching_allocator.h"
