@@ -1,6 +1,8 @@
 // The headroom command as a user meets it: bad input gives one line on stderr, exit code 2 and
 // nothing on stdout; good input is deterministic.
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -13,30 +15,11 @@
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args) {
-  std::string err_file = ::testing::TempDir() + "headroom_cli_stderr.txt";
-  std::string cmd = std::string(HEADROOM_CLI) + " " + args + " 2>" + err_file;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(err_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  return r;
-}
+using headroom::testing::CliRun;
+using headroom::testing::run_cli;
 
 void expect_usage_error(const std::string& args, const std::string& fragment) {
-  CliRun r = run(args);
+  CliRun r = run_cli(args);
   EXPECT_EQ(r.code, 2) << args;
   EXPECT_EQ(r.out, "") << args;
   EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
@@ -73,8 +56,8 @@ TEST(Cli, BadModelParameters) {
 }
 
 TEST(Cli, JsonIsDeterministicAndCarriesTheContract) {
-  CliRun a = run("estimate resnet18 --batch 4 --json");
-  CliRun b = run("estimate resnet18 --batch 4 --json");
+  CliRun a = run_cli("estimate resnet18 --batch 4 --json");
+  CliRun b = run_cli("estimate resnet18 --batch 4 --json");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   for (const char* key : {"\"model\"", "\"batch\"", "\"mode\"", "\"optimizer\"", "\"precision\"", "\"device\"",
@@ -85,7 +68,7 @@ TEST(Cli, JsonIsDeterministicAndCarriesTheContract) {
 }
 
 TEST(Cli, ModelsListsEveryBuiltin) {
-  CliRun r = run("models");
+  CliRun r = run_cli("models");
   ASSERT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("resnet50"), std::string::npos);
   EXPECT_NE(r.out.find("25,557,032"), std::string::npos);
@@ -108,8 +91,8 @@ TEST(Cli, OnnxExportPredictsWhatItsBuiltinTwinPredicts) {
   for (const char* m : {"resnet18", "mobilenet_v2", "alexnet", "vgg11", "resnet50"}) {
     for (const char* mode : {"--mode train --optimizer sgd --no-foreach", "--mode infer"}) {
       std::string flags = std::string(" --batch 2 --device cpu --json ") + mode;
-      CliRun onnx = run("estimate " + dir + m + "_training.onnx" + flags);
-      CliRun builtin = run(std::string("estimate ") + m + flags);
+      CliRun onnx = run_cli("estimate " + dir + m + "_training.onnx" + flags);
+      CliRun builtin = run_cli(std::string("estimate ") + m + flags);
       ASSERT_EQ(onnx.code, 0) << onnx.err;
       ASSERT_EQ(builtin.code, 0) << builtin.err;
       EXPECT_EQ(peak_of(onnx.out), peak_of(builtin.out)) << m << mode;
@@ -132,11 +115,11 @@ namespace {
 TEST(Cli, PlanChainWorkedExample) {
   // ../shared/docs/chain-model.md section 7: 500 MiB, 500 slots -> 27 ms; 400 MiB infeasible.
   const std::string f = std::string(HEADROOM_SOURCE_DIR) + "/examples/chain-example.json";
-  CliRun r = run("plan --chain " + f + " --budget 500MiB --json");
+  CliRun r = run_cli("plan --chain " + f + " --budget 500MiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"makespan_ms\": 27.0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"feasible\": true"), std::string::npos);
-  CliRun tight = run("plan --chain " + f + " --budget 400MiB --json");
+  CliRun tight = run_cli("plan --chain " + f + " --budget 400MiB --json");
   ASSERT_EQ(tight.code, 0) << tight.err;
   EXPECT_NE(tight.out.find("\"feasible\": false"), std::string::npos) << tight.out;
   expect_usage_error("plan --chain " + f, "--budget");
@@ -162,9 +145,9 @@ TEST(Cli, OnnxTransformerExportsStayWithinTheValidationBounds) {
                         Case{"gpt2_training.onnx", "gpt2", " --mode infer"},
                         Case{"gpt2_training.onnx", "gpt2", " --optimizer sgd --no-foreach"}}) {
     std::string flags = std::string(" --batch 2 --device cpu --json") + c.flags;
-    CliRun onnx = run("estimate " + dir + c.file + flags + (std::string(c.builtin) == "gpt2" ? " --loss next-token" : ""));
+    CliRun onnx = run_cli("estimate " + dir + c.file + flags + (std::string(c.builtin) == "gpt2" ? " --loss next-token" : ""));
     std::string seq = std::string(c.builtin) == "vit_b_16" ? "" : " --seq 128";
-    CliRun builtin = run(std::string("estimate ") + c.builtin + seq + flags);
+    CliRun builtin = run_cli(std::string("estimate ") + c.builtin + seq + flags);
     ASSERT_EQ(onnx.code, 0) << onnx.err;
     ASSERT_EQ(builtin.code, 0) << builtin.err;
     double a = std::stod(peak_of(onnx.out)), b = std::stod(peak_of(builtin.out));

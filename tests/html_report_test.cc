@@ -11,6 +11,8 @@
 //    build directory as test-artifacts/report.png). Chromium missing is a failure: CI installs it
 //    (scripts/install-deps.sh browser, run by `make test`).
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -501,27 +503,8 @@ TEST(Svg, NumbersAndTicks) {
 
 // ---- the CLI ---------------------------------------------------------------------------------
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& args) {
-  std::string err_file = ::testing::TempDir() + "headroom_report_stderr_" + std::to_string(getpid()) + ".txt";
-  std::string cmd = std::string(HEADROOM_CLI) + " " + args + " 2>" + err_file;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(err_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  return r;
-}
+using headroom::testing::CliRun;
+using headroom::testing::run_cli;
 
 std::string artifact_dir() {
 #ifdef HEADROOM_BINARY_DIR

@@ -2,6 +2,8 @@
 // Expected values are computed here independently of src/pack (by tensor names and multisets of
 // op signatures), or derived by hand with the arithmetic in a comment.
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -411,27 +413,8 @@ TEST(Workload, RejectsBadFiles) {
             std::string::npos);
 }
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun run_cli(const std::string& args) {
-  std::string err_file = ::testing::TempDir() + "headroom_pack_stderr.txt";
-  std::string cmd = std::string(HEADROOM_CLI) + " " + args + " 2>" + err_file;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream f(err_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  return r;
-}
+using headroom::testing::CliRun;
+using headroom::testing::run_cli;
 
 TEST(PackCli, JsonContractAndBadInput) {
   std::string wfile = ::testing::TempDir() + "pack_workload.json";

@@ -1,0 +1,32 @@
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace headroom::testing {
+
+CliRun run_cli(const std::string& args) {
+  // One stderr file per process: ctest runs test cases in parallel processes.
+  std::string err_file = ::testing::TempDir() + "headroom_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  std::string cmd = std::string(HEADROOM_CLI) + " " + args + " 2>" + err_file;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(err_file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+}  // namespace headroom::testing

@@ -1,0 +1,16 @@
+// Runs the built `headroom` binary as a user would, capturing exit code, stdout and stderr.
+#pragma once
+
+#include <string>
+
+namespace headroom::testing {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// `args` is appended to the binary's path and run through the shell.
+CliRun run_cli(const std::string& args);
+
+}  // namespace headroom::testing
