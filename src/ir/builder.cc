@@ -10,12 +10,6 @@
 namespace headroom {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 int64_t numel_of(const std::vector<int64_t>& s, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : s) n = checked_mul(n, d, what);
@@ -55,7 +49,7 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw InputError(what + ": shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+      throw InputError(what + ": shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
     }
     out[i] = da == 1 ? db : da;
   }
@@ -75,7 +69,7 @@ std::string GraphBuilder::unique_name(const std::string& name) {
 TensorId GraphBuilder::add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype,
                                   TensorRole role, int batch_axis) {
   for (int64_t d : shape) {
-    if (d < 0) throw InputError("tensor '" + name + "' has a negative dimension " + shape_str(shape));
+    if (d < 0) throw InputError("tensor '" + name + "' has a negative dimension " + shape_text(shape));
   }
   Tensor t;
   t.id = static_cast<TensorId>(g_.tensors.size());
@@ -190,8 +184,8 @@ TensorId GraphBuilder::elementwise(OpKind kind, const std::string& name, std::ve
   if (kind == OpKind::Where) dt = tensor(inputs[1]).dtype;
   bool inplace = attrs.inplace;
   if (inplace && s != shape(inputs[0])) {
-    throw InputError(name + ": in-place result shape " + shape_str(s) + " differs from its input " +
-                     shape_str(shape(inputs[0])));
+    throw InputError(name + ": in-place result shape " + shape_text(s) + " differs from its input " +
+                     shape_text(shape(inputs[0])));
   }
   OpId op = add_op(kind, name, std::move(inputs), std::move(attrs));
   TensorId x0 = g_.ops[static_cast<size_t>(op)].inputs[0];
@@ -202,7 +196,7 @@ TensorId GraphBuilder::elementwise(OpKind kind, const std::string& name, std::ve
 
 TensorId GraphBuilder::conv2d(const std::string& module, TensorId x, int64_t out_channels, const Conv2dSpec& spec) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(module + ": conv2d expects [N,C,H,W], got " + shape_str(s));
+  if (s.size() != 4) throw InputError(module + ": conv2d expects [N,C,H,W], got " + shape_text(s));
   if (spec.groups <= 0 || s[1] % spec.groups != 0 || out_channels % spec.groups != 0) {
     throw InputError(module + ": channels " + std::to_string(s[1]) + "->" + std::to_string(out_channels) +
                      " not divisible by groups " + std::to_string(spec.groups));
@@ -228,7 +222,7 @@ TensorId GraphBuilder::conv2d(const std::string& module, TensorId x, int64_t out
 
 TensorId GraphBuilder::batch_norm2d(const std::string& module, TensorId x, bool training) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(module + ": batch_norm2d expects [N,C,H,W], got " + shape_str(s));
+  if (s.size() != 4) throw InputError(module + ": batch_norm2d expects [N,C,H,W], got " + shape_text(s));
   int64_t c = s[1];
   TensorId w = parameter(module + ".weight", {c});
   TensorId b = parameter(module + ".bias", {c});
@@ -264,7 +258,7 @@ TensorId GraphBuilder::linear_with(const std::string& module, TensorId x, Tensor
   const std::vector<int64_t> s = shape(x);
   const std::vector<int64_t> ws = shape(weight);
   if (s.empty() || ws.size() != 2 || s.back() != ws[1]) {
-    throw InputError(module + ": linear input " + shape_str(s) + " does not match weight " + shape_str(ws));
+    throw InputError(module + ": linear input " + shape_text(s) + " does not match weight " + shape_text(ws));
   }
   std::vector<TensorId> ins{x, weight};
   if (bias != kNone) ins.push_back(bias);
@@ -371,7 +365,7 @@ TensorId GraphBuilder::matmul(const std::string& name, TensorId a, TensorId b) {
   const std::vector<int64_t> sa = shape(a);
   const std::vector<int64_t> sb = shape(b);
   if (sa.size() < 2 || sb.size() < 2 || sa.back() != sb[sb.size() - 2]) {
-    throw InputError(name + ": matmul of " + shape_str(sa) + " and " + shape_str(sb) + " does not match");
+    throw InputError(name + ": matmul of " + shape_text(sa) + " and " + shape_text(sb) + " does not match");
   }
   std::vector<int64_t> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
   std::vector<int64_t> os = broadcast_shapes(ba, bb, name);
@@ -413,7 +407,7 @@ TensorId GraphBuilder::sum(const std::string& name, TensorId x, int64_t dim, boo
 
 TensorId GraphBuilder::max_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_str(s));
+  if (s.size() != 4) throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_text(s));
   OpAttrs a;
   a.kernel = {spec.kernel, spec.kernel};
   a.stride = {spec.stride, spec.stride};
@@ -429,7 +423,7 @@ TensorId GraphBuilder::max_pool2d(const std::string& name, TensorId x, const Poo
 
 TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_str(s));
+  if (s.size() != 4) throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_text(s));
   OpAttrs a;
   a.kernel = {spec.kernel, spec.kernel};
   a.stride = {spec.stride, spec.stride};
@@ -445,7 +439,7 @@ TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Poo
 
 TensorId GraphBuilder::adaptive_avg_pool2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": adaptive_avg_pool2d expects [N,C,H,W], got " + shape_str(s));
+  if (s.size() != 4) throw InputError(name + ": adaptive_avg_pool2d expects [N,C,H,W], got " + shape_text(s));
   OpAttrs a;
   a.kernel = {out_h, out_w};
   OpId op = add_op(OpKind::AdaptiveAvgPool2d, name, {x}, a);
@@ -476,10 +470,10 @@ TensorId GraphBuilder::view(const std::string& name, TensorId x, std::vector<int
     }
   }
   if (infer >= 0) {
-    if (known == 0 || total % known != 0) throw InputError(name + ": cannot infer -1 in view " + shape_str(new_shape));
+    if (known == 0 || total % known != 0) throw InputError(name + ": cannot infer -1 in view " + shape_text(new_shape));
     new_shape[static_cast<size_t>(infer)] = total / known;
   } else if (known != total) {
-    throw InputError(name + ": view " + shape_str(new_shape) + " of a tensor of shape " + shape_str(shape(x)));
+    throw InputError(name + ": view " + shape_text(new_shape) + " of a tensor of shape " + shape_text(shape(x)));
   }
   OpId op = add_op(OpKind::View, name, {x}, {});
   TensorId out = add_output(op, new_shape, tensor(x).dtype, x);
@@ -617,7 +611,7 @@ TensorId GraphBuilder::cat(const std::string& name, const std::vector<TensorId>&
     const std::vector<int64_t> s = shape(xs[i]);
     for (size_t j = 0; j < s.size() && s.size() == os.size(); ++j) {
       if (static_cast<int64_t>(j) != d && s[j] != os[j]) {
-        throw InputError(name + ": cat of " + shape_str(os) + " and " + shape_str(s));
+        throw InputError(name + ": cat of " + shape_text(os) + " and " + shape_text(s));
       }
     }
     if (s.size() != os.size()) throw InputError(name + ": cat of tensors of different rank");
@@ -661,7 +655,7 @@ TensorId GraphBuilder::cross_entropy(const std::string& name, TensorId logits, T
   (void)weight;
   if (shape(logits).size() != 2 || shape(target).size() != 1 || shape(target)[0] != shape(logits)[0]) {
     throw InputError(name + ": cross-entropy expects logits [N,C] and targets [N], got " +
-                     shape_str(shape(logits)) + " and " + shape_str(shape(target)));
+                     shape_text(shape(logits)) + " and " + shape_text(shape(target)));
   }
   TensorId logp = log_softmax(name + ".log_softmax", logits, 1);
   OpId op = add_op(OpKind::NllLoss, name, {logp, target}, {});
@@ -689,7 +683,7 @@ Graph GraphBuilder::finish() {
 
 TensorId GraphBuilder::embedding_with(const std::string& module, TensorId ids, TensorId weight) {
   const std::vector<int64_t> ws = shape(weight);
-  if (ws.size() != 2) throw InputError(module + ": embedding weight must be 2-D, got " + shape_str(ws));
+  if (ws.size() != 2) throw InputError(module + ": embedding weight must be 2-D, got " + shape_text(ws));
   OpId op = add_op(OpKind::Embedding, module, {ids, weight}, {});
   std::vector<int64_t> os = shape(ids);
   os.push_back(ws[1]);
@@ -701,7 +695,7 @@ TensorId GraphBuilder::embedding_with(const std::string& module, TensorId ids, T
 TensorId GraphBuilder::layer_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias) {
   int64_t d = shape(x).empty() ? 0 : shape(x).back();
   if (shape(weight) != std::vector<int64_t>{d} || (bias != kNone && shape(bias) != std::vector<int64_t>{d})) {
-    throw InputError(module + ": layer_norm over " + shape_str(shape(x)) + " with weight " + shape_str(shape(weight)));
+    throw InputError(module + ": layer_norm over " + shape_text(shape(x)) + " with weight " + shape_text(shape(weight)));
   }
   std::vector<TensorId> ins{x, weight};
   if (bias != kNone) ins.push_back(bias);
@@ -715,8 +709,8 @@ TensorId GraphBuilder::addmm(const std::string& name, TensorId bias, TensorId ma
   const std::vector<int64_t> a = shape(mat1);
   const std::vector<int64_t> w = shape(mat2);
   if (a.size() != 2 || w.size() != 2 || a[1] != w[0] || shape(bias) != std::vector<int64_t>{w[1]}) {
-    throw InputError(name + ": addmm of " + shape_str(a) + " and " + shape_str(w) + " with bias " +
-                     shape_str(shape(bias)));
+    throw InputError(name + ": addmm of " + shape_text(a) + " and " + shape_text(w) + " with bias " +
+                     shape_text(shape(bias)));
   }
   OpId op = add_op(OpKind::Linear, name, {mat1, mat2, bias}, {});
   TensorId out = add_output(op, {a[0], w[1]}, tensor(mat1).dtype);
@@ -738,7 +732,7 @@ TensorId GraphBuilder::squeeze(const std::string& name, TensorId x, int64_t dim)
   std::vector<int64_t> os = shape(x);
   int64_t d = norm_dim(dim, os.size(), name);
   if (os[static_cast<size_t>(d)] != 1) {
-    throw InputError(name + ": squeeze of dimension " + std::to_string(dim) + " of " + shape_str(os) +
+    throw InputError(name + ": squeeze of dimension " + std::to_string(dim) + " of " + shape_text(os) +
                      ", which is not 1");
   }
   os.erase(os.begin() + d);
@@ -758,17 +752,17 @@ TensorId GraphBuilder::unflatten(const std::string& name, TensorId x, int64_t di
     if (sizes[i] == -1 && infer < 0) {
       infer = static_cast<int>(i);
     } else if (sizes[i] < 0) {
-      throw InputError(name + ": bad sizes " + shape_str(sizes));
+      throw InputError(name + ": bad sizes " + shape_text(sizes));
     } else {
       known = checked_mul(known, sizes[i], name);
     }
   }
   if (infer >= 0) {
-    if (known == 0 || n % known != 0) throw InputError(name + ": cannot split " + std::to_string(n) + " into " + shape_str(sizes));
+    if (known == 0 || n % known != 0) throw InputError(name + ": cannot split " + std::to_string(n) + " into " + shape_text(sizes));
     sizes[static_cast<size_t>(infer)] = n / known;
   } else if (known != n) {
-    throw InputError(name + ": cannot split dimension " + std::to_string(n) + " of " + shape_str(s) + " into " +
-                     shape_str(sizes));
+    throw InputError(name + ": cannot split dimension " + std::to_string(n) + " of " + shape_text(s) + " into " +
+                     shape_text(sizes));
   }
   std::vector<int64_t> os(s.begin(), s.begin() + d);
   os.insert(os.end(), sizes.begin(), sizes.end());
@@ -852,7 +846,7 @@ TensorId GraphBuilder::masked_fill(const std::string& name, TensorId x, TensorId
 
 TensorId GraphBuilder::masked_fill_(const std::string& name, TensorId x, TensorId mask, double value) {
   if (broadcast_shapes(shape(x), shape(mask), name) != shape(x)) {
-    throw InputError(name + ": in-place masked_fill_ of " + shape_str(shape(x)) + " with mask " + shape_str(shape(mask)));
+    throw InputError(name + ": in-place masked_fill_ of " + shape_text(shape(x)) + " with mask " + shape_text(shape(mask)));
   }
   OpAttrs a;
   a.scalar = value;

@@ -11,12 +11,6 @@
 namespace headroom {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 int64_t numel(const std::vector<int64_t>& s, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : s) n = checked_mul(n, d, what);

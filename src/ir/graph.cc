@@ -18,6 +18,12 @@ std::string_view tensor_role_name(TensorRole r) {
   return "?";
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? "," : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n = checked_mul(n, d, "the element count of tensor '" + name + "'");

@@ -36,6 +36,9 @@ enum class TensorRole : uint8_t {
 
 std::string_view tensor_role_name(TensorRole r);
 
+// "[2,3,224,224]": a shape as error messages and reports print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 struct Tensor {
   TensorId id = kNone;
   std::string name;

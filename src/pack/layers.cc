@@ -14,7 +14,6 @@
 namespace headroom {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
 
 std::string axes_text(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, "x")); }
 

@@ -15,12 +15,6 @@ namespace {
 
 using onnx::TensorProto;
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 int64_t numel_of(const std::vector<int64_t>& s, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : s) {

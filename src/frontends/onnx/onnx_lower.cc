@@ -51,12 +51,6 @@ namespace {
 using onnx::NodeProto;
 using onnx::TensorProto;
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 bool default_domain(const NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
 // Input slots that carry settings rather than data (shapes, axes, sizes): a float initializer
