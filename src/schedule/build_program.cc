@@ -24,7 +24,57 @@ struct Node {
 
 class Interpreter {
  public:
-  Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o) {}
+  Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o) {
+    no_workspace_device_ = o.device;
+    no_workspace_device_.conv_workspace = ConvWorkspace::None;
+    const MemoryPlan& plan = o.plan;
+    segment_of_.assign(g.ops.size(), -1);
+    offload_op_.assign(g.ops.size(), false);
+    no_workspace_op_.assign(g.ops.size(), false);
+    auto valid_op = [&](OpId id) { return id >= 0 && static_cast<size_t>(id) < g.ops.size(); };
+    for (OpId id : plan.offload) {
+      HEADROOM_CHECK(valid_op(id), "offload of an unknown op");
+      offload_op_[static_cast<size_t>(id)] = true;
+    }
+    for (OpId id : plan.no_conv_workspace) {
+      HEADROOM_CHECK(valid_op(id), "workspace choice for an unknown op");
+      no_workspace_op_[static_cast<size_t>(id)] = true;
+    }
+    OpId previous_last = kNone;
+    for (const CheckpointSegment& seg : plan.checkpoints) {
+      HEADROOM_CHECK(valid_op(seg.first) && valid_op(seg.last) && seg.first <= seg.last && seg.first > previous_last,
+                     "checkpoint segments must be valid, sorted and disjoint");
+      previous_last = seg.last;
+      const int s = static_cast<int>(segments_.size());
+      segments_.push_back(seg);
+      std::vector<TensorId> inputs, outputs;
+      for (OpId o = seg.first; o <= seg.last; ++o) {
+        HEADROOM_CHECK(g.op(o).stage == OpStage::Model, "a checkpoint segment holds a loss op: " + g.op(o).name);
+        segment_of_[static_cast<size_t>(o)] = s;
+        for (TensorId in : g.op(o).inputs) {
+          OpId made = g.tensor(in).producer;
+          if (made != kNone && made < seg.first && std::find(inputs.begin(), inputs.end(), in) == inputs.end()) inputs.push_back(in);
+        }
+      }
+      // Outputs: made inside, read after the segment, returned, or held past it.
+      std::vector<bool> used_after(g.tensors.size(), false);
+      for (const Op& op : g.ops) {
+        if (op.id <= seg.last) continue;
+        for (TensorId in : op.inputs) used_after[static_cast<size_t>(in)] = true;
+      }
+      for (TensorId t : g.outputs) used_after[static_cast<size_t>(t)] = true;
+      for (const Hold& h : g.holds) {
+        if (h.until > seg.last) used_after[static_cast<size_t>(h.tensor)] = true;
+      }
+      for (OpId o = seg.first; o <= seg.last; ++o) {
+        for (TensorId out : g.op(o).outputs) {
+          if (used_after[static_cast<size_t>(out)]) outputs.push_back(out);
+        }
+      }
+      segment_inputs_.push_back(std::move(inputs));
+      segment_outputs_.push_back(std::move(outputs));
+    }
+  }
 
   Program run() {
     setup();
@@ -50,6 +100,10 @@ class Interpreter {
   BufferId new_buffer(int64_t bytes, Category cat, std::string name, OpId op) {
     p_.buffers.push_back(Buffer{bytes, cat, std::move(name), op});
     refs_.push_back(0);
+    saved_refs_.push_back(0);
+    offloaded_.push_back(false);
+    replacement_.push_back(kNone);
+    pending_prefetch_.push_back(-1);
     return static_cast<BufferId>(p_.buffers.size()) - 1;
   }
   void alloc(BufferId b) { p_.events.push_back({Event::Kind::Alloc, Category::Weights, b}); }
@@ -98,8 +152,16 @@ class Interpreter {
 
   bool op_runs(const Op& op) const { return o_.mode == RunMode::Training || op.stage == OpStage::Model; }
 
+  // Whether the backward will find a node for op p: recorded in the forward, or recorded when
+  // its checkpointed segment is re-run.
+  bool will_have_node(OpId p) const {
+    return nodes_[static_cast<size_t>(p)].exists ||
+           (segment_of_[static_cast<size_t>(p)] >= 0 && grad_plans_[static_cast<size_t>(p)].creates_node);
+  }
+
   RuleContext context(const Op& op, bool grad_mode) const {
-    RuleContext c{g_, op, o_.device, grad_mode, o_.mode == RunMode::Training, {}};
+    const DeviceProfile& device = no_workspace_op_[static_cast<size_t>(op.id)] ? no_workspace_device_ : o_.device;
+    RuleContext c{g_, op, device, grad_mode, o_.mode == RunMode::Training, {}};
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       c.input_requires_grad.push_back(grad_mode && requires_grad_[static_cast<size_t>(op.inputs[i])] &&
                                       differentiable_input(op, static_cast<int>(i)));
@@ -115,6 +177,10 @@ class Interpreter {
     nodes_.assign(g_.ops.size(), Node{});
     grad_.assign(g_.tensors.size(), GradValue{});
     redirect_.assign(g_.tensors.size(), kNone);
+    segment_saved_.assign(segments_.size(), {});
+    segment_state_.assign(segments_.size(), SegmentState::Forward);
+    segment_held_.assign(segments_.size(), {});
+    offload_candidates_.clear();
 
     // Forward references of each tensor: reads by later ops, Python locals, returned outputs.
     std::vector<int> uses(g_.tensors.size(), 0);
@@ -141,31 +207,38 @@ class Interpreter {
       if (t.producer == kNone && b != kNone) ref(b, uses[static_cast<size_t>(t.id)]);
     }
 
-    // Plans first: which storages some node saves decides their category from birth.
+    // Plans first: which storages some node saves decides their category from birth. The plan
+    // autograd would record (grad_plans_) decides which tensors require grad and what a
+    // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
     std::vector<ForwardPlan> plans(g_.ops.size());
-    std::vector<bool> saved_tensor(g_.tensors.size(), false);
-    std::vector<TensorId> storage(g_.tensors.size());
-    for (size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<TensorId>(i);
+    grad_plans_.assign(g_.ops.size(), ForwardPlan{});
+    std::vector<bool> saved_storage(g_.tensors.size(), false);
+    storage_.resize(g_.tensors.size());
+    for (size_t i = 0; i < storage_.size(); ++i) storage_[i] = static_cast<TensorId>(i);
     for (const Op& op : g_.ops) {
       if (!op_runs(op)) continue;
-      RuleContext c = context(op, grad_mode);
-      plans[static_cast<size_t>(op.id)] = forward_plan(c);
-      const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
+      const bool checkpointed = grad_mode && segment_of_[static_cast<size_t>(op.id)] >= 0;
+      ForwardPlan& gp = grad_plans_[static_cast<size_t>(op.id)];
+      gp = forward_plan(context(op, grad_mode));
+      ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
+      fp = checkpointed ? forward_plan(context(op, false)) : gp;
       for (size_t j = 0; j < op.outputs.size(); ++j) {
         TensorId out = op.outputs[j];
-        if (fp.output_alias[j] >= 0) storage[static_cast<size_t>(out)] = storage[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
-        requires_grad_[static_cast<size_t>(out)] = fp.creates_node;
-        if (!fp.creates_node && fp.output_alias[j] >= 0) {
+        if (fp.output_alias[j] >= 0) storage_[static_cast<size_t>(out)] = storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
+        requires_grad_[static_cast<size_t>(out)] = gp.creates_node;
+        if (!gp.creates_node && gp.output_alias[j] >= 0) {
           // An identity (dropout with p = 0 or in eval mode) returns its input: gradients for
           // the output are gradients for the input.
-          TensorId src = op.inputs[static_cast<size_t>(fp.output_alias[j])];
+          TensorId src = op.inputs[static_cast<size_t>(gp.output_alias[j])];
           requires_grad_[static_cast<size_t>(out)] = requires_grad_[static_cast<size_t>(src)];
           redirect_[static_cast<size_t>(out)] = src;
         }
       }
-      for (const Ref& r : fp.saved) {
-        if (r.kind == Ref::Kind::Input) saved_tensor[static_cast<size_t>(storage[static_cast<size_t>(op.inputs[static_cast<size_t>(r.index)])])] = true;
-        if (r.kind == Ref::Kind::Output) saved_tensor[static_cast<size_t>(storage[static_cast<size_t>(op.outputs[static_cast<size_t>(r.index)])])] = true;
+      mark_saved(op, fp, saved_storage);
+    }
+    if (grad_mode) {
+      for (size_t s = 0; s < segments_.size(); ++s) {
+        for (TensorId t : segment_inputs_[s]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
       }
     }
 
@@ -173,70 +246,218 @@ class Interpreter {
       if (!op_runs(op)) continue;
       const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
       begin_step(phase, iteration, micro, op.id, op.name);
-      if (uses_cublas(op)) cublas_workspace(forward_workspace_, "cuBLAS workspace (main thread)");
-      std::vector<BufferId> fresh;
-      std::vector<BufferId> out_buf(op.outputs.size(), kNone);
-      for (size_t j = 0; j < op.outputs.size(); ++j) {
-        TensorId out = op.outputs[j];
-        if (fp.output_alias[j] >= 0) {
-          out_buf[j] = buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
-        } else {
-          Category cat = saved_tensor[static_cast<size_t>(storage[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
-          int64_t bytes = (j == 0 && fp.output_bytes >= 0) ? fp.output_bytes : g_.tensor(out).bytes();
-          out_buf[j] = new_buffer(bytes, cat, g_.tensor(out).name, op.id);
-          fresh.push_back(out_buf[j]);
-        }
-        buf_of_[static_cast<size_t>(out)] = out_buf[j];
-        ref(out_buf[j], uses[static_cast<size_t>(out)]);
-      }
-      std::vector<BufferId> extra_buf;
-      for (const ExtraBuffer& e : fp.extras) {
-        bool kept = std::any_of(fp.saved.begin(), fp.saved.end(), [&](const Ref& r) {
-          return r.kind == Ref::Kind::Extra && r.index == static_cast<int>(extra_buf.size());
-        });
-        extra_buf.push_back(new_buffer(e.bytes, kept ? Category::SavedActivations : Category::Temporaries,
-                                       op.name + "." + e.name, op.id));
-        fresh.push_back(extra_buf.back());
-      }
-      std::vector<BufferId> temps;
-      for (const LocalEvent& e : fp.events) {
-        switch (e.kind) {
-          case LocalEvent::Kind::AllocOutput: alloc(out_buf[static_cast<size_t>(e.index)]); break;
-          case LocalEvent::Kind::AllocExtra: alloc(extra_buf[static_cast<size_t>(e.index)]); break;
-          case LocalEvent::Kind::AllocTemp: {
-            BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
-                                    op.name + (e.workspace ? ".workspace" : ".tmp"), op.id);
-            temps.push_back(t);
-            alloc(t);
-            ref(t);
-            break;
-          }
-          case LocalEvent::Kind::FreeTemp: unref(temps.at(static_cast<size_t>(e.index))); break;
-          case LocalEvent::Kind::AllocGrad: HEADROOM_CHECK(false, "AllocGrad in a forward plan"); break;
-        }
-      }
-      if (fp.creates_node) {
-        Node& n = nodes_[static_cast<size_t>(op.id)];
-        n.exists = true;
-        for (const Ref& r : fp.saved) {
-          BufferId b = r.kind == Ref::Kind::Input ? buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(r.index)])]
-                     : r.kind == Ref::Kind::Output ? out_buf[static_cast<size_t>(r.index)]
-                                                   : extra_buf[static_cast<size_t>(r.index)];
-          ref(b);
-          n.saved.push_back(b);
-        }
-      }
-      // The op returns: its inputs lose this reference, Python locals of a finished scope go.
-      for (TensorId in : op.inputs) unref(buf_of_[static_cast<size_t>(in)]);
+      execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
       for (TensorId t : hold_release[static_cast<size_t>(op.id)]) unref(buf_of_[static_cast<size_t>(t)]);
-      for (BufferId b : fresh) free_if_unreferenced(b);
+      release_fresh();
+      const int seg = segment_of_[static_cast<size_t>(op.id)];
+      if (grad_mode && seg >= 0 && op.id == segments_[static_cast<size_t>(seg)].last) {
+        // CheckpointFunction's node: it keeps the segment's inputs for the recomputation.
+        for (TensorId t : segment_inputs_[static_cast<size_t>(seg)]) {
+          BufferId b = buf_of_[static_cast<size_t>(t)];
+          ref(b);
+          ++saved_refs_[static_cast<size_t>(b)];
+          segment_saved_[static_cast<size_t>(seg)].push_back(b);
+        }
+      }
+      if (grad_mode) offload_ready();
       end_step();
     }
+    offload_candidates_.clear();  // still referenced by the forward at its end: not offloaded
     if (phase == Phase::Inference) {
       begin_step(phase, iteration, micro, kNone, "drop outputs");
       release_returned();
       end_step();
     }
+  }
+
+  void mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bool>& saved_storage) const {
+    for (const Ref& r : fp.saved) {
+      if (r.kind == Ref::Kind::Input) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(r.index)])])] = true;
+      if (r.kind == Ref::Kind::Output) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(op.outputs[static_cast<size_t>(r.index)])])] = true;
+    }
+  }
+
+  // Runs one forward op: its outputs, extras and temporaries, its node's saved references, and
+  // the return (inputs lose this reference). Fresh buffers nobody references are freed by
+  // release_fresh() after the caller drops Python locals.
+  void execute(const Op& op, const ForwardPlan& fp, const std::vector<int>& uses,
+               const std::vector<bool>& saved_storage, bool may_offload) {
+    if (uses_cublas(op)) cublas_workspace(forward_workspace_, "cuBLAS workspace (main thread)");
+    fresh_.clear();
+    std::vector<BufferId> out_buf(op.outputs.size(), kNone);
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      TensorId out = op.outputs[j];
+      if (fp.output_alias[j] >= 0) {
+        out_buf[j] = buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
+      } else {
+        Category cat = saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
+        int64_t bytes = (j == 0 && fp.output_bytes >= 0) ? fp.output_bytes : g_.tensor(out).bytes();
+        out_buf[j] = new_buffer(bytes, cat, g_.tensor(out).name, op.id);
+        fresh_.push_back(out_buf[j]);
+      }
+      buf_of_[static_cast<size_t>(out)] = out_buf[j];
+      ref(out_buf[j], uses[static_cast<size_t>(out)]);
+    }
+    std::vector<BufferId> extra_buf;
+    for (const ExtraBuffer& e : fp.extras) {
+      bool kept = std::any_of(fp.saved.begin(), fp.saved.end(), [&](const Ref& r) {
+        return r.kind == Ref::Kind::Extra && r.index == static_cast<int>(extra_buf.size());
+      });
+      extra_buf.push_back(new_buffer(e.bytes, kept ? Category::SavedActivations : Category::Temporaries,
+                                     op.name + "." + e.name, op.id));
+      fresh_.push_back(extra_buf.back());
+    }
+    std::vector<BufferId> temps;
+    for (const LocalEvent& e : fp.events) {
+      switch (e.kind) {
+        case LocalEvent::Kind::AllocOutput: alloc(out_buf[static_cast<size_t>(e.index)]); break;
+        case LocalEvent::Kind::AllocExtra: alloc(extra_buf[static_cast<size_t>(e.index)]); break;
+        case LocalEvent::Kind::AllocTemp: {
+          BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
+                                  op.name + (e.workspace ? ".workspace" : ".tmp"), op.id);
+          temps.push_back(t);
+          alloc(t);
+          ref(t);
+          break;
+        }
+        case LocalEvent::Kind::FreeTemp: unref(temps.at(static_cast<size_t>(e.index))); break;
+        case LocalEvent::Kind::AllocGrad: HEADROOM_CHECK(false, "AllocGrad in a forward plan"); break;
+      }
+    }
+    if (fp.creates_node) {
+      Node& n = nodes_[static_cast<size_t>(op.id)];
+      n.exists = true;
+      for (const Ref& r : fp.saved) {
+        BufferId b = r.kind == Ref::Kind::Input ? buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(r.index)])]
+                   : r.kind == Ref::Kind::Output ? out_buf[static_cast<size_t>(r.index)]
+                                                 : extra_buf[static_cast<size_t>(r.index)];
+        ref(b);
+        ++saved_refs_[static_cast<size_t>(b)];
+        n.saved.push_back(b);
+        if (may_offload && offload_op_[static_cast<size_t>(op.id)] && p_.buffers[static_cast<size_t>(b)].op == op.id &&
+            std::find(fresh_.begin(), fresh_.end(), b) != fresh_.end()) {
+          offload_candidates_.push_back({b, static_cast<int32_t>(p_.steps.size()) - 1});
+        }
+      }
+    }
+    // The op returns: its inputs lose this reference.
+    for (TensorId in : op.inputs) unref(buf_of_[static_cast<size_t>(in)]);
+  }
+
+  void release_fresh() {
+    for (BufferId b : fresh_) free_if_unreferenced(b);
+    fresh_.clear();
+  }
+
+  // ---- offloading --------------------------------------------------------------------------
+  // A candidate goes to host once autograd's saved references are all that hold it.
+  void offload_ready() {
+    const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
+    std::vector<OffloadCandidate> keep;
+    for (const OffloadCandidate& c : offload_candidates_) {
+      const size_t b = static_cast<size_t>(c.buffer);
+      if (refs_[b] == 0 || offloaded_[b]) continue;
+      if (refs_[b] != saved_refs_[b]) {
+        keep.push_back(c);
+        continue;
+      }
+      offloaded_[b] = true;
+      p_.events.push_back({Event::Kind::Free, Category::Weights, c.buffer});
+      p_.transfers.push_back({c.buffer, p_.buffers[b].bytes, true, c.produced_step, step});
+    }
+    offload_candidates_ = std::move(keep);
+  }
+
+  // Copies an offloaded buffer back to the device, allocated now; the transfer's deadline is the
+  // step of the node that first reads it (set by need_on_device).
+  void prefetch(BufferId b) {
+    const size_t i = static_cast<size_t>(b);
+    if (!offloaded_[i] || replacement_[i] != kNone) return;
+    const Buffer& orig = p_.buffers[i];
+    BufferId copy = new_buffer(orig.bytes, Category::SavedActivations, orig.name + " (prefetched)", orig.op);
+    alloc(copy);
+    ref(copy, refs_[i]);
+    saved_refs_[static_cast<size_t>(copy)] = refs_[i];
+    refs_[i] = 0;
+    saved_refs_[i] = 0;
+    replacement_[i] = copy;
+    pending_prefetch_[i] = static_cast<int32_t>(p_.transfers.size());
+    const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
+    p_.transfers.push_back({copy, orig.bytes, false, step, -1});
+  }
+  void need_on_device(const std::vector<BufferId>& saved) {
+    const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
+    for (BufferId b : saved) {
+      const size_t i = static_cast<size_t>(b);
+      if (!offloaded_[i]) continue;
+      prefetch(b);
+      if (pending_prefetch_[i] >= 0) {
+        p_.transfers[static_cast<size_t>(pending_prefetch_[i])].deadline_step = step;
+        pending_prefetch_[i] = -1;
+      }
+    }
+  }
+  // Dropping a saved reference: an offloaded buffer's references moved to its prefetched copy.
+  void release_saved(BufferId b) {
+    const size_t i = static_cast<size_t>(b);
+    if (replacement_[i] != kNone) return release_saved(replacement_[i]);
+    --saved_refs_[i];
+    if (offloaded_[i]) {
+      --refs_[i];  // the host copy is dropped; nothing on the device
+      return;
+    }
+    unref(b);
+  }
+  BufferId on_device(BufferId b) const {
+    while (replacement_[static_cast<size_t>(b)] != kNone) b = replacement_[static_cast<size_t>(b)];
+    return b;
+  }
+
+  // ---- checkpointed segments -----------------------------------------------------------------
+  // Re-runs segment s's forward with grad, at the point the backward first reaches it.
+  void recompute(int s, int iteration, int micro) {
+    const CheckpointSegment& seg = segments_[static_cast<size_t>(s)];
+    std::vector<int> uses(g_.tensors.size(), 0);
+    std::vector<std::vector<TensorId>> hold_release(g_.ops.size());
+    for (OpId o = seg.first; o <= seg.last; ++o) {
+      for (TensorId in : g_.op(o).inputs) ++uses[static_cast<size_t>(in)];
+    }
+    for (const Hold& h : g_.holds) {
+      OpId made = g_.tensor(h.tensor).producer;
+      if (h.until < seg.first || made == kNone || made < seg.first || made > seg.last) continue;
+      // A local of the re-run function lives until that function returns.
+      ++uses[static_cast<size_t>(h.tensor)];
+      hold_release[static_cast<size_t>(std::min(h.until, seg.last))].push_back(h.tensor);
+    }
+    // The recomputed outputs are held by checkpoint's backward until its nested backward returns.
+    for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) ++uses[static_cast<size_t>(t)];
+    for (TensorId t : segment_inputs_[static_cast<size_t>(s)]) {
+      BufferId b = on_device(buf_of_[static_cast<size_t>(t)]);
+      buf_of_[static_cast<size_t>(t)] = b;
+      ref(b, uses[static_cast<size_t>(t)]);
+    }
+    std::vector<bool> saved_storage(g_.tensors.size(), false);
+    for (OpId o = seg.first; o <= seg.last; ++o) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
+    for (OpId o = seg.first; o <= seg.last; ++o) {
+      const Op& op = g_.op(o);
+      begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
+      p_.steps.back().recompute = true;
+      execute(op, grad_plans_[static_cast<size_t>(o)], uses, saved_storage, /*may_offload=*/false);
+      for (TensorId t : hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+      release_fresh();
+      end_step();
+    }
+    for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) segment_held_[static_cast<size_t>(s)].push_back(buf_of_[static_cast<size_t>(t)]);
+    segment_state_[static_cast<size_t>(s)] = SegmentState::Recomputed;
+  }
+
+  // The segment's backward returned: its held outputs and saved inputs go.
+  void finish_segment(int s) {
+    for (BufferId b : segment_held_[static_cast<size_t>(s)]) unref(b);
+    segment_held_[static_cast<size_t>(s)].clear();
+    for (BufferId b : segment_saved_[static_cast<size_t>(s)]) release_saved(b);
+    segment_saved_[static_cast<size_t>(s)].clear();
+    segment_state_[static_cast<size_t>(s)] = SegmentState::Done;
   }
 
   void release_returned() {
@@ -298,7 +519,7 @@ class Interpreter {
     std::vector<bool> reach(g_.ops.size(), false);
     deps_.assign(g_.tensors.size(), 0);
     const Tensor& loss = g_.tensor(g_.loss);
-    HEADROOM_CHECK(loss.producer != kNone && nodes_[static_cast<size_t>(loss.producer)].exists,
+    HEADROOM_CHECK(loss.producer != kNone && will_have_node(loss.producer),
                    "the loss does not depend on any parameter");
     reach[static_cast<size_t>(loss.producer)] = true;
     std::vector<std::vector<bool>> needs(g_.ops.size());
@@ -312,21 +533,47 @@ class Interpreter {
         TensorId in = leaf(op.inputs[k]);
         ++deps_[static_cast<size_t>(in)];
         OpId prod = g_.tensor(in).producer;
-        if (prod != kNone && nodes_[static_cast<size_t>(prod)].exists) reach[static_cast<size_t>(prod)] = true;
+        if (prod != kNone && will_have_node(prod)) reach[static_cast<size_t>(prod)] = true;
       }
     }
+    // The last node of each checkpointed segment to run: after it, the segment's backward returns.
+    std::vector<OpId> segment_last_node(segments_.size(), kNone);
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      const int seg = segment_of_[i];
+      if (seg >= 0 && reach[i] && segment_last_node[static_cast<size_t>(seg)] == kNone) segment_last_node[static_cast<size_t>(seg)] = static_cast<OpId>(i);
+    }
+    auto next_node = [&](int from) {
+      for (int j = from; j >= 0; --j) {
+        if (reach[static_cast<size_t>(j)]) return j;
+      }
+      return -1;
+    };
+    // vDNN prefetches one layer ahead: the next node's offloaded buffers are copied back while
+    // the current node runs.
+    auto prefetch_for = [&](int j) {
+      if (j < 0 || !nodes_[static_cast<size_t>(j)].exists) return;
+      for (BufferId b : nodes_[static_cast<size_t>(j)].saved) prefetch(b);
+    };
 
     begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
     BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, "loss.grad (ones)", kNone);
     alloc(seed);
     ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
     grad_[static_cast<size_t>(leaf(g_.loss))] = {seed, true};
+    prefetch_for(next_node(static_cast<int>(g_.ops.size()) - 1));
     end_step();
 
     for (int i = static_cast<int>(g_.ops.size()) - 1; i >= 0; --i) {
       if (!reach[static_cast<size_t>(i)]) continue;
       const Op& op = g_.ops[static_cast<size_t>(i)];
+      const int seg = segment_of_[static_cast<size_t>(i)];
+      if (seg >= 0 && segment_state_[static_cast<size_t>(seg)] == SegmentState::Forward) {
+        for (BufferId b : segment_saved_[static_cast<size_t>(seg)]) need_on_device({b});
+        recompute(seg, iteration, micro);
+      }
       begin_step(Phase::Backward, iteration, micro, op.id, op.name);
+      need_on_device(nodes_[static_cast<size_t>(i)].saved);
+      prefetch_for(next_node(i - 1));
       // The node's incoming gradients: one per output that received any (split has several).
       std::vector<GradValue> incoming;
       for (TensorId out : op.outputs) {
@@ -373,11 +620,12 @@ class Interpreter {
       }
       // call_function returns (incoming gradients dropped), then release_variables().
       for (const GradValue& gv : incoming) unref(gv.buffer);
-      for (BufferId b : nodes_[static_cast<size_t>(i)].saved) unref(b);
+      for (BufferId b : nodes_[static_cast<size_t>(i)].saved) release_saved(b);
       nodes_[static_cast<size_t>(i)].saved.clear();
       for (size_t gi = 0; gi < bp.grads.size(); ++gi) {
         deliver(op.inputs[static_cast<size_t>(bp.grads[gi].input)], outs[gi], iteration, micro);
       }
+      if (seg >= 0 && segment_last_node[static_cast<size_t>(seg)] == i) finish_segment(seg);
       end_step();
     }
     begin_step(Phase::Backward, iteration, micro, kNone, "drop outputs and loss");
@@ -512,6 +760,32 @@ class Interpreter {
   bool state_created_ = false;
   BufferId forward_workspace_ = kNone;
   BufferId backward_workspace_ = kNone;
+
+  // The memory plan, resolved per op.
+  DeviceProfile no_workspace_device_;
+  std::vector<bool> no_workspace_op_;
+  std::vector<bool> offload_op_;
+  std::vector<int> segment_of_;  // segment index of an op, -1 outside checkpoints
+  std::vector<CheckpointSegment> segments_;
+  std::vector<std::vector<TensorId>> segment_inputs_;   // made before the segment, read in it
+  std::vector<std::vector<TensorId>> segment_outputs_;  // made in it, read after it
+  enum class SegmentState : uint8_t { Forward, Recomputed, Done };
+  std::vector<SegmentState> segment_state_;
+  std::vector<std::vector<BufferId>> segment_saved_;  // the checkpoint node's saved inputs
+  std::vector<std::vector<BufferId>> segment_held_;   // recomputed outputs held by its backward
+  std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
+  std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
+  std::vector<BufferId> fresh_;          // buffers the current op made
+  // Offloading state per buffer.
+  struct OffloadCandidate {
+    BufferId buffer;
+    int32_t produced_step;
+  };
+  std::vector<OffloadCandidate> offload_candidates_;
+  std::vector<int> saved_refs_;          // references held by autograd nodes
+  std::vector<bool> offloaded_;          // the device copy was freed after a copy to host
+  std::vector<BufferId> replacement_;    // the prefetched copy of an offloaded buffer
+  std::vector<int32_t> pending_prefetch_;  // transfer index whose deadline is not known yet
 };
 
 }  // namespace

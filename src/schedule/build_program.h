@@ -13,6 +13,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "schedule/memory_plan.h"
 #include "schedule/program.h"
 #include "training/device_profile.h"
 #include "training/optimizer.h"
@@ -28,6 +29,7 @@ struct ScheduleOptions {
   int iterations = 2;             // training steps simulated (step 1 creates optimizer state)
   int micro_batches = 1;          // forward+backward passes per optimizer step
   DeviceProfile device = DeviceProfile::cuda();
+  MemoryPlan plan;                // checkpointing, offloading, workspace choices (training)
 };
 
 // REQUIRES: g.validate() passes; for training, g.loss is set.

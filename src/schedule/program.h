@@ -62,12 +62,26 @@ struct Step {
   std::string label;      // "layer1.0.conv1", "backward layer1.0.conv1", "adam step"
   int32_t first_event = 0;
   int32_t end_event = 0;
+  bool recompute = false; // a forward op re-run in the backward (checkpointing)
+};
+
+// A copy between device and host memory (offloading). To host: it may start at the end of step
+// `ready_step` (the data exists) and must be done by the end of step `deadline_step` (the device
+// buffer is freed then). To device: it may start at the beginning of `ready_step` (the buffer is
+// allocated then) and must be done by the beginning of `deadline_step` (the node that reads it).
+struct Transfer {
+  BufferId buffer = 0;  // the device buffer copied out of, or into
+  int64_t bytes = 0;
+  bool to_host = true;
+  int32_t ready_step = 0;
+  int32_t deadline_step = 0;
 };
 
 struct Program {
   std::vector<Buffer> buffers;
   std::vector<Event> events;
   std::vector<Step> steps;
+  std::vector<Transfer> transfers;  // in issue order; empty without offloading
 };
 
 // Throws std::logic_error when an invariant above is broken.
