@@ -53,6 +53,9 @@ struct EstimateOptions {
   int64_t conv_workspace_bytes = 0;  // with ConvWorkspace::Fixed
   // A GPU to check against (device cuda only): adds the CUDA context and the caching allocator.
   std::optional<GpuOptions> gpu;
+  // Checkpointing, offloading and workspace choices (training only; op ids of this model's graph,
+  // which do not depend on the batch size). Empty: PyTorch as is.
+  MemoryPlan plan;
 };
 
 struct BufferAtPeak {

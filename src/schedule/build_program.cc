@@ -246,12 +246,10 @@ class Interpreter {
       if (!op_runs(op)) continue;
       const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
       begin_step(phase, iteration, micro, op.id, op.name);
-      execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
-      for (TensorId t : hold_release[static_cast<size_t>(op.id)]) unref(buf_of_[static_cast<size_t>(t)]);
-      release_fresh();
       const int seg = segment_of_[static_cast<size_t>(op.id)];
-      if (grad_mode && seg >= 0 && op.id == segments_[static_cast<size_t>(seg)].last) {
-        // CheckpointFunction's node: it keeps the segment's inputs for the recomputation.
+      if (grad_mode && seg >= 0 && op.id == segments_[static_cast<size_t>(seg)].first) {
+        // CheckpointFunction keeps the segment's inputs (save_for_backward) for the
+        // recomputation; they are its call's arguments from the start.
         for (TensorId t : segment_inputs_[static_cast<size_t>(seg)]) {
           BufferId b = buf_of_[static_cast<size_t>(t)];
           ref(b);
@@ -259,6 +257,9 @@ class Interpreter {
           segment_saved_[static_cast<size_t>(seg)].push_back(b);
         }
       }
+      execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
+      for (TensorId t : hold_release[static_cast<size_t>(op.id)]) unref(buf_of_[static_cast<size_t>(t)]);
+      release_fresh();
       if (grad_mode) offload_ready();
       end_step();
     }
@@ -334,9 +335,14 @@ class Interpreter {
         ref(b);
         ++saved_refs_[static_cast<size_t>(b)];
         n.saved.push_back(b);
-        if (may_offload && offload_op_[static_cast<size_t>(op.id)] && p_.buffers[static_cast<size_t>(b)].op == op.id &&
-            std::find(fresh_.begin(), fresh_.end(), b) != fresh_.end()) {
-          offload_candidates_.push_back({b, static_cast<int32_t>(p_.steps.size()) - 1});
+        // vDNN offloads what a layer keeps for its backward (a convolution's input feature map):
+        // activations only; weights and model inputs stay where they are. The copy can start
+        // when the layer starts, i.e. at the end of the previous step.
+        const Buffer& kept = p_.buffers[static_cast<size_t>(b)];
+        if (may_offload && offload_op_[static_cast<size_t>(op.id)] && kept.op != kNone &&
+            kept.category == Category::SavedActivations &&
+            std::none_of(offload_candidates_.begin(), offload_candidates_.end(), [&](const OffloadCandidate& c) { return c.buffer == b; })) {
+          offload_candidates_.push_back({b, static_cast<int32_t>(p_.steps.size()) - 2});
         }
       }
     }
@@ -431,10 +437,15 @@ class Interpreter {
     }
     // The recomputed outputs are held by checkpoint's backward until its nested backward returns.
     for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) ++uses[static_cast<size_t>(t)];
-    for (TensorId t : segment_inputs_[static_cast<size_t>(s)]) {
-      BufferId b = on_device(buf_of_[static_cast<size_t>(t)]);
-      buf_of_[static_cast<size_t>(t)] = b;
-      ref(b, uses[static_cast<size_t>(t)]);
+    // Tensors from outside the segment (its saved inputs, weights, model inputs) already have
+    // buffers; each read by a recomputed op is a reference.
+    for (size_t t = 0; t < uses.size(); ++t) {
+      if (uses[t] == 0) continue;
+      OpId made = g_.tensors[t].producer;
+      if (made != kNone && made >= seg.first && made <= seg.last) continue;
+      BufferId b = on_device(buf_of_[t]);
+      buf_of_[t] = b;
+      ref(b, uses[t]);
     }
     std::vector<bool> saved_storage(g_.tensors.size(), false);
     for (OpId o = seg.first; o <= seg.last; ++o) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);

@@ -5,7 +5,7 @@
 //    under no_grad in the forward; one node keeps the segment's inputs. When the backward reaches
 //    the segment, its forward is re-run with grad (steps marked `recompute`), then its nodes run
 //    as usual; the recomputed outputs are held until the segment's backward is done.
-//  - offload (vDNN): the saved-for-backward buffers an op made are copied to host memory once
+//  - offload (vDNN): the activations an op's node keeps for its backward are copied to host once
 //    only autograd still references them, and freed on the device at the end of that step (the
 //    copy must be done by then); they are copied back (prefetched) at the start of the backward
 //    step before the node that needs them. Each copy is a Program::transfers entry.
@@ -30,7 +30,7 @@ struct CheckpointSegment {
 
 struct MemoryPlan {
   std::vector<CheckpointSegment> checkpoints;
-  std::vector<OpId> offload;            // ops whose saved buffers go to host between passes
+  std::vector<OpId> offload;            // ops whose saved activations go to host between passes
   std::vector<OpId> no_conv_workspace;  // convolutions run with a workspace-free algorithm
 
   bool empty() const { return checkpoints.empty() && offload.empty() && no_conv_workspace.empty(); }

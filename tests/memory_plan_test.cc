@@ -1,0 +1,121 @@
+// Memory plans applied by the interpreter: checkpoint segments, offloading and workspace-free
+// convolutions, on graphs small enough to derive every byte by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "estimate/estimate.h"
+#include "graph_dsl.h"
+#include "report/estimate_report.h"
+
+namespace headroom {
+namespace {
+
+// mlp:layers=2,dim=4, batch 2, fp32, SGD, no cuBLAS workspace. Ops: 0 linear, 1 GELU,
+// 2 linear, 3 GELU, then the MSE loss. Persistent: input 32 + W0 64 + b0 16 + W1 64 + b1 16 +
+// target 32 = 224. Every activation is 2x4 fp32 = 32 bytes.
+EstimateOptions two_layer_mlp() {
+  EstimateOptions o;
+  o.model = "mlp:layers=2,dim=4";
+  o.batch = 2;
+  o.mode = RunMode::Training;
+  o.optimizer = OptimizerKind::Sgd;
+  o.foreach = false;
+  o.device = "cuda";
+  o.cublas_workspace_bytes = 0;
+  o.iterations = 1;
+  o.keep_program = true;
+  return o;
+}
+
+int count_steps(const Program& p, bool recompute) {
+  return static_cast<int>(std::count_if(p.steps.begin(), p.steps.end(), [&](const Step& s) { return s.recompute == recompute; }));
+}
+
+TEST(MemoryPlan, NoPlanPeaksAt500) {
+  // Keep everything: forward 224 + 0,1,2,3 (4 x 32) + loss 32 + loss tmp 32 = 416; backward:
+  // seed 4 -> 388 after the tmp; 3.grad, 2.grad -> 452; drop 3.grad and 2 -> 388; node 2:
+  // 1.grad 32, dW 64, db 16 -> 500 (peak).
+  Result<Estimate> r = estimate(two_layer_mlp());
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().peak_bytes, 500);
+  EXPECT_EQ(count_steps(r.value().program, true), 0);
+}
+
+TEST(MemoryPlan, CheckpointedSegmentRunsWithoutGradThenRecomputes) {
+  // Segment {0, 1} under no_grad: "0" (32) is freed as soon as GELU 1 has read it, and GELU 1
+  // saves nothing; the checkpoint node keeps the model input (a leaf, alive anyway).
+  // forward: 224 +0 -> 256, +1 -> 288, -0 -> 256, +2 -> 288, +3 -> 320, loss 32 -> 352,
+  //          loss tmp 32 -> 384 (forward peak), -tmp -> 352.
+  // backward: seed 4 -> 356; 3.grad 32 -> 388; 2.grad 32 -> 420; -3.grad, -2 -> 356;
+  //   node 2: 1.grad 32 -> 388, dW1 64 -> 452, db1 16 -> 468; -2.grad -> 436; "1" (its saved
+  //   input, the no-grad output of the segment) -> 404;
+  //   recompute: "0" 32 -> 436, "1" 32 -> 468 (held until the segment's backward returns);
+  //   node 1 (GELU): 0.grad 32 -> 500; -1.grad -> 468; its saved "0" -> 436;
+  //   node 0: dW0 64 -> 500, db0 16 -> 516 (peak); -0.grad -> 484; segment done: "1" -> 452.
+  EstimateOptions o = two_layer_mlp();
+  o.plan.checkpoints = {{0, 1}};
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().peak_bytes, 516);
+  EXPECT_EQ(count_steps(r.value().program, true), 2);
+  EXPECT_EQ(testing::check_oracles(r.value().program), "");
+}
+
+TEST(MemoryPlan, OffloadFreesSavedActivationsUntilTheBackwardPrefetchesThem) {
+  // Offload the activations GELU 1 keeps ("0") and linear 2 keeps ("1").
+  // forward: +0 -> 256; +1 -> 288, GELU 1 returns and only its node holds "0": to host, freed
+  //   -> 256; +2 -> 288, "1" likewise -> 256; +3 -> 288; loss 32 -> 320, tmp -> 352 (forward
+  //   peak, was 384), -tmp -> 320.
+  // backward: seed -> 324; loss node: 3.grad -> 356; node 3 prefetches "1" for node 2 -> 388,
+  //   2.grad -> 420, -3.grad -> 388, -"2" -> 356; node 2 prefetches "0" for node 1 -> 388,
+  //   1.grad 32 -> 420, dW1 64 -> 484, db1 16 -> 500 (peak, as without the plan: gradients).
+  // Steps: 0 setup, 1..4 ops 0..3, 5 loss, 6 seed, 7 loss node, 8 node 3, 9 node 2, 10 node 1.
+  EstimateOptions o = two_layer_mlp();
+  o.plan.offload = {1, 2};
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Estimate& e = r.value();
+  EXPECT_EQ(e.peak_bytes, 500);
+  ASSERT_FALSE(e.iterations.empty());
+  int64_t forward_peak = 0;
+  for (const PhasePeak& ph : e.iterations[0].phases) {
+    if (ph.phase == Phase::Forward) forward_peak = ph.bytes;
+  }
+  EXPECT_EQ(forward_peak, 352);
+  const std::vector<Transfer>& t = e.program.transfers;
+  ASSERT_EQ(t.size(), 4u);
+  // "0" out (ready when GELU 1 starts = end of step 1, freed at the end of step 2), "1" out,
+  // then "1" in at node 3 for node 2, "0" in at node 2 for node 1.
+  EXPECT_TRUE(t[0].to_host);
+  EXPECT_EQ(t[0].bytes, 32);
+  EXPECT_EQ(t[0].ready_step, 1);
+  EXPECT_EQ(t[0].deadline_step, 2);
+  EXPECT_EQ(t[1].ready_step, 2);
+  EXPECT_EQ(t[1].deadline_step, 3);
+  EXPECT_FALSE(t[2].to_host);
+  EXPECT_EQ(t[2].ready_step, 8);
+  EXPECT_EQ(t[2].deadline_step, 9);
+  EXPECT_EQ(t[3].ready_step, 9);
+  EXPECT_EQ(t[3].deadline_step, 10);
+  EXPECT_EQ(testing::check_oracles(e.program), "");
+}
+
+TEST(MemoryPlan, CheckpointAndOffloadTogetherStayConsistent) {
+  // Both rewrites at once on a deeper MLP: the program must stay valid (every buffer freed at
+  // most once, after its allocation) and end where it started (weights + inputs + targets).
+  EstimateOptions o = two_layer_mlp();
+  o.model = "mlp:layers=6,dim=8";
+  o.plan.checkpoints = {{0, 3}, {6, 7}};
+  o.plan.offload = {4, 5, 9};
+  o.iterations = 2;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(testing::check_oracles(r.value().program), "");
+  // mlp:layers=6,dim=8: 6 x (8x8 + 8) x 4 = 1728 weights; input and target 2x8x4 = 64 each.
+  SimResult sim = simulate(r.value().program);
+  EXPECT_EQ(sim.end_bytes, 1728 + 64 + 64);
+}
+
+}  // namespace
+}  // namespace headroom
