@@ -1,0 +1,95 @@
+// The time side of a plan: how long each step of a Program takes on a GPU of the catalog, and
+// how copies to and from host memory overlap with it. A roofline per op (FLOPs against the
+// device's peak for the op's dtype, bytes against its memory bandwidth, plus a launch cost), a
+// fixed ratio for the backward, and a two-engine copy timeline for offloading (docs/planning.md).
+//
+// Every constant lives in CostConstants, with where its value comes from. The model orders
+// strategies by time; it is not validated against a GPU (none here), and docs/planning.md says so.
+//
+// Invariants: times are non-negative and finite; an empty program takes 0 ms; the total of an
+// iteration is compute + recompute + optimizer + stalls, each reported apart.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+#include "schedule/memory_plan.h"
+#include "schedule/program.h"
+#include "sim/device_catalog.h"
+#include "training/optimizer.h"
+
+namespace headroom {
+
+struct CostConstants {
+  // Per kernel: CUDA launch plus PyTorch's eager dispatch, about 5-10 us per op on current
+  // hardware (PyTorch performance tuning guide; CUDA launch latency is ~3-5 us).
+  double launch_us = 6.0;
+  // Fraction of the datasheet peak that eager kernels reach: large cuBLAS/cuDNN GEMMs reach
+  // 60-80 % of tensor-core peak; elementwise kernels 70-90 % of DRAM bandwidth.
+  double compute_efficiency = 0.65;
+  double memory_efficiency = 0.8;
+  // Backward of an op ~ 2x its forward: a GEMM-like layer computes the input gradient and the
+  // weight gradient, each as large as the forward; elementwise backwards read twice as much.
+  double backward_factor = 2.0;
+  // Pinned host memory copies reach ~80 % of the PCIe link's per-direction bandwidth
+  // (cudaMemcpyAsync bandwidth tests); each copy also pays a fixed latency.
+  double host_link_efficiency = 0.8;
+  double copy_latency_us = 10.0;
+  // A workspace-free convolution algorithm (implicit GEMM) against cuDNN's fastest with its
+  // workspace: vDNN and MONeT report 1.2-2x; we take 1.5x.
+  double no_workspace_conv_slowdown = 1.5;
+  // Optimizer update: bytes read and written per parameter byte are SGD p,g -> p (3), momentum
+  // adds its buffer (5), Adam/AdamW p,g,m,v -> p,m,v (7). Kernels: the single-tensor loop
+  // launches ~4 per parameter tensor; foreach launches the same kernels once per group of
+  // tensors (ATen's MultiTensorApply takes up to 36 tensors per launch at Adam's list depth).
+  double optimizer_kernels_per_tensor = 4.0;
+  int foreach_tensors_per_launch = 36;
+};
+
+// What one op costs forward and backward on a GPU (milliseconds).
+struct OpCost {
+  double forward_ms = 0;
+  double backward_ms = 0;
+};
+
+class CostModel {
+ public:
+  CostModel(const GpuSpec& gpu, CostConstants constants = {});
+
+  const GpuSpec& gpu() const { return gpu_; }
+  const CostConstants& constants() const { return c_; }
+
+  // REQUIRES: op belongs to g. `no_workspace`: the op runs a workspace-free convolution.
+  OpCost op_cost(const Graph& g, const Op& op, bool no_workspace = false) const;
+  // The optimizer's update of every parameter of g, once.
+  double optimizer_ms(const Graph& g, OptimizerKind kind, bool foreach) const;
+  // One copy of `bytes` over the host link, either direction.
+  double transfer_ms(int64_t bytes) const;
+  // FLOP/s the op runs at: tensor cores for convolutions and GEMMs when the dtype has them
+  // (fp32 convolutions use TF32, cuDNN's default; fp32 matmuls do not, PyTorch's default since
+  // 1.12), the CUDA-core fp32 rate otherwise.
+  double op_flops_per_s(const Graph& g, const Op& op) const;
+
+ private:
+  GpuSpec gpu_;
+  CostConstants c_;
+};
+
+// The time of one training iteration (or of the inference pass) of a program.
+struct IterationTime {
+  double compute_ms = 0;     // forward and backward steps as scheduled
+  double recompute_ms = 0;   // forward ops re-run by checkpointing
+  double optimizer_ms = 0;
+  double stall_ms = 0;       // compute waiting for copies (offload deadlines, late prefetches)
+  double transfer_ms = 0;    // busy time of the copy engines (overlapped or not)
+  int64_t transfer_bytes = 0;
+  double total_ms = 0;       // compute + recompute + optimizer + stall
+};
+
+// `iteration`: the training iteration to time (the last one is the steady state); 0 for an
+// inference program. `g`: the graph the program was built from; `plan`: its memory plan.
+IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
+                             OptimizerKind optimizer, bool foreach, int iteration);
+
+}  // namespace headroom
