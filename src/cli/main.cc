@@ -14,6 +14,7 @@
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/onnx/onnx_import.h"
+#include "frontends/onnx/onnx_weights.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "sim/device_catalog.h"
@@ -321,7 +322,12 @@ int run_pack(const PackArgs& a) {
     io.with_loss = false;
     Result<Graph> g = import_onnx(model, io);
     if (!g.ok()) throw InputError(g.error());
-    return loaded_from_graph(g.value());
+    LoadedModel lm = loaded_from_graph(g.value());
+    // The values, for the bit-identical layer check; files without them are reported, not errors.
+    Result<WeightData> w = read_onnx_weights(model);
+    if (!w.ok()) throw InputError(w.error());
+    lm.weights = w.value();
+    return lm;
   };
   Result<PackReport> r = pack(o.value(), loader);
   if (!r.ok()) return fail(r.error());
