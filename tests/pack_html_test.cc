@@ -208,7 +208,7 @@ TEST(PackHtmlBrowser, RendersInHeadlessChromiumWithoutConsoleErrors) {
   testing::Trio t = testing::write_trio("html_browser");
   std::string dir = testing::artifact_dir();
   std::string html = dir + "/pack.html";
-  CliRun r = run_cli("pack " + t.a + " " + t.b + " " + t.c + " resnet18 --gpu t4 --html " + html);
+  CliRun r = run_cli("pack " + t.a + " " + t.b + " " + t.c + " --gpu t4 --html " + html);
   ASSERT_EQ(r.code, 0) << r.err;
   testing::expect_renders_in_chromium(html, dir + "/pack.png");
 }
