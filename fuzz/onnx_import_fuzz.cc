@@ -1,11 +1,14 @@
 // libFuzzer target for the ONNX importer: any bytes must import or fail with a one-line
 // InputError, never crash, hang or leak (AddressSanitizer). An imported graph must pass
-// Graph::validate. Build and run with fuzz/run_onnx_fuzz.sh.
+// Graph::validate. The weight reader (onnx_weights.h) gets the same bytes: it must read or skip
+// every initializer without reading out of bounds, with no folder for external data (so no file
+// is opened). Build and run with fuzz/run_onnx_fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "frontends/onnx/onnx_import.h"
+#include "frontends/onnx/onnx_weights.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   headroom::OnnxImportOptions options;
@@ -20,5 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (g.error().find('\n') != std::string::npos) {
     __builtin_trap();  // errors are one line
   }
+  headroom::Result<headroom::WeightData> w = headroom::read_onnx_weights_bytes(bytes, "", "fuzz");
+  if (!w.ok() && w.error().find('\n') != std::string::npos) __builtin_trap();
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/onnx/onnx_import.h"
+#include "frontends/onnx/onnx_weights.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "sim/device_catalog.h"
@@ -24,6 +25,7 @@
 #include "pack/pack.h"
 #include "pack/pack_report.h"
 #include "report/html_report.h"
+#include "report/pack_html.h"
 
 namespace headroom {
 namespace {
@@ -296,6 +298,7 @@ struct PackArgs {
   std::vector<std::string> models;
   std::string batch = "1";
   std::string gpu, gpu_memory, workload;
+  std::string html;  // --html FILE: also write the page (report/pack_html.h)
   bool json = false;
 };
 
@@ -321,10 +324,20 @@ int run_pack(const PackArgs& a) {
     io.with_loss = false;
     Result<Graph> g = import_onnx(model, io);
     if (!g.ok()) throw InputError(g.error());
-    return loaded_from_graph(g.value());
+    LoadedModel lm = loaded_from_graph(g.value());
+    // The values, for the bit-identical layer check; files without them are reported, not errors.
+    Result<WeightData> w = read_onnx_weights(model);
+    if (!w.ok()) throw InputError(w.error());
+    lm.weights = w.value();
+    return lm;
   };
   Result<PackReport> r = pack(o.value(), loader);
   if (!r.ok()) return fail(r.error());
+  // The page first: if it cannot be written, nothing is printed and no half file is left.
+  if (!a.html.empty()) {
+    Result<int64_t> written = write_file_atomically(a.html, pack_html(r.value()));
+    if (!written.ok()) return fail(written.error());
+  }
   std::cout << (a.json ? pack_json(r.value()) : pack_text(r.value()));
   return 0;
 }
@@ -397,6 +410,7 @@ int main_impl(int argc, char** argv) {
   packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
   packc->add_flag("--json", pa.json, "print one JSON object");
+  packc->add_option("--html", pa.html, "also write an HTML page: savings curve, free sharing, weight distribution");
   EstimateArgs ra;
   std::string report_output;
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");

@@ -116,6 +116,7 @@ ModelLayers extract_layers(const Graph& g) {
     if (!candidate) continue;
     for (TensorId r : weights) {
       l.bytes = checked_add(l.bytes, g.tensor(r).bytes(), "layer bytes");
+      l.weight_names.push_back(g.tensor(r).name);
       ++l.tensors;
       held.insert(r);
     }

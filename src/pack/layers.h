@@ -32,6 +32,7 @@ struct Layer {
   // then the geometry the kind reads. Ops are joined by " + ".
   // Equal keys = shareable.
   std::string config;
+  std::vector<std::string> weight_names;  // the weights it owns, in first-read order (Tensor::name)
   int64_t bytes = 0;    // parameters and buffers the layer owns
   int32_t tensors = 0;  // how many tensors (one host-to-device copy each)
 };

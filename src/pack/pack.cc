@@ -324,6 +324,12 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
       cache.emplace(std::make_pair(static_cast<int32_t>(i), o.batch), std::move(lm));
     }
     rep.plan = plan_merges(layers);
+    std::vector<const WeightData*> values;
+    for (size_t i = 0; i < o.models.size(); ++i) {
+      const LoadedModel& lm = cache.at(std::make_pair(static_cast<int32_t>(i), o.batch));
+      values.push_back(lm.weights ? &*lm.weights : nullptr);
+    }
+    rep.identical = find_identical_layers(layers, values);
     if (gpu || o.gpu_memory) {
       rep.residency = residency(rep.models, rep.plan, layers, gpu ? gpu->name : "custom",
                                 o.gpu_memory ? *o.gpu_memory : gpu->memory_bytes);

@@ -1,6 +1,8 @@
 // pack: several models on one GPU. Pipeline (pack()):
 //   load       each model's graph at the batch and its inference peak (estimate(), mode inference);
 //   layers     the weight-owning layers of each model and their configuration keys (pack/layers.h);
+//   identical  layers whose weights are bit-identical (files that carry their weights): shared for
+//              free, reported apart (pack/identical.h);
 //   plan       the merge plan: groups of identical layers across models, greedy order, savings
 //              curve, per-model layer-memory distribution (pack/merge_plan.h);
 //   residency  with a GPU: which models fit together, without and with the merges;
@@ -25,6 +27,8 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/weight_data.h"
+#include "pack/identical.h"
 #include "pack/layers.h"
 #include "pack/merge_plan.h"
 #include "pack/swap_sim.h"
@@ -38,6 +42,9 @@ namespace headroom {
 struct LoadedModel {
   Graph graph;
   int64_t inference_peak_bytes = 0;  // exact bytes, what estimate() reports in inference mode
+  // The weights' values, by the graph's weight names, when the source has them (an ONNX file
+  // read with onnx_weights.h); none for built-in architectures.
+  std::optional<WeightData> weights;
 };
 
 // Loads MODEL (as the user wrote it) at a batch size; throws InputError. The library's loader
@@ -121,6 +128,7 @@ struct PackReport {
   PackOptions options;
   std::vector<PackModel> models;
   MergePlan plan;
+  IdenticalPlan identical;                 // free sharing of bit-identical layers
   std::optional<Residency> residency;      // with a GPU
   std::optional<SimulationSetup> setup;    // with a workload
   std::vector<SimulationRun> runs;         // policy-major, unshared before shared

@@ -41,6 +41,41 @@ std::string members_text(const PackReport& r, const MergeGroup& g) {
   return s;
 }
 
+std::string identical_members_text(const PackReport& r, const IdenticalGroup& g) {
+  std::string s;
+  for (const IdenticalMember& mb : g.members) {
+    const PackModel& m = r.models[static_cast<size_t>(mb.model)];
+    s += (s.empty() ? "" : ", ") + m.label + ":" + m.layers.layers[static_cast<size_t>(mb.layer)].name;
+  }
+  return s;
+}
+
+// The free part: which models could be checked, and the groups of bit-identical layers.
+std::string identical_text(const PackReport& r) {
+  const IdenticalPlan& id = r.identical;
+  std::string s = "\nidentical weights (bit-identical layers share one copy for free, without retraining)\n";
+  size_t w = 16;
+  for (const PackModel& m : r.models) w = std::max(w, m.label.size());
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    s += fmt::format("  {:<{}} {}\n", r.models[i].label, w, weight_check_text(id.checks[i]));
+  }
+  int64_t layers = 0;
+  for (const IdenticalGroup& g : id.groups) layers += static_cast<int64_t>(g.members.size());
+  s += fmt::format("  {} groups of bit-identical layers ({} layers), saving {}\n", id.groups.size(), layers,
+                   human_bytes(id.saved_bytes));
+  size_t shown = std::min<size_t>(id.groups.size(), 10);
+  if (shown > 0) {
+    s += fmt::format("  {:>3} {:>10} {:>6}  {:<14} {}\n", "#", "saved", "layers", "kind", "members");
+    for (size_t i = 0; i < shown; ++i) {
+      const IdenticalGroup& g = id.groups[i];
+      s += fmt::format("  {:>3} {:>10} {:>6}  {:<14} {}\n", i + 1, human_bytes(g.bytes_saved), g.members.size(),
+                       op_kind_name(g.kind), identical_members_text(r, g));
+    }
+    if (shown < id.groups.size()) s += fmt::format("  and {} more (--json has them all)\n", id.groups.size() - shown);
+  }
+  return s;
+}
+
 ojson set_json(const PackReport& r, const ResidentSet& s) {
   ojson j;
   ojson names = ojson::array();
@@ -105,8 +140,12 @@ std::string pack_text(const PackReport& r) {
   }
   s += "(top N%: share of the layer memory held by the largest N% of layers; other: weights outside layers)\n\n";
 
+  const IdenticalPlan& id = r.identical;
   s += fmt::format("weights without sharing   {:>10}\n", human_bytes(p.unshared_bytes));
-  s += fmt::format("with every merge          {:>10}   saved {} ({})\n", human_bytes(p.shared_bytes),
+  s += fmt::format("with free sharing only    {:>10}   saved {} ({}): bit-identical layers, no retraining\n",
+                   human_bytes(id.shared_bytes), human_bytes(id.saved_bytes), percent(id.saved_bytes, id.unshared_bytes));
+  s += fmt::format("with every merge          {:>10}   saved {} ({}): equal configurations, needs joint retraining\n",
+                   human_bytes(p.shared_bytes),
                    human_bytes(p.saved_bytes), percent(p.saved_bytes, p.unshared_bytes));
   int64_t merged_layers = 0;
   for (const MergeGroup& g : p.groups) merged_layers += static_cast<int64_t>(g.members.size());
@@ -142,6 +181,8 @@ std::string pack_text(const PackReport& r) {
                        short_config(g), members_text(r, g));
     }
   }
+
+  s += identical_text(r);
 
   if (r.residency) {
     const Residency& rs = *r.residency;
@@ -221,6 +262,11 @@ std::string pack_json(const PackReport& r) {
       dist.push_back({{"fraction_of_layers", t.fraction}, {"layers", t.count}, {"bytes", t.bytes}, {"share", t.share}});
     }
     o["largest_layers"] = dist;
+    const WeightCheck& c = r.identical.checks[i];
+    o["weight_values"] = {{"status", std::string(weight_check_name(c.status))},
+                          {"hashed_layers", c.hashed_layers},
+                          {"missing_tensors", c.missing_tensors},
+                          {"note", weight_check_text(c)}};
     models.push_back(o);
   }
   j["models"] = models;
@@ -250,6 +296,24 @@ std::string pack_json(const PackReport& r) {
     groups.push_back(o);
   }
   j["groups"] = groups;
+  const IdenticalPlan& id = r.identical;
+  j["identical_saved_bytes"] = id.saved_bytes;
+  j["identical_shared_weights_bytes"] = id.shared_bytes;
+  ojson igroups = ojson::array();
+  for (const IdenticalGroup& g : id.groups) {
+    ojson o;
+    o["kind"] = std::string(op_kind_name(g.kind));
+    o["layer_bytes"] = g.layer_bytes;
+    o["bytes_saved"] = g.bytes_saved;
+    ojson mem = ojson::array();
+    for (const IdenticalMember& mb : g.members) {
+      const PackModel& m = r.models[static_cast<size_t>(mb.model)];
+      mem.push_back({{"model", m.label}, {"layer", m.layers.layers[static_cast<size_t>(mb.layer)].name}});
+    }
+    o["members"] = mem;
+    igroups.push_back(o);
+  }
+  j["identical_groups"] = igroups;
   if (r.residency) {
     const Residency& rs = *r.residency;
     ojson o;

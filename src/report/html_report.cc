@@ -759,6 +759,8 @@ footer{color:var(--muted);font-size:12px;border-top:1px solid var(--rule);paddin
 
 }  // namespace
 
+std::string_view html_page_css() { return kCss; }
+
 std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptions& options) {
   const Program& p = e.program;
   HEADROOM_CHECK(!p.steps.empty(), "html_report needs the program: estimate with keep_program = true");

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "estimate/estimate.h"
@@ -79,6 +80,9 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
 
 // The whole pipeline for the CLI: estimate with keep_program, rebuild the graph, render.
 Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html = {});
+
+// The page's style sheet, shared with the pack page (report/pack_html.h).
+std::string_view html_page_css();
 
 // Writes `content` to `path` atomically: to `path`.tmp, then renames it over `path`, so a failure
 // leaves no half-written file (and removes the .tmp). Returns the bytes written, or one line

@@ -32,4 +32,14 @@ inline const Rgb& category_color(Category c) {
   return kColors[static_cast<size_t>(c)];
 }
 
+// One colour per series (the models of `headroom pack`): Okabe & Ito's palette without its yellow,
+// which is too light for a line on white. Series past the seventh reuse the colours; the pack
+// page then also varies the dash pattern (series / 7).
+inline std::string_view series_color(size_t i) {
+  static constexpr std::array<std::string_view, 7> kSeries = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                                              "#E69F00", "#56B4E9", "#000000"};
+  return kSeries[i % kSeries.size()];
+}
+inline constexpr size_t kSeriesColors = 7;
+
 }  // namespace headroom

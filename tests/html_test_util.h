@@ -1,0 +1,36 @@
+// Helpers for the tests of the HTML pages (html_report_test, pack_html_test): reading the plotted
+// data back from the markup, the build's artifact folder, and rendering a page in headless
+// Chromium.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace headroom::testing {
+
+// The attributes of every <element ...> whose class is `cls` (values are unescaped only for
+// &quot; and &amp;, enough for the names used here).
+using Attrs = std::map<std::string, std::string>;
+std::vector<Attrs> elements(const std::string& html, const std::string& element, const std::string& cls);
+// Every number in a text (path data, "x y w h").
+std::vector<double> numbers(const std::string& text);
+// "1,2,3" -> {1, 2, 3}.
+std::vector<int64_t> int_list(const std::string& text);
+
+// <build>/test-artifacts, created.
+std::string artifact_dir();
+
+// The Chromium binary: $HEADROOM_CHROMIUM, else chromium or chromium-browser on PATH; "" if none.
+std::string find_chromium();
+// Width and height from a PNG's IHDR chunk (0, 0 when the file is not a PNG).
+std::pair<uint32_t, uint32_t> png_size(const std::string& bytes);
+
+// Renders `html` in headless Chromium to a 1400x2000 screenshot at `png` and checks (gtest
+// failures) that it ran, that the PNG has that size and real content (over 100 KB), and that no
+// console message was logged (the pages have no script, so there must be none).
+void expect_renders_in_chromium(const std::string& html, const std::string& png);
+
+}  // namespace headroom::testing

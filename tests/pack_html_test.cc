@@ -1,0 +1,217 @@
+// The pack page (src/report/pack_html.h): the plotted numbers are the pack result's, read back
+// from the markup; the trio of tests/pack_onnx_models.h gives hand-derived anchors; the CLI
+// writes the page atomically; it renders in headless Chromium (test-artifacts/pack.png).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "html_test_util.h"
+#include "pack/pack.h"
+#include "pack_onnx_models.h"
+#include "report/pack_html.h"
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Attrs;
+using testing::elements;
+using testing::int_list;
+using testing::numbers;
+
+struct Plot {
+  double x, y, w, h;
+};
+Plot plot_of(const Attrs& a) {
+  std::vector<double> v = numbers(a.at("data-plot"));
+  EXPECT_EQ(v.size(), 4u);
+  return {v[0], v[1], v[2], v[3]};
+}
+
+PackReport trio_report(const std::string& name, std::optional<int64_t> gpu_memory = std::nullopt) {
+  testing::Trio t = testing::write_trio(name);
+  PackOptions o;
+  o.models = {t.a, t.b, t.c};
+  o.gpu_memory = gpu_memory;
+  Result<PackReport> r = pack(o, testing::load_onnx);
+  EXPECT_TRUE(r.ok()) << r.error();
+  return r.value();
+}
+
+// The savings curve: one vertex per k = 0..n at (k, weights after k merges) on the drawn axes.
+void check_curve(const std::string& html, const PackReport& r) {
+  std::vector<Attrs> g = elements(html, "g", "savings");
+  ASSERT_EQ(g.size(), 1u);
+  Plot p = plot_of(g[0]);
+  double y_max = std::stod(g[0].at("data-y-max"));
+  size_t n = r.plan.groups.size();
+  EXPECT_EQ(g[0].at("data-groups"), std::to_string(n));
+  std::vector<Attrs> curve = elements(html, "path", "savings-curve");
+  ASSERT_EQ(curve.size(), 1u);
+  std::vector<int64_t> w = int_list(curve[0].at("data-weights"));
+  ASSERT_EQ(w.size(), n + 1);
+  EXPECT_EQ(w[0], r.plan.unshared_bytes);
+  for (size_t k = 1; k <= n; ++k) EXPECT_EQ(w[k], r.plan.unshared_bytes - r.plan.cumulative_saved[k - 1]) << k;
+  EXPECT_EQ(w[n], r.plan.shared_bytes);
+  std::vector<double> d = numbers(curve[0].at("d"));
+  ASSERT_EQ(d.size(), 2 * (n + 1));
+  for (size_t k = 0; k <= n; ++k) {
+    EXPECT_NEAR(d[2 * k], p.x + p.w * static_cast<double>(k) / static_cast<double>(std::max<size_t>(n, 1)), 0.006) << k;
+    EXPECT_NEAR(d[2 * k + 1], p.y + p.h - p.h * static_cast<double>(w[k]) / y_max, 0.006) << k;
+  }
+  // Markers: one per reached threshold, at the plan's group counts.
+  std::vector<Attrs> th = elements(html, "g", "threshold");
+  ASSERT_EQ(th.size(), r.plan.saved_bytes > 0 ? 3u : 0u);
+  for (size_t i = 0; i < th.size(); ++i) {
+    int32_t k = r.plan.thresholds[i].groups;
+    EXPECT_EQ(th[i].at("data-groups"), std::to_string(k));
+    EXPECT_EQ(th[i].at("data-weights"), std::to_string(w[static_cast<size_t>(k)]));
+  }
+}
+
+TEST(PackHtml, TrioCurveMarkersAndFreeLevelByHand) {
+  PackReport r = trio_report("html_trio");
+  std::string html = pack_html(r);
+  check_curve(html, r);
+  // The merge plan of the trio saves 896 (conv1 x 3), 128 (bn1 x 3), 128 (bn2 x 3), 128 (conv2 x 3)
+  // and 40 (fc of a and c) bytes: the curve from 2108 bytes (a, c 696 each, b 716) is
+  // 2108, 1212, 1084, 956, 828, 788.
+  std::vector<Attrs> curve = elements(html, "path", "savings-curve");
+  EXPECT_EQ(curve[0].at("data-weights"), "2108,1212,1084,956,828,788");
+  // 50% of 1320 = 660: 896 after 1 group; 80% = 1056: 1024 after 2 < 1056 <= 1152 after 3; 95% =
+  // 1254: 1280 after 4.
+  std::vector<Attrs> th = elements(html, "g", "threshold");
+  ASSERT_EQ(th.size(), 3u);
+  EXPECT_EQ(th[0].at("data-fraction"), "0.5");
+  EXPECT_EQ(th[0].at("data-groups"), "1");
+  EXPECT_EQ(th[0].at("data-weights"), "1212");
+  EXPECT_EQ(th[1].at("data-groups"), "3");
+  EXPECT_EQ(th[1].at("data-weights"), "956");
+  EXPECT_EQ(th[2].at("data-groups"), "4");
+  EXPECT_EQ(th[2].at("data-weights"), "828");
+  // Free sharing only: 2108 - 1320 = 788 bytes (pack_identical_test), on the same axis.
+  std::vector<Attrs> free = elements(html, "line", "free-sharing");
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_EQ(free[0].at("data-bytes"), "788");
+  Attrs g = elements(html, "g", "savings")[0];
+  Plot p = plot_of(g);
+  EXPECT_NEAR(std::stod(free[0].at("y1")), p.y + p.h - p.h * 788 / std::stod(g.at("data-y-max")), 0.006);
+  // No GPU: no capacity line, and the title says so.
+  EXPECT_TRUE(elements(html, "line", "capacity").empty());
+  EXPECT_NE(html.find("3 models · batch 1 · inference, fp32 · no GPU given"), std::string::npos);
+  // Free groups listed apart: conv1 x 3 saves 896 first.
+  EXPECT_NE(html.find(R"(<tr data-bytes-saved="896">)"), std::string::npos);
+  EXPECT_NE(html.find(R"(<tr data-status="complete">)"), std::string::npos);
+}
+
+TEST(PackHtml, DistributionCurvesAreTheLayerBytesLargestFirst) {
+  PackReport r = trio_report("html_dist");
+  std::string html = pack_html(r);
+  std::vector<Attrs> g = elements(html, "g", "distribution");
+  ASSERT_EQ(g.size(), 1u);
+  Plot p = plot_of(g[0]);
+  std::vector<Attrs> paths = elements(html, "path", "model-share");
+  ASSERT_EQ(paths.size(), r.models.size());
+  for (size_t mi = 0; mi < r.models.size(); ++mi) {
+    const PackModel& m = r.models[mi];
+    EXPECT_EQ(paths[mi].at("data-model"), m.label);
+    std::vector<int64_t> expected;
+    for (const Layer& l : m.layers.layers) expected.push_back(l.bytes);
+    std::sort(expected.begin(), expected.end(), std::greater<>());
+    std::vector<int64_t> got = int_list(paths[mi].at("data-bytes"));
+    EXPECT_EQ(got, expected) << m.label;
+    std::vector<double> d = numbers(paths[mi].at("d"));
+    ASSERT_EQ(d.size(), 2 * (expected.size() + 1));
+    int64_t acc = 0;
+    for (size_t i = 0; i <= expected.size(); ++i) {
+      if (i > 0) acc += expected[i - 1];
+      double share = static_cast<double>(acc) / static_cast<double>(m.layers.layer_bytes);
+      EXPECT_NEAR(d[2 * i], p.x + p.w * static_cast<double>(i) / static_cast<double>(expected.size()), 0.006);
+      EXPECT_NEAR(d[2 * i + 1], p.y + p.h - p.h * share, 0.006);
+    }
+  }
+  // a.onnx by hand: conv1 448, then bn1, bn2, conv2 64 each, fc 40 (680 in layers).
+  EXPECT_EQ(paths[0].at("data-bytes"), "448,64,64,64,40");
+}
+
+TEST(PackHtml, CapacityAndRoomForWeightsWhenOnTheScale) {
+  // resnet18 + resnet34 on a 300 MiB device: capacity <= 2.5 x their weights, so it is drawn;
+  // room for weights = 300 MiB - 254 MiB context - the larger activation peak.
+  PackOptions o;
+  o.models = {"resnet18", "resnet34"};
+  o.gpu_memory = int64_t{300} << 20;
+  Result<PackReport> rr = pack(o);
+  ASSERT_TRUE(rr.ok()) << rr.error();
+  const PackReport& r = rr.value();
+  ASSERT_LE(static_cast<double>(*o.gpu_memory), 2.5 * static_cast<double>(r.plan.unshared_bytes));
+  std::string html = pack_html(r);
+  check_curve(html, r);
+  Attrs g = elements(html, "g", "savings")[0];
+  Plot p = plot_of(g);
+  double y_max = std::stod(g.at("data-y-max"));
+  std::vector<Attrs> cap = elements(html, "line", "capacity");
+  ASSERT_EQ(cap.size(), 1u);
+  EXPECT_EQ(cap[0].at("data-bytes"), std::to_string(300 << 20));
+  EXPECT_NEAR(std::stod(cap[0].at("y1")), p.y + p.h - p.h * static_cast<double>(300 << 20) / y_max, 0.006);
+  int64_t act = std::max(r.models[0].activation_bytes, r.models[1].activation_bytes);
+  int64_t room = (int64_t{300} << 20) - (int64_t{254} << 20) - act;
+  ASSERT_GT(room, 0);
+  std::vector<Attrs> rl = elements(html, "line", "room");
+  ASSERT_EQ(rl.size(), 1u);
+  EXPECT_EQ(rl[0].at("data-bytes"), std::to_string(room));
+  EXPECT_NE(html.find("<title>headroom pack: resnet18, resnet34 · 2 models · batch 1 · inference, fp32 · GPU custom (300 MiB)"),
+            std::string::npos);
+  // Built-in models have no values: nothing is free, no free level is drawn.
+  EXPECT_TRUE(elements(html, "line", "free-sharing").empty());
+  EXPECT_NE(html.find("no weight values (built-in architecture): identical-weight check skipped"), std::string::npos);
+}
+
+TEST(PackHtml, DeterministicAndSelfContained) {
+  PackReport r = trio_report("html_det");
+  std::string a = pack_html(r), b = pack_html(r);
+  EXPECT_EQ(a, b);
+  for (const char* banned : {"<script", "http://", "https://", "<link", "@import", "url("}) {
+    EXPECT_EQ(a.find(banned), std::string::npos) << banned;
+  }
+}
+
+using testing::CliRun;
+using testing::run_cli;
+
+TEST(PackHtmlCli, WritesThePageAndPrintsTheReport) {
+  testing::Trio t = testing::write_trio("html_cli");
+  std::string out = t.dir + "/pack.html";
+  CliRun r = run_cli("pack " + t.a + " " + t.b + " " + t.c + " --html " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("with free sharing only"), std::string::npos);
+  std::ifstream f(out);
+  std::string html((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find(R"(data-weights="2108,1212,1084,956,828,788")"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  // An unwritable place: one line, exit 2, nothing on stdout, no file.
+  std::string bad = t.dir + "/no/such/dir/pack.html";
+  CliRun e = run_cli("pack " + t.a + " --html " + bad);
+  EXPECT_EQ(e.code, 2);
+  EXPECT_EQ(e.out, "");
+  EXPECT_NE(e.err.find("cannot write '" + bad + ".tmp'"), std::string::npos) << e.err;
+  EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1);
+  EXPECT_FALSE(fs::exists(bad));
+}
+
+TEST(PackHtmlBrowser, RendersInHeadlessChromiumWithoutConsoleErrors) {
+  testing::Trio t = testing::write_trio("html_browser");
+  std::string dir = testing::artifact_dir();
+  std::string html = dir + "/pack.html";
+  CliRun r = run_cli("pack " + t.a + " " + t.b + " " + t.c + " --gpu t4 --html " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  testing::expect_renders_in_chromium(html, dir + "/pack.png");
+}
+
+}  // namespace
+}  // namespace headroom
