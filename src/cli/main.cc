@@ -17,6 +17,8 @@
 #include "frontends/onnx/onnx_weights.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
+#include "plan/planner.h"
+#include "report/plan_report.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
@@ -86,8 +88,9 @@ struct EstimateArgs {
   bool allow_unknown = false;
 };
 
-void add_estimate_options(CLI::App* cmd, EstimateArgs& a) {
-  cmd->add_option("MODEL", a.model, "built-in model, e.g. resnet50 or mlp:layers=16,dim=1024")->required();
+void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
+  CLI::Option* model = cmd->add_option("MODEL", a.model, "built-in model, e.g. resnet50 or mlp:layers=16,dim=1024");
+  if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", a.seq, "sequence length for sequence models");
   cmd->add_option("--mode", a.mode, "infer or train (default train)");
@@ -152,6 +155,19 @@ double parse_margin(const std::string& text) {
   if (t.empty() || end != t.c_str() + t.size()) throw InputError("--margin '" + text + "' is not a percentage");
   if (pct || v > 1.0) v /= 100.0;
   if (!(v >= 0.0 && v <= 0.9)) throw InputError("--margin must be between 0% and 90%, got '" + text + "'");
+  return v;
+}
+
+// "30%" or "0.3": a fraction in (0, 1].
+double parse_fraction(const std::string& flag, const std::string& text) {
+  std::string t = text;
+  bool pct = !t.empty() && t.back() == '%';
+  if (pct) t.pop_back();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size()) throw InputError(flag + " '" + text + "' is not a percentage");
+  if (pct) v /= 100.0;
+  if (!(v > 0.0 && v <= 1.0)) throw InputError(flag + " must be above 0% and at most 100%, got '" + text + "'");
   return v;
 }
 
@@ -342,9 +358,29 @@ int run_pack(const PackArgs& a) {
   return 0;
 }
 
+int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
+                   const std::string& cost_gpu, const std::string& activation_budget) {
+  Result<EstimateOptions> o = to_options(a, cmd);
+  if (!o.ok()) return fail(o.error());
+  Result<Plan> r = capture_input_errors([&]() -> Plan {
+    PlanRequest req;
+    req.run = o.value();
+    if (!budget.empty()) req.budget_bytes = parse_memory_size(budget);
+    if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
+    req.strategy = strategy;
+    req.cost_gpu = cost_gpu;
+    Result<Plan> p = make_plan(req);
+    if (!p.ok()) throw InputError(p.error());
+    return p.value();
+  });
+  if (!r.ok()) return fail(r.error());
+  std::cout << (a.json ? plan_json(r.value()) : plan_text(r.value()));
+  return 0;
+}
+
 int run_plan_chain(const std::string& file, const std::string& budget, const std::string& slots, bool json) {
   Result<ChainPlan> r = capture_input_errors([&]() -> ChainPlan {
-    if (file.empty()) throw InputError("plan needs --chain FILE (model plans are not available yet)");
+    if (file.empty()) throw InputError("plan needs a MODEL or --chain FILE");
     if (budget.empty()) throw InputError("plan --chain needs --budget SIZE");
     int64_t b = parse_memory_size(budget);
     int64_t n = slots.empty() ? kDefaultChainSlots : parse_positive("--slots", slots);
@@ -395,13 +431,19 @@ int main_impl(int argc, char** argv) {
   fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
-  std::string chain_file, chain_budget, chain_slots;
-  bool chain_json = false;
-  CLI::App* planc = app.add_subcommand("plan", "checkpointing plans (for now: the chain solver, --chain)");
+  std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget;
+  EstimateArgs pla;
+  CLI::App* planc = app.add_subcommand("plan", "the fastest way to train within a memory budget (or --chain: the chain solver)");
+  add_estimate_options(planc, pla, /*model_required=*/false);
+  planc->add_option("--margin", pla.margin, "memory kept free with --gpu, e.g. 5% (default 0%)");
   planc->add_option("--chain", chain_file, "chain model JSON (docs/chain-solver.md)");
-  planc->add_option("--budget", chain_budget, "memory budget, e.g. 500MiB");
+  planc->add_option("--budget", chain_budget, "memory budget, e.g. 20GiB (default with --gpu: its memory)");
+  planc->add_option("--strategy", plan_strategy,
+                    "auto (default), accumulate, sqrt, checkpoint, offload, offload+checkpoint, vdnn-all, vdnn-conv or conv");
+  planc->add_option("--activation-budget", activation_budget,
+                    "budget as a share of the activations at the keep-everything peak, e.g. 30% (needs --gpu)");
+  planc->add_option("--cost-gpu", cost_gpu, "GPU whose roofline times the plan (default: --gpu, else A100-SXM4-40GB)");
   planc->add_option("--slots", chain_slots, "memory slots of the discretization (default 500)");
-  planc->add_flag("--json", chain_json, "print one JSON object");
   PackArgs pa;
   CLI::App* packc = app.add_subcommand("pack", "several models on one GPU: shared layers, residency, swapping");
   packc->add_option("MODEL", pa.models, "built-in models or .onnx files")->required();
@@ -431,7 +473,14 @@ int main_impl(int argc, char** argv) {
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
-  if (*planc) return run_plan_chain(chain_file, chain_budget, chain_slots, chain_json);
+  if (*planc) {
+    if (!chain_file.empty() || pla.model.empty()) {
+      if (!pla.model.empty()) return fail("give a MODEL or --chain FILE, not both");
+      return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
+    }
+    if (!chain_slots.empty()) return fail("--slots applies to --chain");
+    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget);
+  }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);
   return fail("no command (see headroom --help)");

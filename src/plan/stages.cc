@@ -15,7 +15,9 @@ std::vector<Stage> chain_stages(const Graph& g, int max_stages) {
     }
   }
   if (model_end == 0) return {};
-  // Last forward use of each storage (reads, Python holds, returned outputs: past the end).
+  // Last forward read of each storage (returned outputs: past the end). Python holds do not
+  // count: a tensor a caller merely keeps alive (ResNet's layer input while its blocks run) is
+  // no data dependence, and a segment boundary there costs nothing extra.
   const OpId never = std::numeric_limits<OpId>::max();
   std::vector<OpId> last_use(g.tensors.size(), kNone);
   auto use = [&](TensorId t, OpId at) {
@@ -25,7 +27,6 @@ std::vector<Stage> chain_stages(const Graph& g, int max_stages) {
   for (const Op& op : g.ops) {
     for (TensorId in : op.inputs) use(in, op.id);
   }
-  for (const Hold& h : g.holds) use(h.tensor, h.until);
   for (TensorId t : g.outputs) use(t, never);
   // crossing[i]: activation storages made at or before op i and used after it.
   std::vector<int> count_delta(static_cast<size_t>(model_end) + 1, 0);
@@ -49,14 +50,19 @@ std::vector<Stage> chain_stages(const Graph& g, int max_stages) {
     crossing[static_cast<size_t>(i)] = c;
     crossing_bytes[static_cast<size_t>(i)] = b;
   }
-  // Cut after op i where the fewest storages cross (ties: every such point). Views and ops that
-  // produce nothing new do not open a stage of their own.
+  // Cut after op i where the fewest storages cross, counted in the body of the model (its middle
+  // 80 %): a prologue (BERT's mask computation) may have fewer than the repeated blocks, whose
+  // boundaries (hidden state and mask) are what we want.
   int fewest = std::numeric_limits<int>::max();
-  for (OpId i = 0; i + 1 < model_end; ++i) fewest = std::min(fewest, crossing[static_cast<size_t>(i)]);
+  const OpId body_first = model_end / 10, body_end = std::max<OpId>(body_first + 1, model_end - model_end / 10);
+  for (OpId i = body_first; i < body_end && i + 1 < model_end; ++i) fewest = std::min(fewest, crossing[static_cast<size_t>(i)]);
   std::vector<Stage> stages;
   Stage cur{0, kNone, 0};
   for (OpId i = 0; i < model_end; ++i) {
-    const bool cut = i + 1 == model_end || crossing[static_cast<size_t>(i)] == fewest;
+    // Never right before an in-place op: re-running it in a recomputation would overwrite the
+    // segment's saved input.
+    const bool inplace_next = i + 1 < model_end && g.op(i + 1).attrs.inplace;
+    const bool cut = i + 1 == model_end || (crossing[static_cast<size_t>(i)] <= fewest && !inplace_next);
     if (!cut) continue;
     cur.last = i;
     stages.push_back(cur);

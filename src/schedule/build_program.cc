@@ -104,6 +104,7 @@ class Interpreter {
     offloaded_.push_back(false);
     replacement_.push_back(kNone);
     pending_prefetch_.push_back(-1);
+    offload_op_of_.push_back(kNone);
     return static_cast<BufferId>(p_.buffers.size()) - 1;
   }
   void alloc(BufferId b) { p_.events.push_back({Event::Kind::Alloc, Category::Weights, b}); }
@@ -342,7 +343,7 @@ class Interpreter {
         if (may_offload && offload_op_[static_cast<size_t>(op.id)] && kept.op != kNone &&
             kept.category == Category::SavedActivations &&
             std::none_of(offload_candidates_.begin(), offload_candidates_.end(), [&](const OffloadCandidate& c) { return c.buffer == b; })) {
-          offload_candidates_.push_back({b, static_cast<int32_t>(p_.steps.size()) - 2});
+          offload_candidates_.push_back({b, static_cast<int32_t>(p_.steps.size()) - 2, op.id});
         }
       }
     }
@@ -369,7 +370,8 @@ class Interpreter {
       }
       offloaded_[b] = true;
       p_.events.push_back({Event::Kind::Free, Category::Weights, c.buffer});
-      p_.transfers.push_back({c.buffer, p_.buffers[b].bytes, true, c.produced_step, step});
+      p_.transfers.push_back({c.buffer, p_.buffers[b].bytes, c.op, true, c.produced_step, step});
+      offload_op_of_[b] = c.op;
     }
     offload_candidates_ = std::move(keep);
   }
@@ -389,7 +391,7 @@ class Interpreter {
     replacement_[i] = copy;
     pending_prefetch_[i] = static_cast<int32_t>(p_.transfers.size());
     const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
-    p_.transfers.push_back({copy, orig.bytes, false, step, -1});
+    p_.transfers.push_back({copy, orig.bytes, offload_op_of_[i], false, step, -1});
   }
   void need_on_device(const std::vector<BufferId>& saved) {
     const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
@@ -449,6 +451,12 @@ class Interpreter {
     }
     std::vector<bool> saved_storage(g_.tensors.size(), false);
     for (OpId o = seg.first; o <= seg.last; ++o) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
+    // The re-run makes new buffers for the segment's tensors; the forward's (still referenced
+    // as returned outputs or by later ops' nodes) stay what the rest of the run refers to.
+    std::vector<std::pair<TensorId, BufferId>> forward_buffers;
+    for (OpId o = seg.first; o <= seg.last; ++o) {
+      for (TensorId t : g_.op(o).outputs) forward_buffers.push_back({t, buf_of_[static_cast<size_t>(t)]});
+    }
     for (OpId o = seg.first; o <= seg.last; ++o) {
       const Op& op = g_.op(o);
       begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
@@ -459,6 +467,7 @@ class Interpreter {
       end_step();
     }
     for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) segment_held_[static_cast<size_t>(s)].push_back(buf_of_[static_cast<size_t>(t)]);
+    for (const auto& [t, b] : forward_buffers) buf_of_[static_cast<size_t>(t)] = b;
     segment_state_[static_cast<size_t>(s)] = SegmentState::Recomputed;
   }
 
@@ -791,12 +800,14 @@ class Interpreter {
   struct OffloadCandidate {
     BufferId buffer;
     int32_t produced_step;
+    OpId op;
   };
   std::vector<OffloadCandidate> offload_candidates_;
   std::vector<int> saved_refs_;          // references held by autograd nodes
   std::vector<bool> offloaded_;          // the device copy was freed after a copy to host
   std::vector<BufferId> replacement_;    // the prefetched copy of an offloaded buffer
   std::vector<int32_t> pending_prefetch_;  // transfer index whose deadline is not known yet
+  std::vector<OpId> offload_op_of_;      // the plan op that sent a buffer to host
 };
 
 }  // namespace

@@ -72,6 +72,7 @@ struct Step {
 struct Transfer {
   BufferId buffer = 0;  // the device buffer copied out of, or into
   int64_t bytes = 0;
+  OpId op = kNone;      // the op of the plan whose saved activation this is
   bool to_host = true;
   int32_t ready_step = 0;
   int32_t deadline_step = 0;

@@ -1,0 +1,61 @@
+#include "plan/evaluate.h"
+
+#include <utility>
+
+#include "sim/simulate.h"
+#include "util/error.h"
+
+namespace headroom {
+
+PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost)
+    : options_(std::move(options)), budget_(budget_bytes), cost_(std::move(cost)) {
+  options_.plan = {};
+  schedule_ = schedule_options(options_);
+}
+
+const Graph& PlanContext::graph(int64_t micro_batch) {
+  const int64_t b = micro_batch > 0 ? micro_batch : options_.batch;
+  auto it = graphs_.find(b);
+  if (it == graphs_.end()) it = graphs_.emplace(b, std::make_unique<Graph>(build_graph(options_, b))).first;
+  return *it->second;
+}
+
+Program PlanContext::program(const Candidate& c) {
+  const int64_t micro = c.micro_batch > 0 ? c.micro_batch : options_.batch;
+  HEADROOM_CHECK(options_.batch % micro == 0, "micro-batch must divide the batch");
+  ScheduleOptions s = schedule_;
+  s.micro_batches = static_cast<int>(options_.batch / micro);
+  s.plan = c.plan;
+  return build_program(graph(micro), s);
+}
+
+Evaluation PlanContext::evaluate(const Candidate& c) {
+  ++evaluations_;
+  const int64_t micro = c.micro_batch > 0 ? c.micro_batch : options_.batch;
+  Program p = program(c);
+  SimResult sim = simulate(p);
+  Evaluation e;
+  e.micro_batch = micro;
+  e.micro_batches = static_cast<int>(options_.batch / micro);
+  e.exact_peak_bytes = sim.peak.bytes;
+  if (sim.peak.step >= 0) {
+    const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
+    e.peak_phase = st.phase;
+    e.peak_op = st.label;
+  }
+  if (options_.device == "cuda" && options_.gpu) {
+    GpuOptions g = *options_.gpu;
+    g.gpu_memory = budget_;
+    g.margin = 0;
+    DeviceMemory d = device_memory(p, g);
+    e.peak_bytes = d.device_total_bytes;
+    e.allocator_oom = d.allocator_oom;
+  } else {
+    e.peak_bytes = sim.peak.bytes;
+  }
+  e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
+  e.time = iteration_time(cost_, graph(micro), p, c.plan, options_.optimizer, schedule_.foreach, options_.iterations);
+  return e;
+}
+
+}  // namespace headroom

@@ -1,0 +1,68 @@
+// One source of truth for what a plan costs: a candidate (memory plan + micro-batch) is turned
+// into the training program by the same interpreter as `estimate`, replayed on the same heap
+// model (PyTorch's caching allocator on CUDA, the exact heap on the CPU), and timed by the cost
+// model. No strategy computes a plan's memory by a formula of its own.
+//
+// Invariants: the graph of each micro-batch size is built once and reused; evaluations are
+// deterministic; peak_bytes is comparable with budget_bytes (both device totals on CUDA:
+// context + NCCL + reserved; exact live bytes on the CPU).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "estimate/estimate.h"
+#include "plan/cost_model.h"
+#include "schedule/memory_plan.h"
+
+namespace headroom {
+
+struct Candidate {
+  MemoryPlan plan;
+  int64_t micro_batch = 0;  // 0: the full batch
+};
+
+struct Evaluation {
+  bool feasible = false;
+  int64_t peak_bytes = 0;      // what is compared with the budget
+  int64_t exact_peak_bytes = 0;  // live tensor bytes (torch.cuda.max_memory_allocated, unrounded)
+  bool allocator_oom = false;  // the caching allocator ran out of the budget on the way
+  IterationTime time;          // one optimizer step (all micro-batches)
+  int64_t micro_batch = 0;
+  int micro_batches = 1;
+  // The peak's moment, for reports.
+  Phase peak_phase = Phase::Forward;
+  std::string peak_op;
+};
+
+class PlanContext {
+ public:
+  // `options`: the run (model, batch, optimizer, precision, device, GPU); `budget_bytes`: the
+  // memory the plan must fit in, in the units of Evaluation::peak_bytes.
+  PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost);
+
+  Evaluation evaluate(const Candidate& c);
+  // The graph at a micro-batch size (0: the full batch), built once.
+  const Graph& graph(int64_t micro_batch);
+  // The program of a candidate (for stage statistics and reports).
+  Program program(const Candidate& c);
+
+  const EstimateOptions& options() const { return options_; }
+  const CostModel& cost() const { return cost_; }
+  int64_t budget_bytes() const { return budget_; }
+  int evaluations() const { return evaluations_; }
+  bool foreach() const { return schedule_.foreach; }
+
+ private:
+  EstimateOptions options_;
+  int64_t budget_;
+  CostModel cost_;
+  ScheduleOptions schedule_;
+  std::map<int64_t, std::unique_ptr<Graph>> graphs_;
+  int evaluations_ = 0;
+};
+
+}  // namespace headroom

@@ -1,0 +1,75 @@
+// `headroom plan MODEL`: the fastest way to train within a memory budget. Every strategy of
+// strategies.h is run against the same PlanContext (one simulator, one cost model); the plan is
+// the feasible result with the least step time. Options that change numerics (mixed precision,
+// bf16) are never applied: they are listed with their memory and time.
+//
+// Invariants: a feasible plan's peak_bytes (re-simulated) is <= budget_bytes; `alternatives`
+// has one entry per strategy run, in strategy_names() order; output is deterministic.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/estimate.h"
+#include "plan/cost_model.h"
+#include "plan/stages.h"
+#include "plan/strategies.h"
+#include "util/error.h"
+
+namespace headroom {
+
+inline constexpr const char* kDefaultCostGpu = "A100-SXM4-40GB";
+
+struct PlanRequest {
+  EstimateOptions run;  // model, batch, optimizer, precision, device, gpu (with --gpu)
+  // The memory to fit in. Unset: the GPU's usable memory (run.gpu required). On CUDA it is
+  // compared with the device total (context + reserved by the caching allocator); with --budget
+  // and no --gpu the context is left out (the budget is what PyTorch's allocator may reserve).
+  std::optional<int64_t> budget_bytes;
+  // Instead of a size: the keep-everything peak less (1 - f) of the activations alive at it
+  // (saved and other activations), the way checkpointing papers state budgets ("50 % of the
+  // activation memory"). Compared on the device given by run.gpu (or the exact heap).
+  std::optional<double> activation_fraction;
+  std::string strategy = "auto";  // "auto" or one of strategy_names()
+  std::string cost_gpu;           // the GPU whose roofline times the steps; "" = run.gpu or the default
+  CostConstants constants;
+};
+
+struct LayerDecision {
+  std::string layer;   // op name
+  std::string action;  // keep, recompute, offload
+  std::string conv_algorithm;  // "fastest" or "memory-optimal" for convolutions on CUDA, else ""
+};
+
+struct NumericsOption {
+  std::string name;  // amp-fp16, amp-bf16, bf16
+  bool feasible = false;
+  int64_t peak_bytes = 0;
+  double step_time_ms = 0;
+};
+
+struct Plan {
+  bool feasible = false;
+  std::string model;
+  int64_t batch = 0;
+  std::string strategy;      // the chosen strategy ("none" when everything fits as is)
+  int64_t budget_bytes = 0;
+  std::string cost_gpu;
+  StrategyResult chosen;
+  Evaluation baseline;       // keep everything, full batch
+  std::vector<StrategyResult> alternatives;
+  std::vector<NumericsOption> numerics;
+  std::vector<LayerDecision> decisions;
+  std::vector<Stage> stages;
+  // When nothing fits: the smallest peak any strategy reached, and which.
+  int64_t smallest_peak_bytes = 0;
+  std::string smallest_peak_strategy;
+  int64_t baseline_activation_bytes = 0;  // activations alive at the keep-everything peak
+  int evaluations = 0;       // simulations run
+};
+
+Result<Plan> make_plan(const PlanRequest& request);
+
+}  // namespace headroom

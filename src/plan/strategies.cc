@@ -1,0 +1,260 @@
+#include "plan/strategies.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "plan/segment_dp.h"
+#include "sim/simulate.h"
+#include "util/error.h"
+
+namespace headroom {
+namespace {
+
+// Better of two results: feasible first, then faster, then smaller.
+bool better(const Evaluation& a, const Evaluation& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (a.feasible) {
+    if (a.time.total_ms != b.time.total_ms) return a.time.total_ms < b.time.total_ms;
+    return a.peak_bytes < b.peak_bytes;
+  }
+  return a.peak_bytes < b.peak_bytes;
+}
+
+StrategyResult evaluated(std::string name, PlanContext& ctx, Candidate c, std::string note = "") {
+  StrategyResult r;
+  r.name = std::move(name);
+  r.note = std::move(note);
+  r.eval = ctx.evaluate(c);
+  r.candidate = std::move(c);
+  return r;
+}
+
+StrategyResult not_applicable(std::string name, std::string why) {
+  StrategyResult r;
+  r.name = std::move(name);
+  r.applicable = false;
+  r.note = std::move(why);
+  return r;
+}
+
+std::vector<CheckpointSegment> to_ops(const std::vector<Stage>& stages, const std::vector<SegmentRange>& ranges) {
+  std::vector<CheckpointSegment> out;
+  for (const SegmentRange& r : ranges) out.push_back({stages[static_cast<size_t>(r.first)].first, stages[static_cast<size_t>(r.last)].last});
+  return out;
+}
+
+// The smallest prefix of `order` (by the monotone-ish memory of applying it) whose candidate
+// fits, by bisection; then the result at that prefix. `make(k)` builds the candidate of the first
+// k entries.
+StrategyResult smallest_fitting_prefix(const std::string& name, PlanContext& ctx, size_t n,
+                                       const std::function<Candidate(size_t)>& make, const std::string& what) {
+  StrategyResult all = evaluated(name, ctx, make(n), std::to_string(n) + " " + what);
+  if (!all.eval.feasible) return all;
+  size_t lo = 0, hi = n;  // make(hi) fits; make(lo) is unknown (lo = 0 does not: we plan only when over)
+  StrategyResult best = all;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    StrategyResult r = evaluated(name, ctx, make(mid), std::to_string(mid) + " " + what);
+    if (r.eval.feasible) {
+      hi = mid;
+      if (better(r.eval, best.eval)) best = r;
+    } else {
+      lo = mid;
+    }
+  }
+  return best;
+}
+
+// Saved activations per stage alive at the end of the first forward of a program.
+std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& base, const std::vector<Stage>& stages) {
+  const Graph& g = ctx.graph(base.micro_batch);
+  Program p = ctx.program(base);
+  int32_t end_event = -1;
+  for (const Step& s : p.steps) {
+    if (s.phase == Phase::Forward) end_event = s.end_event;
+    if (s.phase == Phase::Backward) break;
+  }
+  std::vector<int> stage_of(g.ops.size(), -1);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    for (OpId o = stages[k].first; o <= stages[k].last; ++o) stage_of[static_cast<size_t>(o)] = static_cast<int>(k);
+  }
+  std::vector<SegmentStage> out(stages.size());
+  if (end_event > 0) {
+    for (BufferId b : live_after(p, end_event - 1)) {
+      const Buffer& buf = p.buffers[static_cast<size_t>(b)];
+      if (buf.op == kNone || buf.category != Category::SavedActivations) continue;
+      const int k = stage_of[static_cast<size_t>(buf.op)];
+      if (k >= 0) out[static_cast<size_t>(k)].kept_bytes += buf.bytes;
+    }
+  }
+  for (size_t k = 0; k < stages.size(); ++k) {
+    out[k].boundary_bytes = stages[k].boundary_bytes;
+    for (OpId o = stages[k].first; o <= stages[k].last; ++o) out[k].forward_ms += ctx.cost().op_cost(g, g.op(o)).forward_ms;
+  }
+  return out;
+}
+
+// Optimal segments on top of `base`: the DP's activation budget is the budget less what the
+// base candidate holds besides stage activations; every answer is re-simulated and the DP's
+// budget lowered by the overshoot until the plan fits (or the DP runs out of room).
+StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                             const Candidate& base, const Evaluation& base_eval) {
+  std::vector<SegmentStage> stats = stage_statistics(ctx, base, stages);
+  int64_t kept = 0;
+  for (const SegmentStage& s : stats) kept += s.kept_bytes;
+  const int64_t other = base_eval.peak_bytes - kept;
+  int64_t dp_budget = ctx.budget_bytes() - other;
+  StrategyResult best;
+  best.name = name;
+  best.eval.peak_bytes = -1;
+  for (int attempt = 0; attempt < 12 && dp_budget > 0; ++attempt) {
+    SegmentPlan sp = solve_segments(stats, dp_budget);
+    if (!sp.feasible) break;
+    Candidate c = base;
+    c.plan.checkpoints = to_ops(stages, sp.segments);
+    StrategyResult r = evaluated(name, ctx, c, std::to_string(sp.segments.size()) + " segments");
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    if (r.eval.feasible) break;
+    dp_budget -= std::max<int64_t>(r.eval.peak_bytes - ctx.budget_bytes(), dp_budget / 100 + 1);
+  }
+  if (best.eval.peak_bytes < 0) {
+    // The DP finds no room at all: report the finest checkpointing as the memory it reaches.
+    Candidate c = base;
+    std::vector<SegmentRange> each;
+    for (int k = 0; k < static_cast<int>(stages.size()); ++k) each.push_back({k, k});
+    c.plan.checkpoints = to_ops(stages, each);
+    best = evaluated(name, ctx, c, "every stage checkpointed");
+  }
+  return best;
+}
+
+// Ops whose nodes keep activations that offloading would move, with the bytes and the compute
+// their copies can hide behind (the op's forward for the copy out, the next backward for the
+// copy in).
+struct OffloadChoice {
+  OpId op;
+  int64_t bytes;
+  double exposed_ms;  // copy time not hidden by compute (estimate)
+};
+
+std::vector<OffloadChoice> offload_choices(PlanContext& ctx, const std::vector<OpId>& ops) {
+  Candidate all;
+  all.plan.offload = ops;
+  Program p = ctx.program(all);
+  const Graph& g = ctx.graph(0);
+  std::vector<int64_t> bytes(g.ops.size(), 0);
+  for (const Transfer& t : p.transfers) {
+    if (t.to_host && t.op != kNone && p.steps[static_cast<size_t>(t.deadline_step)].iteration == 1) bytes[static_cast<size_t>(t.op)] += t.bytes;
+  }
+  std::vector<OffloadChoice> out;
+  for (OpId o : ops) {
+    if (bytes[static_cast<size_t>(o)] == 0) continue;
+    OpCost c = ctx.cost().op_cost(g, g.op(o));
+    const double copy = ctx.cost().transfer_ms(bytes[static_cast<size_t>(o)]);
+    const double exposed = std::max(0.0, copy - c.forward_ms) + std::max(0.0, copy - c.backward_ms);
+    out.push_back({o, bytes[static_cast<size_t>(o)], exposed});
+  }
+  // Hidden copies first (largest first), then by exposed time per byte moved.
+  std::stable_sort(out.begin(), out.end(), [](const OffloadChoice& a, const OffloadChoice& b) {
+    const double ra = a.exposed_ms / static_cast<double>(a.bytes), rb = b.exposed_ms / static_cast<double>(b.bytes);
+    if (ra != rb) return ra < rb;
+    return a.bytes > b.bytes;
+  });
+  return out;
+}
+
+std::vector<OpId> model_ops(const Graph& g, const std::function<bool(const Op&)>& pick) {
+  std::vector<OpId> out;
+  for (const Op& op : g.ops) {
+    if (op.stage == OpStage::Model && pick(op)) out.push_back(op.id);
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& strategy_names() {
+  static const std::vector<std::string> names = {"accumulate", "sqrt", "checkpoint", "offload", "offload+checkpoint",
+                                                 "vdnn-all", "vdnn-conv", "conv"};
+  return names;
+}
+
+StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                            const Evaluation& baseline) {
+  const Graph& g = ctx.graph(0);
+  const bool training = ctx.options().mode == RunMode::Training;
+  if (name == "accumulate") {
+    const int64_t batch = ctx.options().batch;
+    StrategyResult best;
+    best.name = name;
+    best.eval.peak_bytes = -1;
+    for (int64_t m = batch - 1; m >= 1; --m) {
+      if (batch % m != 0) continue;
+      Candidate c;
+      c.micro_batch = m;
+      StrategyResult r = evaluated(name, ctx, c, "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m));
+      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+      if (r.eval.feasible) break;  // the largest fitting micro-batch is the fastest
+    }
+    if (best.eval.peak_bytes < 0) return not_applicable(name, "batch 1 cannot be split");
+    return best;
+  }
+  if (!training) return not_applicable(name, "inference keeps no activations for a backward");
+  if (name == "sqrt" || name == "checkpoint") {
+    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
+    if (name == "sqrt") {
+      std::vector<SegmentRange> seg = sqrt_segments(static_cast<int>(stages.size()));
+      Candidate c;
+      c.plan.checkpoints = to_ops(stages, seg);
+      return evaluated(name, ctx, c, std::to_string(seg.size()) + " of " + std::to_string(stages.size()) + " stages' segments");
+    }
+    return checkpoint_on(name, ctx, stages, Candidate{}, baseline);
+  }
+  if (name == "vdnn-all" || name == "vdnn-conv") {
+    Candidate c;
+    c.plan.offload = model_ops(g, [&](const Op& op) { return name == "vdnn-all" || op.kind == OpKind::Conv2d; });
+    if (c.plan.offload.empty()) return not_applicable(name, "no convolutions");
+    return evaluated(name, ctx, c, std::to_string(c.plan.offload.size()) + " layers offloaded");
+  }
+  if (name == "offload" || name == "offload+checkpoint") {
+    std::vector<OffloadChoice> choices = offload_choices(ctx, model_ops(g, [](const Op&) { return true; }));
+    if (choices.empty()) return not_applicable(name, "no saved activations to offload");
+    auto make = [&](size_t k) {
+      Candidate c;
+      for (size_t i = 0; i < k; ++i) c.plan.offload.push_back(choices[i].op);
+      std::sort(c.plan.offload.begin(), c.plan.offload.end());
+      return c;
+    };
+    if (name == "offload") return smallest_fitting_prefix(name, ctx, choices.size(), make, "layers offloaded");
+    size_t hidden = 0;
+    while (hidden < choices.size() && choices[hidden].exposed_ms == 0) ++hidden;
+    Candidate base = make(hidden);
+    Evaluation base_eval = ctx.evaluate(base);
+    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
+    StrategyResult r = checkpoint_on(name, ctx, stages, base, base_eval);
+    r.note = std::to_string(hidden) + " hidden offloads, " + r.note;
+    return r;
+  }
+  if (name == "conv") {
+    if (ctx.options().device != "cuda") return not_applicable(name, "cuDNN workspaces are a CUDA matter");
+    Program p = ctx.program(Candidate{});
+    std::vector<int64_t> ws(g.ops.size(), 0);
+    for (const Buffer& b : p.buffers) {
+      if (b.category == Category::Workspaces && b.op != kNone && g.op(b.op).kind == OpKind::Conv2d) ws[static_cast<size_t>(b.op)] = std::max(ws[static_cast<size_t>(b.op)], b.bytes);
+    }
+    std::vector<OpId> convs = model_ops(g, [&](const Op& op) { return ws[static_cast<size_t>(op.id)] > 0; });
+    if (convs.empty()) return not_applicable(name, "no convolution borrows a workspace");
+    std::stable_sort(convs.begin(), convs.end(), [&](OpId a, OpId b) { return ws[static_cast<size_t>(a)] > ws[static_cast<size_t>(b)]; });
+    auto make = [&](size_t k) {
+      Candidate c;
+      c.plan.no_conv_workspace.assign(convs.begin(), convs.begin() + static_cast<std::ptrdiff_t>(k));
+      std::sort(c.plan.no_conv_workspace.begin(), c.plan.no_conv_workspace.end());
+      return c;
+    };
+    return smallest_fitting_prefix(name, ctx, convs.size(), make, "convolutions without workspace");
+  }
+  HEADROOM_CHECK(false, "unknown strategy " + name);
+  return {};
+}
+
+}  // namespace headroom

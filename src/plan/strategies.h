@@ -1,0 +1,38 @@
+// The strategies of the planner, each a search over candidates (memory plan + micro-batch) that
+// the PlanContext re-simulates; a strategy never estimates memory itself. Each returns the
+// fastest feasible candidate it found or, when none fits, the one with the smallest peak.
+//
+//   accumulate    the largest micro-batch that divides the batch and fits (same effective batch)
+//   sqrt          Chen et al.'s sqrt(n) segments over the model's stages (checkpoint_sequential)
+//   checkpoint    the optimal single-level segments (segment_dp), corrected by re-simulation
+//   offload       vDNN-style offloading of the layers whose copies hide best behind compute,
+//                 the smallest such prefix that fits
+//   offload+checkpoint  the hidden offloads, then optimal segments on what is left
+//   vdnn-all / vdnn-conv  vDNN's static policies: every layer's / every convolution's saved input
+//   conv          workspace-free algorithms for the convolutions with the largest workspaces
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/evaluate.h"
+#include "plan/stages.h"
+
+namespace headroom {
+
+struct StrategyResult {
+  std::string name;
+  bool applicable = true;  // false: nothing to do for this model/device (e.g. no convolutions)
+  std::string note;        // why not applicable, or what was chosen ("micro-batch 8")
+  Candidate candidate;
+  Evaluation eval;
+};
+
+// The names --strategy accepts, in the order the comparison table lists them.
+const std::vector<std::string>& strategy_names();
+
+// REQUIRES: name in strategy_names(); `stages` = chain_stages(ctx.graph(0)).
+StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                            const Evaluation& baseline);
+
+}  // namespace headroom
