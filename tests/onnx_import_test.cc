@@ -376,6 +376,65 @@ TEST(OnnxImport, TorchExportedTransformerMatchesBuilderModel) {
       EXPECT_EQ(run(g, mode).peak.bytes, run(ref, mode).peak.bytes)
           << "batch " << batch << " mode " << static_cast<int>(mode);
     }
+    // With in-place inference (as the CLI imports) the peaks stay the same: the residual
+    // `x + proj(...)` must not be written into x, which layer_norm (a pattern of 10 nodes, one
+    // call) also reads and keeps for backward; writing into proj's fresh output costs the same
+    // as PyTorch's new tensor.
+    OnnxImportOptions inplace = batch_options(batch);
+    inplace.infer_inplace = true;
+    Result<Graph> ri = import_onnx(path, inplace);
+    ASSERT_TRUE(ri.ok()) << ri.error();
+    for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
+      EXPECT_EQ(run(ri.value(), mode).peak.bytes, run(ref, mode).peak.bytes)
+          << "in place, batch " << batch << " mode " << static_cast<int>(mode);
+    }
+  }
+}
+
+// F.avg_pool2d(x, k, s, padding=p) with count_include_pad=True, as torch.onnx (opsets 11-18)
+// writes it: Pad (constant zeros on H and W, even when p is 0) then AveragePool without pads.
+// PyTorch pads inside the kernel, so the import is one avg_pool2d with the padding and no padded
+// copy: the peak of Pad -> AveragePool equals the peak of the one-op model.
+OnnxModel padded_pool(const std::vector<int64_t>& pads, int64_t k, int64_t stride, bool pad_is_output) {
+  OnnxModel m(14);
+  m.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  m.constant("pads", OnnxModel::int64s(pads));
+  m.node("Pad", {"x", "pads"}, {"p"}, "/pool/Pad").s("mode", "constant");
+  m.node("AveragePool", {"p"}, {"y"}, "/pool/AveragePool")
+      .ints("kernel_shape", {k, k})
+      .ints("strides", {stride, stride})
+      .ints("pads", {0, 0, 0, 0});
+  m.output("y");
+  if (pad_is_output) m.output("p");
+  return m;
+}
+
+TEST(OnnxImport, PadThenAveragePoolIsOneAvgPool) {
+  OnnxImportOptions o = batch_options(2);
+  o.with_loss = false;
+  // padding=1, kernel 3, stride 1 (Inception's branch pools): [2,4,8,8] -> [2,4,8,8].
+  Graph g = import_ok(padded_pool({0, 0, 1, 1, 0, 0, 1, 1}, 3, 1, false), o);
+  EXPECT_EQ(count_kind(g, OpKind::Opaque), 0);
+  ASSERT_EQ(count_kind(g, OpKind::AvgPool2d), 1);
+  const Op* pool = find_kind(g, OpKind::AvgPool2d);
+  EXPECT_EQ(g.tensor(pool->inputs[0]).name, "x");
+  EXPECT_EQ(g.tensor(pool->outputs[0]).shape, (std::vector<int64_t>{2, 4, 8, 8}));
+  EXPECT_EQ(pool->attrs.padding, (std::vector<int64_t>{1, 1}));
+  // padding=0, kernel 2, stride 2 (DenseNet's transitions): [2,4,8,8] -> [2,4,4,4].
+  Graph t = import_ok(padded_pool({0, 0, 0, 0, 0, 0, 0, 0}, 2, 2, false), o);
+  EXPECT_EQ(count_kind(t, OpKind::Opaque), 0);
+  ASSERT_EQ(count_kind(t, OpKind::AvgPool2d), 1);
+  EXPECT_EQ(t.tensor(find_kind(t, OpKind::AvgPool2d)->outputs[0]).shape,
+            (std::vector<int64_t>{2, 4, 4, 4}));
+  // Not one avg_pool2d call: the padded tensor is read elsewhere (a graph output), the padding
+  // is uneven, touches the channels, or exceeds half the kernel. Then the Pad is its own op.
+  for (const OnnxModel& m : {padded_pool({0, 0, 1, 1, 0, 0, 1, 1}, 3, 1, true),
+                             padded_pool({0, 0, 1, 1, 0, 0, 0, 0}, 3, 1, false),
+                             padded_pool({0, 1, 1, 1, 0, 1, 1, 1}, 3, 1, false),
+                             padded_pool({0, 0, 2, 2, 0, 0, 2, 2}, 3, 1, false)}) {
+    Graph u = import_ok(m, o);
+    EXPECT_EQ(count_kind(u, OpKind::Opaque), 1);
+    EXPECT_EQ(count_kind(u, OpKind::AvgPool2d), 1);
   }
 }
 

@@ -889,20 +889,29 @@ class Lowerer {
 
   void find_patterns() {
     PatternQueries q;
-    q.scalar = [this](const std::string& name) -> std::optional<double> {
+    // A compile-time value: an inline initializer or a Constant node (folded at lowering).
+    auto constant_of = [this](const std::string& name) -> std::shared_ptr<const ConstTensor> {
       auto it = values_.find(name);
-      if (it != values_.end())
-        return it->second.constant ? it->second.constant->scalar() : std::nullopt;
+      if (it != values_.end()) return it->second.constant;
       auto p = st_.producer.find(name);
-      if (p == st_.producer.end()) return std::nullopt;
+      if (p == st_.producer.end()) return nullptr;
       const NodeProto& n = g_.node(p->second);
-      if (n.op_type() != "Constant" || !default_domain(n)) return std::nullopt;
+      if (n.op_type() != "Constant" || !default_domain(n)) return nullptr;
       try {
         std::optional<std::vector<ConstTensor>> r = fold_node(n, st_.opset, {});
-        return r ? r->at(0).scalar() : std::nullopt;
+        return r ? std::make_shared<const ConstTensor>(r->at(0)) : nullptr;
       } catch (const InputError&) {
-        return std::nullopt;  // reported when the node is lowered
+        return nullptr;  // reported when the node is lowered
       }
+    };
+    q.scalar = [constant_of](const std::string& name) -> std::optional<double> {
+      std::shared_ptr<const ConstTensor> t = constant_of(name);
+      return t ? t->scalar() : std::nullopt;
+    };
+    q.ints = [constant_of](const std::string& name) -> std::optional<std::vector<int64_t>> {
+      std::shared_ptr<const ConstTensor> t = constant_of(name);
+      if (!t || !t->known || t->is_float()) return std::nullopt;
+      return t->ints;
     };
     q.weight_dims = [this](const std::string& tensor) -> std::optional<std::vector<int64_t>> {
       // Through Identity nodes: exporters deduplicate equal initializers (two fresh LayerNorms
@@ -930,6 +939,7 @@ class Lowerer {
       if (f.kind == Fusion::Kind::Gelu) ++gelus_;
       if (f.kind == Fusion::Kind::LayerNorm) ++layer_norms_;
       if (f.kind == Fusion::Kind::LinearBias) ++linear_biases_;
+      if (f.kind == Fusion::Kind::PaddedAvgPool) ++padded_pools_;
     }
   }
 
@@ -955,6 +965,16 @@ class Lowerer {
         set(c, 0,
             b_.layer_norm_with(c.name, materialize(values_.at(f.x)),
                                materialize(values_.at(f.weight)), materialize(values_.at(f.bias))));
+        return check_shapes(c);
+      }
+      if (f.kind == Fusion::Kind::PaddedAvgPool) {
+        TensorId x = materialize(values_.at(f.x));
+        Window2d w = window(c, b_.shape(x), *c.attrs.ints("kernel_shape"), false);
+        w.pad_top = f.pads[0];
+        w.pad_left = f.pads[1];
+        w.pad_bottom = f.pads[2];
+        w.pad_right = f.pads[3];
+        set(c, 0, b_.avg_pool2d_with(c.name, x, w));
         return check_shapes(c);
       }
       for (const std::string& in : node.input()) {
@@ -1185,20 +1205,25 @@ class Lowerer {
       cur = x.alias_of;
     }
   }
+  // Readers of t's names, counted per PyTorch call: a node claimed by a pattern counts as the
+  // call its pattern emits (once, however many of the pattern's nodes read t); the folded bias
+  // Add reads nothing of its own.
   int live_reads(TensorId t) const {
     int n = 0;
     auto it = names_of_.find(t);
     if (it == names_of_.end()) return 0;
+    std::set<int> calls;
     for (const std::string& name : it->second) {
       n += st_.output_uses.count(name) ? st_.output_uses.at(name) : 0;
       auto u = st_.consumers.find(name);
       if (u == st_.consumers.end()) continue;
       for (const auto& [node, slot] : u->second) {
-        Fusion::Kind k = fusions_[static_cast<size_t>(node)].kind;
-        if (k != Fusion::Kind::Skip && k != Fusion::Kind::Alias) ++n;
+        const Fusion& f = fusions_[static_cast<size_t>(node)];
+        if (f.kind == Fusion::Kind::Alias) continue;
+        calls.insert(f.kind == Fusion::Kind::Skip ? f.owner : node);
       }
     }
-    return n;
+    return n + static_cast<int>(calls.size());
   }
 
   // ---- shared pieces -----------------------------------------------------------------------
@@ -1389,10 +1414,10 @@ class Lowerer {
         d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
       b_.note("symbolic dimensions bound: " + d);
     }
-    if (gelus_ || layer_norms_ || linear_biases_) {
+    if (gelus_ || layer_norms_ || linear_biases_ || padded_pools_) {
       b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " +
               std::to_string(layer_norms_) + " layer norm, " + std::to_string(linear_biases_) +
-              " linear + bias");
+              " linear + bias, " + std::to_string(padded_pools_) + " padded average pool");
     }
     bool has_conv = std::any_of(g_.node().begin(), g_.node().end(),
                                 [](const NodeProto& n) { return n.op_type() == "Conv"; });
@@ -1478,7 +1503,8 @@ class Lowerer {
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
   int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
-  int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0, folded_ = 0;
+  int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
+      padded_pools_ = 0, folded_ = 0;
 };
 
 const std::unordered_map<std::string, Handler>& handlers() {
