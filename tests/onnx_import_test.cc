@@ -438,6 +438,46 @@ TEST(OnnxImport, PadThenAveragePoolIsOneAvgPool) {
   }
 }
 
+// Module scopes: a Concat made by a module call's own code (torch.onnx names it
+// "/block/layer/Concat") whose result a child module ("/block/layer/norm/...") reads is a named
+// Python local (`concated_features = torch.cat(inputs, 1)`): it stays referenced until the call's
+// last node. Read only by the call's own code (`torch.cat(...)` fed to a functional op), it is not
+// held.
+OnnxModel concat_in_scope(bool child_reads) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  m.node("Relu", {"x"}, {"a"}, "/stem/Relu");
+  m.node("Concat", {"a", "a"}, {"c"}, "/block/layer/Concat").i("axis", 1);
+  m.node("Relu", {"c"}, {"n"}, child_reads ? "/block/layer/norm/Relu" : "/block/layer/Relu");
+  m.node("Sigmoid", {"n"}, {"s"}, "/block/layer/conv/Sigmoid");
+  m.node("Sigmoid", {"s"}, {"y"}, "/block/layer/out/Sigmoid");
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxImport, ConcatenatedLocalHeldUntilItsModuleCallReturns) {
+  for (bool child_reads : {true, false}) {
+    Graph g = import_ok(concat_in_scope(child_reads), batch_options(2));
+    auto op_named = [&](const std::string& name) {
+      for (const Op& op : g.ops) {
+        if (op.name == name) return op.id;
+      }
+      return kNone;
+    };
+    TensorId c = g.op(op_named("/block/layer/Concat")).outputs[0];
+    TensorId a = g.op(op_named("/stem/Relu")).outputs[0];
+    OpId last = op_named("/block/layer/out/Sigmoid");
+    std::map<TensorId, OpId> held;
+    for (const Hold& h : g.holds) held[h.tensor] = std::max(held[h.tensor], h.until);
+    EXPECT_EQ(held.at(a), last);  // the call's argument, as before
+    if (child_reads) {
+      EXPECT_EQ(held.at(c), last);
+    } else {
+      EXPECT_EQ(held.count(c), 0u);
+    }
+  }
+}
+
 TEST(OnnxImport, InplaceInference) {
   OnnxModel m;
   m.input("x", {std::string("batch"), int64_t{4}});

@@ -57,8 +57,10 @@ struct OnnxImportOptions {
   bool infer_inplace = false;
   // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). true:
   // the tensors a module call reads that exist before it starts stay referenced until its last
-  // node, as the caller's Python arguments do (Graph::holds). Files without such names are
-  // unaffected.
+  // node, as the caller's Python arguments do (Graph::holds); so does the result of a Concat the
+  // call's own code makes and passes to a child module, a named Python local in module code
+  // (`concated_features = torch.cat(inputs, 1)`; the rule and its limits are in onnx_lower.cc,
+  // "module scopes"). Files without such names are unaffected.
   bool module_scopes = true;
   // Build the loss stage (needed to simulate training; inference ignores it).
   bool with_loss = true;

@@ -168,6 +168,7 @@ class Lowerer {
     for (int i = 0; i < g_.node_size(); ++i) {
       open_scopes(i);
       lower(i);
+      hold_scope_local(i);
       close_scopes(i);
     }
     std::vector<TensorId> outs;
@@ -823,11 +824,22 @@ class Lowerer {
 
   // ---- module scopes (OnnxImportOptions::module_scopes) -------------------------------------
   // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). Each
-  // call of two or more nodes that are contiguous in the file is a scope; the tensors it reads
-  // that exist before it starts are Python arguments, referenced by the caller until it returns.
+  // call of two or more nodes that are contiguous in the file is a scope. Two kinds of Python
+  // references end when the call returns:
+  //  - arguments: the tensors it reads that exist before it starts, referenced by the caller;
+  //  - concatenated locals: a Concat made by the call's own code (not by a child module) whose
+  //    result a child module reads. torch.cat takes a Python list, which module code builds
+  //    and then concatenates in a statement of its own, naming the result
+  //    (`concated_features = torch.cat(inputs, 1)` in torchvision's DenseNet,
+  //    `branch3x3 = torch.cat(branch3x3, 1)` in Inception); a named local lives until forward
+  //    returns. ONNX keeps no trace of helper functions, so a local of one (DenseNet's
+  //    bn_function ends after conv1) is held to the end of the enclosing module call. Results
+  //    of other ops are not held: module code mostly rebinds them (`out = self.bn1(out)`), and
+  //    the file cannot tell a rebinding from a new name.
   struct Scope {
     int first = -1, last = -1, count = 0;
     std::vector<std::string> inputs;  // read inside, produced before `first`
+    std::string prefix;
   };
 
   void find_scopes() {
@@ -857,8 +869,29 @@ class Lowerer {
         }
       }
     }
+    auto valid = [](const Scope& sc) { return sc.count >= 2 && sc.last - sc.first + 1 == sc.count; };
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const NodeProto& n = g_.node(i);
+      const std::vector<std::string>& own = of_node[static_cast<size_t>(i)];
+      if (n.op_type() != "Concat" || !default_domain(n) || own.empty() || n.output_size() < 1) continue;
+      const std::string& prefix = own.back();  // the call whose code ran the Concat
+      const Scope& sc = scopes.at(prefix);
+      if (!valid(sc) || sc.last == i) continue;
+      auto readers = st_.consumers.find(n.output(0));
+      if (readers == st_.consumers.end()) continue;
+      for (const auto& [reader, slot] : readers->second) {
+        const std::vector<std::string>& calls = of_node[static_cast<size_t>(reader)];
+        if (calls.size() > own.size() && calls[own.size() - 1] == prefix) {  // a child's node
+          scope_locals_[i] = {prefix, n.output(0)};
+          break;
+        }
+      }
+    }
     for (auto& [prefix, sc] : scopes) {
-      if (sc.count < 2 || sc.last - sc.first + 1 != sc.count || sc.inputs.empty()) continue;
+      bool has_local = std::any_of(scope_locals_.begin(), scope_locals_.end(),
+                                   [&](const auto& l) { return l.second.first == prefix; });
+      if (!valid(sc) || (sc.inputs.empty() && !has_local)) continue;
+      sc.prefix = prefix;
       scope_starts_[sc.first].push_back(std::move(sc));
     }
     for (auto& [first, list] : scope_starts_) {  // outermost (longest) first
@@ -871,13 +904,25 @@ class Lowerer {
     auto it = scope_starts_.find(i);
     if (it == scope_starts_.end()) return;
     for (const Scope& sc : it->second) {
-      open_scopes_.push_back({sc.last, b_.open_scope()});
+      open_scopes_.push_back({sc.last, b_.open_scope(), sc.prefix});
       for (const std::string& in : sc.inputs) {
         auto v = values_.find(in);
         if (v == values_.end() || v->second.tensor == kNone) continue;
         if (b_.tensor(v->second.tensor).role == TensorRole::Activation) b_.hold(v->second.tensor);
       }
     }
+  }
+
+  // After node i: a concatenated local is held by the call whose code made it, which is the
+  // innermost open scope (node i is that call's own node, so no child of it is open; the
+  // names of a file that is not torch.onnx's may break that, and then nothing is held).
+  void hold_scope_local(int i) {
+    auto it = scope_locals_.find(i);
+    if (it == scope_locals_.end()) return;
+    if (open_scopes_.empty() || open_scopes_.back().prefix != it->second.first) return;
+    auto v = values_.find(it->second.second);
+    if (v == values_.end() || v->second.tensor == kNone) return;
+    if (b_.tensor(v->second.tensor).role == TensorRole::Activation) b_.hold(v->second.tensor);
   }
 
   void close_scopes(int i) {
@@ -1495,9 +1540,12 @@ class Lowerer {
   std::unordered_map<std::string, std::vector<int64_t>> weight_dims_;
   std::vector<Fusion> fusions_;
   std::unordered_map<int, std::vector<Scope>> scope_starts_;
+  // Concat node -> (its call's prefix, its output): concatenated locals.
+  std::unordered_map<int, std::pair<std::string, std::string>> scope_locals_;
   struct OpenScope {
     int last;              // its last node
     size_t builder_scope;  // GraphBuilder::open_scope()
+    std::string prefix;    // the call's name prefix
   };
   std::vector<OpenScope> open_scopes_;
   std::map<std::string, int> opaque_;
