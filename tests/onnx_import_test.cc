@@ -320,7 +320,7 @@ TEST(OnnxImport, GeluAndLayerNormDecompositions) {
 // The exporter's own output for a small pre-LN transformer (embedding, attention, GELU MLP,
 // dropout, head) against the same model written with GraphBuilder, call for call as eager PyTorch
 // makes them.
-Graph tiny_transformer_reference(int64_t batch) {
+Graph tiny_transformer_reference(int64_t batch, double dropout = 0.1) {
   const int64_t s = 8, d = 16, h = 2, v = 50;
   GraphBuilder b("ref");
   TensorId ids = b.input("ids", {batch, s}, DType::I64);
@@ -344,7 +344,7 @@ Graph tiny_transformer_reference(int64_t batch) {
   TensorId q = heads(parts[0], "q"), k = heads(parts[1], "k"), val = heads(parts[2], "v");
   TensorId scores =
       b.div_scalar("scale", b.matmul("qk", q, b.transpose("kt", k, -2, -1)), std::sqrt(8.0));
-  TensorId a = b.dropout("drop", b.softmax("softmax", scores, -1), 0.1);
+  TensorId a = b.dropout("drop", b.softmax("softmax", scores, -1), dropout);
   TensorId ctx =
       b.reshape("merge", b.transpose("ctx.t", b.matmul("av", a, val), 1, 2), {batch, s, d});
   x = b.add("res1", x, b.linear_with("proj", ctx, proj_w, proj_b));
@@ -389,6 +389,27 @@ TEST(OnnxImport, TorchExportedTransformerMatchesBuilderModel) {
           << "in place, batch " << batch << " mode " << static_cast<int>(mode);
     }
   }
+}
+
+// --dropout off on an ONNX file: every Dropout's probability is scaled by 0, as for the built-in
+// models, and the attention-probability mask and copy (2 x 1,024 bytes at batch 2) are gone.
+TEST(OnnxImport, DropoutScaleZeroMakesDropoutIdentity) {
+  const std::string path =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/tiny_transformer_training.onnx";
+  OnnxImportOptions o = batch_options(2);
+  o.dropout_scale = 0.0;
+  Result<Graph> r = import_onnx(path, o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Op* drop = find_kind(r.value(), OpKind::Dropout);
+  ASSERT_NE(drop, nullptr);
+  EXPECT_EQ(drop->attrs.p, 0.0);
+  for (RunMode mode : {RunMode::Training, RunMode::Inference})
+    EXPECT_EQ(run(r.value(), mode).peak.bytes, run(tiny_transformer_reference(2, 0.0), mode).peak.bytes);
+  // SGD's training peak is in the backward, with dropout's mask (1 byte an element on CUDA) and
+  // output alive: [2 batch, 2 heads, 8, 8] is 256 elements, 256 + 1,024 bytes.
+  EXPECT_EQ(run(tiny_transformer_reference(2, 0.1), RunMode::Training, OptimizerKind::Sgd).peak.bytes -
+                run(r.value(), RunMode::Training, OptimizerKind::Sgd).peak.bytes,
+            256 + 256 * 4);
 }
 
 // F.avg_pool2d(x, k, s, padding=p) with count_include_pad=True, as torch.onnx (opsets 11-18)

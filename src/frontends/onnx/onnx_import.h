@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -62,6 +63,9 @@ struct OnnxImportOptions {
   // (`concated_features = torch.cat(inputs, 1)`; the rule and its limits are in onnx_lower.cc,
   // "module scopes"). Files without such names are unaffected.
   bool module_scopes = true;
+  // Scales every Dropout's probability, as BuildConfig::dropout_scale does for built-in models:
+  // 0 makes every dropout identity (the CLI's --dropout off).
+  double dropout_scale = 1.0;
   // Build the loss stage (needed to simulate training; inference ignores it).
   bool with_loss = true;
   // Loss on the model output: Default is cross-entropy for a [N,C] output and MSE otherwise.
@@ -81,6 +85,12 @@ Result<Graph> import_onnx(const std::string& path, const OnnxImportOptions& opti
 // The same from the serialized ModelProto; `source` names it in messages.
 Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions& options,
                                 const std::string& source = "<memory>");
+
+// The graph of an ONNX file for one run (EstimateOptions::graph_loader): imports `path` with
+// `base` at the run's batch, with its loss, its dropout and, for inference, no loss stage.
+// Import problems are thrown as InputError (one line starting with the path).
+std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& path,
+                                                          const OnnxImportOptions& base);
 
 // Whether a model argument names an ONNX file rather than a built-in model: it ends in ".onnx"
 // (any case). The CLI routes such arguments here; the file need not exist yet (import reports it).

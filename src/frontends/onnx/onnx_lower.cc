@@ -397,7 +397,7 @@ class Lowerer {
       p = scalar_input(c, 1, "ratio");
     if (!(p >= 0.0 && p <= 1.0))
       throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1]");
-    set(c, 0, b_.dropout(c.name, tensor(c, 0), p));
+    set(c, 0, b_.dropout(c.name, tensor(c, 0), p * opts_.dropout_scale));
     for (int k = 1; k < c.node.output_size(); ++k) unavailable(c, k, "the mask of Dropout");
   }
 
