@@ -10,8 +10,8 @@
 //   infer     onnx::shape_inference::InferShapes with data propagation fills every tensor's shape;
 //   lower     nodes in file order become GraphBuilder calls; shape arithmetic (Shape, Gather,
 //             Concat, Range, ...) folds at import time and costs no memory; known decompositions
-//             (GELU's Div/Erf/Add/Mul/Mul, layer norm's ReduceMean/Sub/Pow/.../Add, MatMul + bias)
-//             become the one PyTorch call they came from;
+//             (GELU's Div/Erf/Add/Mul/Mul, layer norm's ReduceMean/Sub/Pow/.../Add, MatMul + bias,
+//             Pad + AveragePool) become the one PyTorch call they came from;
 //   loss      the default loss (zoo/losses.h) on the model output.
 //
 // Weights are never read: an initializer's shape and dtype come from its declared dims and
