@@ -239,7 +239,8 @@ class Matcher {
     if (!pads || pads->size() != 8) return;
     const std::vector<int64_t>& v = *pads;
     if (v[0] != 0 || v[1] != 0 || v[4] != 0 || v[5] != 0 || v[2] != v[6] || v[3] != v[7]) return;
-    if (v[2] < 0 || v[3] < 0 || 2 * v[2] > (*k)[0] || 2 * v[3] > (*k)[1]) return;
+    // PyTorch's own check (avg_pool2d: "pad should be at most half of kernel size").
+    if (v[2] < 0 || v[3] < 0 || v[2] > (*k)[0] / 2 || v[3] > (*k)[1] / 2) return;
     Fusion f;
     f.kind = Fusion::Kind::PaddedAvgPool;
     f.x = in(p, 0);
