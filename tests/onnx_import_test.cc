@@ -404,19 +404,22 @@ TEST(OnnxImport, DropoutScaleZeroMakesDropoutIdentity) {
   ASSERT_NE(drop, nullptr);
   EXPECT_EQ(drop->attrs.p, 0.0);
   for (RunMode mode : {RunMode::Training, RunMode::Inference})
-    EXPECT_EQ(run(r.value(), mode).peak.bytes, run(tiny_transformer_reference(2, 0.0), mode).peak.bytes);
+    EXPECT_EQ(run(r.value(), mode).peak.bytes,
+              run(tiny_transformer_reference(2, 0.0), mode).peak.bytes);
   // SGD's training peak is in the backward, with dropout's mask (1 byte an element on CUDA) and
   // output alive: [2 batch, 2 heads, 8, 8] is 256 elements, 256 + 1,024 bytes.
-  EXPECT_EQ(run(tiny_transformer_reference(2, 0.1), RunMode::Training, OptimizerKind::Sgd).peak.bytes -
-                run(r.value(), RunMode::Training, OptimizerKind::Sgd).peak.bytes,
-            256 + 256 * 4);
+  EXPECT_EQ(
+      run(tiny_transformer_reference(2, 0.1), RunMode::Training, OptimizerKind::Sgd).peak.bytes -
+          run(r.value(), RunMode::Training, OptimizerKind::Sgd).peak.bytes,
+      256 + 256 * 4);
 }
 
 // F.avg_pool2d(x, k, s, padding=p) with count_include_pad=True, as torch.onnx (opsets 11-18)
 // writes it: Pad (constant zeros on H and W, even when p is 0) then AveragePool without pads.
 // PyTorch pads inside the kernel, so the import is one avg_pool2d with the padding and no padded
 // copy: the peak of Pad -> AveragePool equals the peak of the one-op model.
-OnnxModel padded_pool(const std::vector<int64_t>& pads, int64_t k, int64_t stride, bool pad_is_output) {
+OnnxModel padded_pool(const std::vector<int64_t>& pads, int64_t k, int64_t stride,
+                      bool pad_is_output) {
   OnnxModel m(14);
   m.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
   m.constant("pads", OnnxModel::int64s(pads));

@@ -110,7 +110,8 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
       r.equals_builtin = x.equals_builtin;
       rows.push_back(r);
     }
-    EXPECT_GT(static_cast<int>(rows.size()), before) << x.file << ": no measured case of " << x.model;
+    EXPECT_GT(static_cast<int>(rows.size()), before)
+        << x.file << ": no measured case of " << x.model;
   }
   ASSERT_FALSE(rows.empty());
 
@@ -120,8 +121,10 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
   const size_t n = abs_errors.size();
   const double median = n % 2 ? abs_errors[n / 2] : (abs_errors[n / 2 - 1] + abs_errors[n / 2]) / 2;
   const double worst = abs_errors.back();
-  const auto exact = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.onnx == r.measured; });
-  const auto twin = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.onnx == r.builtin; });
+  const auto exact =
+      std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.onnx == r.measured; });
+  const auto twin =
+      std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.onnx == r.builtin; });
 
   std::ostringstream table;
   table << "| case | measured (bytes) | built-in (bytes) | ONNX (bytes) | ONNX error |\n"
@@ -129,20 +132,22 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
   for (const Row& r : rows) {
     char err[32];
     std::snprintf(err, sizeof err, "%+.4f%%", 100.0 * r.error);
-    table << "| `" << r.id << "` | " << r.measured << " | " << r.builtin << " | " << r.onnx << " | " << err
-          << " |\n";
+    table << "| `" << r.id << "` | " << r.measured << " | " << r.builtin << " | " << r.onnx << " | "
+          << err << " |\n";
   }
   char summary[240];
-  std::snprintf(summary, sizeof summary,
-                "\n%zu cases, %ld exact to the byte, %ld equal to the built-in prediction, median |error| "
-                "%.4f%%, worst %.4f%%\n",
-                n, static_cast<long>(exact), static_cast<long>(twin), 100.0 * median, 100.0 * worst);
+  std::snprintf(
+      summary, sizeof summary,
+      "\n%zu cases, %ld exact to the byte, %ld equal to the built-in prediction, median |error| "
+      "%.4f%%, worst %.4f%%\n",
+      n, static_cast<long>(exact), static_cast<long>(twin), 100.0 * median, 100.0 * worst);
   table << summary;
   std::cout << table.str();
   std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/onnx_validation_table.md") << table.str();
 
   for (const Row& r : rows) {
-    EXPECT_LE(std::fabs(r.error), 0.03) << r.id << ": measured " << r.measured << ", ONNX " << r.onnx;
+    EXPECT_LE(std::fabs(r.error), 0.03)
+        << r.id << ": measured " << r.measured << ", ONNX " << r.onnx;
     if (r.equals_builtin) EXPECT_EQ(r.onnx, r.builtin) << r.id;
   }
   EXPECT_LE(median, 0.01);

@@ -74,7 +74,7 @@ Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions&
 }
 
 std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& path,
-                                                          const OnnxImportOptions& base) {
+                                                           const OnnxImportOptions& base) {
   return [path, base](const BuildConfig& cfg) {
     OnnxImportOptions run = base;
     run.batch = cfg.batch;

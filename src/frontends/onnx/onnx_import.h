@@ -90,7 +90,7 @@ Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions&
 // `base` at the run's batch, with its loss, its dropout and, for inference, no loss stage.
 // Import problems are thrown as InputError (one line starting with the path).
 std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& path,
-                                                          const OnnxImportOptions& base);
+                                                           const OnnxImportOptions& base);
 
 // Whether a model argument names an ONNX file rather than a built-in model: it ends in ".onnx"
 // (any case). The CLI routes such arguments here; the file need not exist yet (import reports it).

@@ -869,11 +869,14 @@ class Lowerer {
         }
       }
     }
-    auto valid = [](const Scope& sc) { return sc.count >= 2 && sc.last - sc.first + 1 == sc.count; };
+    auto valid = [](const Scope& sc) {
+      return sc.count >= 2 && sc.last - sc.first + 1 == sc.count;
+    };
     for (int i = 0; i < g_.node_size(); ++i) {
       const NodeProto& n = g_.node(i);
       const std::vector<std::string>& own = of_node[static_cast<size_t>(i)];
-      if (n.op_type() != "Concat" || !default_domain(n) || own.empty() || n.output_size() < 1) continue;
+      if (n.op_type() != "Concat" || !default_domain(n) || own.empty() || n.output_size() < 1)
+        continue;
       const std::string& prefix = own.back();  // the call whose code ran the Concat
       const Scope& sc = scopes.at(prefix);
       if (!valid(sc) || sc.last == i) continue;

@@ -217,8 +217,8 @@ class Matcher {
     NodeAttrs pa(node(a));
     std::optional<std::vector<int64_t>> k = pa.ints("kernel_shape");
     std::vector<int64_t> own = pa.ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-    if (!k || k->size() != 2 || pa.i("ceil_mode", 0) != 0 || pa.s("auto_pad", "NOTSET") != "NOTSET" ||
-        own != std::vector<int64_t>{0, 0, 0, 0})
+    if (!k || k->size() != 2 || pa.i("ceil_mode", 0) != 0 ||
+        pa.s("auto_pad", "NOTSET") != "NOTSET" || own != std::vector<int64_t>{0, 0, 0, 0})
       return;
     int p = producer(in(a, 0));
     if (!is(p, "Pad") || sole_reader(out0(p)) != a) return;

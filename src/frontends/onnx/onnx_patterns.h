@@ -32,12 +32,12 @@ namespace headroom::onnx_import {
 
 struct Fusion {
   enum class Kind : uint8_t {
-    None,        // lower the node as itself
-    Skip,        // part of a pattern whose last node emits the call
-    Gelu,        // emit gelu(x)
-    LayerNorm,   // emit layer_norm(x, weight, bias)
-    LinearBias,  // this MatMul is a linear with `bias` folded in
-    Alias,       // this node's output is the value of tensor `alias` (the folded bias Add)
+    None,           // lower the node as itself
+    Skip,           // part of a pattern whose last node emits the call
+    Gelu,           // emit gelu(x)
+    LayerNorm,      // emit layer_norm(x, weight, bias)
+    LinearBias,     // this MatMul is a linear with `bias` folded in
+    Alias,          // this node's output is the value of tensor `alias` (the folded bias Add)
     PaddedAvgPool,  // emit avg_pool2d(x) with `pads` [top, left, bottom, right] added
   };
   Kind kind = Kind::None;
