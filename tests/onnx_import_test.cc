@@ -320,7 +320,7 @@ TEST(OnnxImport, GeluAndLayerNormDecompositions) {
 // The exporter's own output for a small pre-LN transformer (embedding, attention, GELU MLP,
 // dropout, head) against the same model written with GraphBuilder, call for call as eager PyTorch
 // makes them.
-Graph tiny_transformer_reference(int64_t batch) {
+Graph tiny_transformer_reference(int64_t batch, double dropout = 0.1) {
   const int64_t s = 8, d = 16, h = 2, v = 50;
   GraphBuilder b("ref");
   TensorId ids = b.input("ids", {batch, s}, DType::I64);
@@ -344,7 +344,7 @@ Graph tiny_transformer_reference(int64_t batch) {
   TensorId q = heads(parts[0], "q"), k = heads(parts[1], "k"), val = heads(parts[2], "v");
   TensorId scores =
       b.div_scalar("scale", b.matmul("qk", q, b.transpose("kt", k, -2, -1)), std::sqrt(8.0));
-  TensorId a = b.dropout("drop", b.softmax("softmax", scores, -1), 0.1);
+  TensorId a = b.dropout("drop", b.softmax("softmax", scores, -1), dropout);
   TensorId ctx =
       b.reshape("merge", b.transpose("ctx.t", b.matmul("av", a, val), 1, 2), {batch, s, d});
   x = b.add("res1", x, b.linear_with("proj", ctx, proj_w, proj_b));
@@ -375,6 +375,129 @@ TEST(OnnxImport, TorchExportedTransformerMatchesBuilderModel) {
     for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
       EXPECT_EQ(run(g, mode).peak.bytes, run(ref, mode).peak.bytes)
           << "batch " << batch << " mode " << static_cast<int>(mode);
+    }
+    // With in-place inference (as the CLI imports) the peaks stay the same: the residual
+    // `x + proj(...)` must not be written into x, which layer_norm (a pattern of 10 nodes, one
+    // call) also reads and keeps for backward; writing into proj's fresh output costs the same
+    // as PyTorch's new tensor.
+    OnnxImportOptions inplace = batch_options(batch);
+    inplace.infer_inplace = true;
+    Result<Graph> ri = import_onnx(path, inplace);
+    ASSERT_TRUE(ri.ok()) << ri.error();
+    for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
+      EXPECT_EQ(run(ri.value(), mode).peak.bytes, run(ref, mode).peak.bytes)
+          << "in place, batch " << batch << " mode " << static_cast<int>(mode);
+    }
+  }
+}
+
+// --dropout off on an ONNX file: every Dropout's probability is scaled by 0, as for the built-in
+// models, and the attention-probability mask and copy (2 x 1,024 bytes at batch 2) are gone.
+TEST(OnnxImport, DropoutScaleZeroMakesDropoutIdentity) {
+  const std::string path =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/tiny_transformer_training.onnx";
+  OnnxImportOptions o = batch_options(2);
+  o.dropout_scale = 0.0;
+  Result<Graph> r = import_onnx(path, o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Op* drop = find_kind(r.value(), OpKind::Dropout);
+  ASSERT_NE(drop, nullptr);
+  EXPECT_EQ(drop->attrs.p, 0.0);
+  for (RunMode mode : {RunMode::Training, RunMode::Inference})
+    EXPECT_EQ(run(r.value(), mode).peak.bytes,
+              run(tiny_transformer_reference(2, 0.0), mode).peak.bytes);
+  // SGD's training peak is in the backward, with dropout's mask (1 byte an element on CUDA) and
+  // output alive: [2 batch, 2 heads, 8, 8] is 256 elements, 256 + 1,024 bytes.
+  EXPECT_EQ(
+      run(tiny_transformer_reference(2, 0.1), RunMode::Training, OptimizerKind::Sgd).peak.bytes -
+          run(r.value(), RunMode::Training, OptimizerKind::Sgd).peak.bytes,
+      256 + 256 * 4);
+}
+
+// F.avg_pool2d(x, k, s, padding=p) with count_include_pad=True, as torch.onnx (opsets 11-18)
+// writes it: Pad (constant zeros on H and W, even when p is 0) then AveragePool without pads.
+// PyTorch pads inside the kernel, so the import is one avg_pool2d with the padding and no padded
+// copy: the peak of Pad -> AveragePool equals the peak of the one-op model.
+OnnxModel padded_pool(const std::vector<int64_t>& pads, int64_t k, int64_t stride,
+                      bool pad_is_output) {
+  OnnxModel m(14);
+  m.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  m.constant("pads", OnnxModel::int64s(pads));
+  m.node("Pad", {"x", "pads"}, {"p"}, "/pool/Pad").s("mode", "constant");
+  m.node("AveragePool", {"p"}, {"y"}, "/pool/AveragePool")
+      .ints("kernel_shape", {k, k})
+      .ints("strides", {stride, stride})
+      .ints("pads", {0, 0, 0, 0});
+  m.output("y");
+  if (pad_is_output) m.output("p");
+  return m;
+}
+
+TEST(OnnxImport, PadThenAveragePoolIsOneAvgPool) {
+  OnnxImportOptions o = batch_options(2);
+  o.with_loss = false;
+  // padding=1, kernel 3, stride 1 (Inception's branch pools): [2,4,8,8] -> [2,4,8,8].
+  Graph g = import_ok(padded_pool({0, 0, 1, 1, 0, 0, 1, 1}, 3, 1, false), o);
+  EXPECT_EQ(count_kind(g, OpKind::Opaque), 0);
+  ASSERT_EQ(count_kind(g, OpKind::AvgPool2d), 1);
+  const Op* pool = find_kind(g, OpKind::AvgPool2d);
+  EXPECT_EQ(g.tensor(pool->inputs[0]).name, "x");
+  EXPECT_EQ(g.tensor(pool->outputs[0]).shape, (std::vector<int64_t>{2, 4, 8, 8}));
+  EXPECT_EQ(pool->attrs.padding, (std::vector<int64_t>{1, 1}));
+  // padding=0, kernel 2, stride 2 (DenseNet's transitions): [2,4,8,8] -> [2,4,4,4].
+  Graph t = import_ok(padded_pool({0, 0, 0, 0, 0, 0, 0, 0}, 2, 2, false), o);
+  EXPECT_EQ(count_kind(t, OpKind::Opaque), 0);
+  ASSERT_EQ(count_kind(t, OpKind::AvgPool2d), 1);
+  EXPECT_EQ(t.tensor(find_kind(t, OpKind::AvgPool2d)->outputs[0]).shape,
+            (std::vector<int64_t>{2, 4, 4, 4}));
+  // Not one avg_pool2d call: the padded tensor is read elsewhere (a graph output), the padding
+  // is uneven, touches the channels, or exceeds half the kernel. Then the Pad is its own op.
+  for (const OnnxModel& m : {padded_pool({0, 0, 1, 1, 0, 0, 1, 1}, 3, 1, true),
+                             padded_pool({0, 0, 1, 1, 0, 0, 0, 0}, 3, 1, false),
+                             padded_pool({0, 1, 1, 1, 0, 1, 1, 1}, 3, 1, false),
+                             padded_pool({0, 0, 2, 2, 0, 0, 2, 2}, 3, 1, false)}) {
+    Graph u = import_ok(m, o);
+    EXPECT_EQ(count_kind(u, OpKind::Opaque), 1);
+    EXPECT_EQ(count_kind(u, OpKind::AvgPool2d), 1);
+  }
+}
+
+// Module scopes: a Concat made by a module call's own code (torch.onnx names it
+// "/block/layer/Concat") whose result a child module ("/block/layer/norm/...") reads is a named
+// Python local (`concated_features = torch.cat(inputs, 1)`): it stays referenced until the call's
+// last node. Read only by the call's own code (`torch.cat(...)` fed to a functional op), it is not
+// held.
+OnnxModel concat_in_scope(bool child_reads) {
+  OnnxModel m;
+  m.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  m.node("Relu", {"x"}, {"a"}, "/stem/Relu");
+  m.node("Concat", {"a", "a"}, {"c"}, "/block/layer/Concat").i("axis", 1);
+  m.node("Relu", {"c"}, {"n"}, child_reads ? "/block/layer/norm/Relu" : "/block/layer/Relu");
+  m.node("Sigmoid", {"n"}, {"s"}, "/block/layer/conv/Sigmoid");
+  m.node("Sigmoid", {"s"}, {"y"}, "/block/layer/out/Sigmoid");
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxImport, ConcatenatedLocalHeldUntilItsModuleCallReturns) {
+  for (bool child_reads : {true, false}) {
+    Graph g = import_ok(concat_in_scope(child_reads), batch_options(2));
+    auto op_named = [&](const std::string& name) {
+      for (const Op& op : g.ops) {
+        if (op.name == name) return op.id;
+      }
+      return kNone;
+    };
+    TensorId c = g.op(op_named("/block/layer/Concat")).outputs[0];
+    TensorId a = g.op(op_named("/stem/Relu")).outputs[0];
+    OpId last = op_named("/block/layer/out/Sigmoid");
+    std::map<TensorId, OpId> held;
+    for (const Hold& h : g.holds) held[h.tensor] = std::max(held[h.tensor], h.until);
+    EXPECT_EQ(held.at(a), last);  // the call's argument, as before
+    if (child_reads) {
+      EXPECT_EQ(held.at(c), last);
+    } else {
+      EXPECT_EQ(held.count(c), 0u);
     }
   }
 }

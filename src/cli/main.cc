@@ -133,16 +133,7 @@ void apply_onnx_loader(const EstimateArgs& a, EstimateOptions& o) {
   }
   io.allow_unknown = a.allow_unknown;
   io.infer_inplace = true;
-  std::string path = a.model;
-  o.graph_loader = [io, path](const BuildConfig& cfg) {
-    OnnxImportOptions run = io;
-    run.batch = cfg.batch;
-    run.with_loss = !cfg.inference;
-    run.loss = cfg.loss;
-    Result<Graph> g = import_onnx(path, run);
-    if (!g.ok()) throw InputError(g.error());
-    return g.value();
-  };
+  o.graph_loader = onnx_graph_loader(a.model, io);
 }
 
 // "5%" or "0.05" -> 0.05; InputError outside 0-90%.

@@ -73,6 +73,20 @@ Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions&
   return guarded(source, [&] { return import_model(bytes, options, "onnx"); });
 }
 
+std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& path,
+                                                           const OnnxImportOptions& base) {
+  return [path, base](const BuildConfig& cfg) {
+    OnnxImportOptions run = base;
+    run.batch = cfg.batch;
+    run.with_loss = !cfg.inference;
+    run.loss = cfg.loss;
+    run.dropout_scale = cfg.dropout_scale;
+    Result<Graph> g = import_onnx(path, run);
+    if (!g.ok()) throw InputError(g.error());
+    return g.value();
+  };
+}
+
 bool looks_like_onnx_path(const std::string& text) {
   const std::string ext = ".onnx";
   if (text.size() <= ext.size()) return false;

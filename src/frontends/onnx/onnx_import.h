@@ -10,8 +10,8 @@
 //   infer     onnx::shape_inference::InferShapes with data propagation fills every tensor's shape;
 //   lower     nodes in file order become GraphBuilder calls; shape arithmetic (Shape, Gather,
 //             Concat, Range, ...) folds at import time and costs no memory; known decompositions
-//             (GELU's Div/Erf/Add/Mul/Mul, layer norm's ReduceMean/Sub/Pow/.../Add, MatMul + bias)
-//             become the one PyTorch call they came from;
+//             (GELU's Div/Erf/Add/Mul/Mul, layer norm's ReduceMean/Sub/Pow/.../Add, MatMul + bias,
+//             Pad + AveragePool) become the one PyTorch call they came from;
 //   loss      the default loss (zoo/losses.h) on the model output.
 //
 // Weights are never read: an initializer's shape and dtype come from its declared dims and
@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,9 +58,14 @@ struct OnnxImportOptions {
   bool infer_inplace = false;
   // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). true:
   // the tensors a module call reads that exist before it starts stay referenced until its last
-  // node, as the caller's Python arguments do (Graph::holds). Files without such names are
-  // unaffected.
+  // node, as the caller's Python arguments do (Graph::holds); so does the result of a Concat the
+  // call's own code makes and passes to a child module, a named Python local in module code
+  // (`concated_features = torch.cat(inputs, 1)`; the rule and its limits are in onnx_lower.cc,
+  // "module scopes"). Files without such names are unaffected.
   bool module_scopes = true;
+  // Scales every Dropout's probability, as BuildConfig::dropout_scale does for built-in models:
+  // 0 makes every dropout identity (the CLI's --dropout off).
+  double dropout_scale = 1.0;
   // Build the loss stage (needed to simulate training; inference ignores it).
   bool with_loss = true;
   // Loss on the model output: Default is cross-entropy for a [N,C] output and MSE otherwise.
@@ -79,6 +85,12 @@ Result<Graph> import_onnx(const std::string& path, const OnnxImportOptions& opti
 // The same from the serialized ModelProto; `source` names it in messages.
 Result<Graph> import_onnx_bytes(std::string_view bytes, const OnnxImportOptions& options,
                                 const std::string& source = "<memory>");
+
+// The graph of an ONNX file for one run (EstimateOptions::graph_loader): imports `path` with
+// `base` at the run's batch, with its loss, its dropout and, for inference, no loss stage.
+// Import problems are thrown as InputError (one line starting with the path).
+std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& path,
+                                                           const OnnxImportOptions& base);
 
 // Whether a model argument names an ONNX file rather than a built-in model: it ends in ".onnx"
 // (any case). The CLI routes such arguments here; the file need not exist yet (import reports it).

@@ -168,6 +168,7 @@ class Lowerer {
     for (int i = 0; i < g_.node_size(); ++i) {
       open_scopes(i);
       lower(i);
+      hold_scope_local(i);
       close_scopes(i);
     }
     std::vector<TensorId> outs;
@@ -396,7 +397,7 @@ class Lowerer {
       p = scalar_input(c, 1, "ratio");
     if (!(p >= 0.0 && p <= 1.0))
       throw InputError("dropout ratio " + std::to_string(p) + " is not in [0, 1]");
-    set(c, 0, b_.dropout(c.name, tensor(c, 0), p));
+    set(c, 0, b_.dropout(c.name, tensor(c, 0), p * opts_.dropout_scale));
     for (int k = 1; k < c.node.output_size(); ++k) unavailable(c, k, "the mask of Dropout");
   }
 
@@ -823,11 +824,22 @@ class Lowerer {
 
   // ---- module scopes (OnnxImportOptions::module_scopes) -------------------------------------
   // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). Each
-  // call of two or more nodes that are contiguous in the file is a scope; the tensors it reads
-  // that exist before it starts are Python arguments, referenced by the caller until it returns.
+  // call of two or more nodes that are contiguous in the file is a scope. Two kinds of Python
+  // references end when the call returns:
+  //  - arguments: the tensors it reads that exist before it starts, referenced by the caller;
+  //  - concatenated locals: a Concat made by the call's own code (not by a child module) whose
+  //    result a child module reads. torch.cat takes a Python list, which module code builds
+  //    and then concatenates in a statement of its own, naming the result
+  //    (`concated_features = torch.cat(inputs, 1)` in torchvision's DenseNet,
+  //    `branch3x3 = torch.cat(branch3x3, 1)` in Inception); a named local lives until forward
+  //    returns. ONNX keeps no trace of helper functions, so a local of one (DenseNet's
+  //    bn_function ends after conv1) is held to the end of the enclosing module call. Results
+  //    of other ops are not held: module code mostly rebinds them (`out = self.bn1(out)`), and
+  //    the file cannot tell a rebinding from a new name.
   struct Scope {
     int first = -1, last = -1, count = 0;
     std::vector<std::string> inputs;  // read inside, produced before `first`
+    std::string prefix;
   };
 
   void find_scopes() {
@@ -857,8 +869,32 @@ class Lowerer {
         }
       }
     }
+    auto valid = [](const Scope& sc) {
+      return sc.count >= 2 && sc.last - sc.first + 1 == sc.count;
+    };
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const NodeProto& n = g_.node(i);
+      const std::vector<std::string>& own = of_node[static_cast<size_t>(i)];
+      if (n.op_type() != "Concat" || !default_domain(n) || own.empty() || n.output_size() < 1)
+        continue;
+      const std::string& prefix = own.back();  // the call whose code ran the Concat
+      const Scope& sc = scopes.at(prefix);
+      if (!valid(sc) || sc.last == i) continue;
+      auto readers = st_.consumers.find(n.output(0));
+      if (readers == st_.consumers.end()) continue;
+      for (const auto& [reader, slot] : readers->second) {
+        const std::vector<std::string>& calls = of_node[static_cast<size_t>(reader)];
+        if (calls.size() > own.size() && calls[own.size() - 1] == prefix) {  // a child's node
+          scope_locals_[i] = {prefix, n.output(0)};
+          break;
+        }
+      }
+    }
     for (auto& [prefix, sc] : scopes) {
-      if (sc.count < 2 || sc.last - sc.first + 1 != sc.count || sc.inputs.empty()) continue;
+      bool has_local = std::any_of(scope_locals_.begin(), scope_locals_.end(),
+                                   [&](const auto& l) { return l.second.first == prefix; });
+      if (!valid(sc) || (sc.inputs.empty() && !has_local)) continue;
+      sc.prefix = prefix;
       scope_starts_[sc.first].push_back(std::move(sc));
     }
     for (auto& [first, list] : scope_starts_) {  // outermost (longest) first
@@ -871,13 +907,25 @@ class Lowerer {
     auto it = scope_starts_.find(i);
     if (it == scope_starts_.end()) return;
     for (const Scope& sc : it->second) {
-      open_scopes_.push_back({sc.last, b_.open_scope()});
+      open_scopes_.push_back({sc.last, b_.open_scope(), sc.prefix});
       for (const std::string& in : sc.inputs) {
         auto v = values_.find(in);
         if (v == values_.end() || v->second.tensor == kNone) continue;
         if (b_.tensor(v->second.tensor).role == TensorRole::Activation) b_.hold(v->second.tensor);
       }
     }
+  }
+
+  // After node i: a concatenated local is held by the call whose code made it, which is the
+  // innermost open scope (node i is that call's own node, so no child of it is open; the
+  // names of a file that is not torch.onnx's may break that, and then nothing is held).
+  void hold_scope_local(int i) {
+    auto it = scope_locals_.find(i);
+    if (it == scope_locals_.end()) return;
+    if (open_scopes_.empty() || open_scopes_.back().prefix != it->second.first) return;
+    auto v = values_.find(it->second.second);
+    if (v == values_.end() || v->second.tensor == kNone) return;
+    if (b_.tensor(v->second.tensor).role == TensorRole::Activation) b_.hold(v->second.tensor);
   }
 
   void close_scopes(int i) {
@@ -889,20 +937,29 @@ class Lowerer {
 
   void find_patterns() {
     PatternQueries q;
-    q.scalar = [this](const std::string& name) -> std::optional<double> {
+    // A compile-time value: an inline initializer or a Constant node (folded at lowering).
+    auto constant_of = [this](const std::string& name) -> std::shared_ptr<const ConstTensor> {
       auto it = values_.find(name);
-      if (it != values_.end())
-        return it->second.constant ? it->second.constant->scalar() : std::nullopt;
+      if (it != values_.end()) return it->second.constant;
       auto p = st_.producer.find(name);
-      if (p == st_.producer.end()) return std::nullopt;
+      if (p == st_.producer.end()) return nullptr;
       const NodeProto& n = g_.node(p->second);
-      if (n.op_type() != "Constant" || !default_domain(n)) return std::nullopt;
+      if (n.op_type() != "Constant" || !default_domain(n)) return nullptr;
       try {
         std::optional<std::vector<ConstTensor>> r = fold_node(n, st_.opset, {});
-        return r ? r->at(0).scalar() : std::nullopt;
+        return r ? std::make_shared<const ConstTensor>(r->at(0)) : nullptr;
       } catch (const InputError&) {
-        return std::nullopt;  // reported when the node is lowered
+        return nullptr;  // reported when the node is lowered
       }
+    };
+    q.scalar = [constant_of](const std::string& name) -> std::optional<double> {
+      std::shared_ptr<const ConstTensor> t = constant_of(name);
+      return t ? t->scalar() : std::nullopt;
+    };
+    q.ints = [constant_of](const std::string& name) -> std::optional<std::vector<int64_t>> {
+      std::shared_ptr<const ConstTensor> t = constant_of(name);
+      if (!t || !t->known || t->is_float()) return std::nullopt;
+      return t->ints;
     };
     q.weight_dims = [this](const std::string& tensor) -> std::optional<std::vector<int64_t>> {
       // Through Identity nodes: exporters deduplicate equal initializers (two fresh LayerNorms
@@ -930,6 +987,7 @@ class Lowerer {
       if (f.kind == Fusion::Kind::Gelu) ++gelus_;
       if (f.kind == Fusion::Kind::LayerNorm) ++layer_norms_;
       if (f.kind == Fusion::Kind::LinearBias) ++linear_biases_;
+      if (f.kind == Fusion::Kind::PaddedAvgPool) ++padded_pools_;
     }
   }
 
@@ -955,6 +1013,16 @@ class Lowerer {
         set(c, 0,
             b_.layer_norm_with(c.name, materialize(values_.at(f.x)),
                                materialize(values_.at(f.weight)), materialize(values_.at(f.bias))));
+        return check_shapes(c);
+      }
+      if (f.kind == Fusion::Kind::PaddedAvgPool) {
+        TensorId x = materialize(values_.at(f.x));
+        Window2d w = window(c, b_.shape(x), *c.attrs.ints("kernel_shape"), false);
+        w.pad_top = f.pads[0];
+        w.pad_left = f.pads[1];
+        w.pad_bottom = f.pads[2];
+        w.pad_right = f.pads[3];
+        set(c, 0, b_.avg_pool2d_with(c.name, x, w));
         return check_shapes(c);
       }
       for (const std::string& in : node.input()) {
@@ -1185,20 +1253,25 @@ class Lowerer {
       cur = x.alias_of;
     }
   }
+  // Readers of t's names, counted per PyTorch call: a node claimed by a pattern counts as the
+  // call its pattern emits (once, however many of the pattern's nodes read t); the folded bias
+  // Add reads nothing of its own.
   int live_reads(TensorId t) const {
     int n = 0;
     auto it = names_of_.find(t);
     if (it == names_of_.end()) return 0;
+    std::set<int> calls;
     for (const std::string& name : it->second) {
       n += st_.output_uses.count(name) ? st_.output_uses.at(name) : 0;
       auto u = st_.consumers.find(name);
       if (u == st_.consumers.end()) continue;
       for (const auto& [node, slot] : u->second) {
-        Fusion::Kind k = fusions_[static_cast<size_t>(node)].kind;
-        if (k != Fusion::Kind::Skip && k != Fusion::Kind::Alias) ++n;
+        const Fusion& f = fusions_[static_cast<size_t>(node)];
+        if (f.kind == Fusion::Kind::Alias) continue;
+        calls.insert(f.kind == Fusion::Kind::Skip ? f.owner : node);
       }
     }
-    return n;
+    return n + static_cast<int>(calls.size());
   }
 
   // ---- shared pieces -----------------------------------------------------------------------
@@ -1389,10 +1462,10 @@ class Lowerer {
         d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
       b_.note("symbolic dimensions bound: " + d);
     }
-    if (gelus_ || layer_norms_ || linear_biases_) {
+    if (gelus_ || layer_norms_ || linear_biases_ || padded_pools_) {
       b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " +
               std::to_string(layer_norms_) + " layer norm, " + std::to_string(linear_biases_) +
-              " linear + bias");
+              " linear + bias, " + std::to_string(padded_pools_) + " padded average pool");
     }
     bool has_conv = std::any_of(g_.node().begin(), g_.node().end(),
                                 [](const NodeProto& n) { return n.op_type() == "Conv"; });
@@ -1470,15 +1543,19 @@ class Lowerer {
   std::unordered_map<std::string, std::vector<int64_t>> weight_dims_;
   std::vector<Fusion> fusions_;
   std::unordered_map<int, std::vector<Scope>> scope_starts_;
+  // Concat node -> (its call's prefix, its output): concatenated locals.
+  std::unordered_map<int, std::pair<std::string, std::string>> scope_locals_;
   struct OpenScope {
     int last;              // its last node
     size_t builder_scope;  // GraphBuilder::open_scope()
+    std::string prefix;    // the call's name prefix
   };
   std::vector<OpenScope> open_scopes_;
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
   int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
-  int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0, folded_ = 0;
+  int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
+      padded_pools_ = 0, folded_ = 0;
 };
 
 const std::unordered_map<std::string, Handler>& handlers() {

@@ -20,6 +20,8 @@ class Matcher {
         layer_norm(i);
       else if (op == "MatMul")
         linear_bias(i);
+      else if (op == "AveragePool")
+        padded_avg_pool(i);
     }
     return std::move(out_);
   }
@@ -80,7 +82,10 @@ class Matcher {
     return "";
   }
   void claim(const std::vector<int>& nodes, int last, Fusion f) {
-    for (int n : nodes) out_[static_cast<size_t>(n)].kind = Fusion::Kind::Skip;
+    for (int n : nodes) {
+      out_[static_cast<size_t>(n)].kind = Fusion::Kind::Skip;
+      out_[static_cast<size_t>(n)].owner = last;
+    }
     out_[static_cast<size_t>(last)] = std::move(f);
   }
 
@@ -202,6 +207,45 @@ class Matcher {
     out_[static_cast<size_t>(m)].bias = b;
     out_[static_cast<size_t>(add)].kind = Fusion::Kind::Alias;
     out_[static_cast<size_t>(add)].alias = out0(m);
+  }
+
+  // Pad -> AveragePool as F.avg_pool2d(x, k, s, padding=p, count_include_pad=True) exports it.
+  // Only what one avg_pool2d call can be: a 4-D input, zero constant padding of H and W alone,
+  // symmetric and at most half the kernel (PyTorch's limit), no padding or ceil_mode on the
+  // pool itself. Anything else stays two ops.
+  void padded_avg_pool(int a) {
+    NodeAttrs pa(node(a));
+    std::optional<std::vector<int64_t>> k = pa.ints("kernel_shape");
+    std::vector<int64_t> own = pa.ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+    if (!k || k->size() != 2 || pa.i("ceil_mode", 0) != 0 ||
+        pa.s("auto_pad", "NOTSET") != "NOTSET" || own != std::vector<int64_t>{0, 0, 0, 0})
+      return;
+    int p = producer(in(a, 0));
+    if (!is(p, "Pad") || sole_reader(out0(p)) != a) return;
+    NodeAttrs padattrs(node(p));
+    if (padattrs.s("mode", "constant") != "constant") return;
+    std::optional<size_t> rank = q_.rank(in(p, 0));
+    if (!rank || *rank != 4) return;
+    std::optional<std::vector<int64_t>> pads;
+    if (node(p).input_size() > 1 && !in(p, 1).empty()) {
+      pads = q_.ints(in(p, 1));
+    } else {
+      pads = padattrs.ints("pads");  // opsets before 11
+      if (padattrs.f("value", 0.0) != 0.0) return;
+    }
+    if (node(p).input_size() > 2 && !in(p, 2).empty() && !scalar_near(in(p, 2), 0.0)) return;
+    if (node(p).input_size() > 3 && !in(p, 3).empty()) return;  // axes (opset 18): not matched
+    // [N0, C0, H0, W0, N1, C1, H1, W1]: begins then ends.
+    if (!pads || pads->size() != 8) return;
+    const std::vector<int64_t>& v = *pads;
+    if (v[0] != 0 || v[1] != 0 || v[4] != 0 || v[5] != 0 || v[2] != v[6] || v[3] != v[7]) return;
+    // PyTorch's own check (avg_pool2d: "pad should be at most half of kernel size").
+    if (v[2] < 0 || v[3] < 0 || v[2] > (*k)[0] / 2 || v[3] > (*k)[1] / 2) return;
+    Fusion f;
+    f.kind = Fusion::Kind::PaddedAvgPool;
+    f.x = in(p, 0);
+    f.pads = {v[2], v[3], v[6], v[7]};
+    claim({p}, a, f);
   }
 
   const onnx::GraphProto& g_;

@@ -8,9 +8,17 @@
 //                  b)
 //   linear         MatMul(x, W or Transpose(W)) + b with 2-D weight and 1-D bias
 //                  initializers (nn.Linear on a 3-D input)                     -> linear(x, W, b)
+//   padded average pool
+//                  Pad(x, zeros on N and C, p on H and W, constant 0) -> AveragePool(pads 0,
+//                  ceil_mode 0): torch.onnx (opsets 11-18) writes every F.avg_pool2d with
+//                  count_include_pad=True this way, even when the padding is 0 (DenseNet's
+//                  transitions, Inception's branch pools)               -> avg_pool2d(x, padding p)
+//                  PyTorch pads inside the kernel: the padded copy is never allocated, so
+//                  lowering the Pad as its own op would add a tensor that autograd keeps.
 //
 // Every intermediate must be read by the pattern alone, so a match never hides a tensor the
-// rest of the graph reads.
+// rest of the graph reads. A node claimed by a pattern (Skip) names the node that emits the call
+// (`owner`), so that readers of a tensor can be counted per PyTorch call.
 #pragma once
 
 #include <functional>
@@ -24,15 +32,18 @@ namespace headroom::onnx_import {
 
 struct Fusion {
   enum class Kind : uint8_t {
-    None,        // lower the node as itself
-    Skip,        // part of a pattern whose last node emits the call
-    Gelu,        // emit gelu(x)
-    LayerNorm,   // emit layer_norm(x, weight, bias)
-    LinearBias,  // this MatMul is a linear with `bias` folded in
-    Alias,       // this node's output is the value of tensor `alias` (the folded bias Add)
+    None,           // lower the node as itself
+    Skip,           // part of a pattern whose last node emits the call
+    Gelu,           // emit gelu(x)
+    LayerNorm,      // emit layer_norm(x, weight, bias)
+    LinearBias,     // this MatMul is a linear with `bias` folded in
+    Alias,          // this node's output is the value of tensor `alias` (the folded bias Add)
+    PaddedAvgPool,  // emit avg_pool2d(x) with `pads` [top, left, bottom, right] added
   };
   Kind kind = Kind::None;
   std::string x, weight, bias, alias;
+  std::vector<int64_t> pads;  // PaddedAvgPool
+  int owner = -1;             // Skip: the node that emits the call
 };
 
 struct PatternQueries {
@@ -42,6 +53,8 @@ struct PatternQueries {
   std::function<std::optional<std::vector<int64_t>>(const std::string&)> weight_dims;
   // The inferred rank of a tensor, if known.
   std::function<std::optional<size_t>(const std::string&)> rank;
+  // The values of a compile-time integer constant (Constant node or inline initializer).
+  std::function<std::optional<std::vector<int64_t>>(const std::string&)> ints;
 };
 
 // One entry per node of `g`.

@@ -6,7 +6,7 @@ with stripped weights, for tests/cli_test.cc:
 """
 import sys, os, torch, onnx
 import onnx.external_data_helper as ext
-sys.path.insert(0, '/work/main/validation')
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'validation'))
 import models
 out = sys.argv[1]; name = sys.argv[2]; seq = int(sys.argv[3])
 model, x, y, lf = models.build(name, 2, seq)
