@@ -10,6 +10,8 @@
 #include <cmath>
 #include <memory>
 
+#include "plan/remat_simulate.h"
+
 namespace headroom {
 namespace {
 
@@ -440,6 +442,137 @@ std::vector<RematOp> decode(const RematGraph& g, const Program& P, const double*
   return ops;
 }
 
+
+// The program's binaries of a schedule (the inverse of decode), for a MIP start: R from the
+// forwards of each stage, S from what is live when a stage's first op runs, FREE where the
+// schedule frees an input right after a forward. Returns false when the schedule is not in the
+// program's space (forwards out of order within a stage, a backward op out of place).
+bool encode(const RematGraph& g, const Program& P, const std::vector<RematOp>& ops,
+            std::vector<int>* cols, std::vector<double>* vals) {
+  const int L = g.length();
+  const auto consumers = remat_consumers(g);
+  RematState st = RematState::initial(g);
+  std::vector<double> x(P.form.obj.size(), 0.0);
+  int s = 0, last = -1, prev_forward = -1;
+  bool stage_open = false;
+  auto set = [&](int col) {
+    if (col < 0) return false;
+    x[at(col)] = 1;
+    return true;
+  };
+  for (RematOp op : ops) {
+    if (op.kind != RematOpKind::Free && !stage_open) {
+      stage_open = true;
+      if (s > 0) {
+        for (int a = 1; a <= L; ++a) {
+          if (st.plain[at(a)] && !set(P.Sp[at(s)][at(a)])) return false;
+          if (st.bar[at(a)] && !set(P.Sh[at(s)][at(a)])) return false;
+        }
+      }
+    }
+    int64_t in_use = 0;
+    double t = 0;
+    const bool was_plain_bar[2] = {false, false};
+    (void)was_plain_bar;
+    RematState before = st;
+    if (!apply_remat_op(g, consumers, op, st, &in_use, &t).empty()) return false;
+    switch (op.kind) {
+      case RematOpKind::Fck:
+      case RematOpKind::Fn:
+      case RematOpKind::Fall: {
+        const int j = op.index;
+        if (j <= last || j > P.jmax[at(s)]) return false;
+        last = prev_forward = j;
+        if (!set((op.kind == RematOpKind::Fall ? P.Rh : P.Rp)[at(s)][at(j)])) return false;
+        if (op.kind == RematOpKind::Fn) {
+          const std::vector<int>& p = g.preds[at(j)];
+          for (size_t n = 0; n < p.size(); ++n)
+            if (!set((before.plain[at(p[n])] ? P.Fp : P.Fh)[at(s)][at(j)][n])) return false;
+        }
+        break;
+      }
+      case RematOpKind::Free: {
+        if (!stage_open || prev_forward < 0) break;  // a drop between stages: S says it
+        const std::vector<int>& p = g.preds[at(prev_forward)];
+        const auto it = std::find(p.begin(), p.end(), op.index);
+        if (it == p.end()) return false;
+        const size_t n = static_cast<size_t>(it - p.begin());
+        if (!set((before.plain[at(op.index)] ? P.Fp : P.Fh)[at(s)][at(prev_forward)][n])) return false;
+        break;
+      }
+      case RematOpKind::Loss:
+      case RematOpKind::B:
+        if (backward_of(L, s) != (op.kind == RematOpKind::Loss ? L : op.index)) return false;
+        ++s;
+        last = prev_forward = -1;
+        stage_open = false;
+        break;
+    }
+    if (op.kind != RematOpKind::Free && op.kind != RematOpKind::Fck && op.kind != RematOpKind::Fn &&
+        op.kind != RematOpKind::Fall)
+      prev_forward = -1;
+  }
+  for (size_t k = 0; k < x.size(); ++k) {
+    if (!P.form.integer[k]) continue;
+    cols->push_back(static_cast<int>(k));
+    vals->push_back(x[k]);
+  }
+  return true;
+}
+
+}  // namespace
+
+// A schedule in every program's space (when memory allows): each backward recomputes, from the
+// input, exactly the forwards it needs, freeing every activation after its last reader.
+std::vector<RematOp> remat_sweep_schedule(const RematGraph& g) {
+  const int L = g.length();
+  std::vector<RematOp> ops;
+  auto run_stage = [&](std::vector<uint8_t> need, std::vector<uint8_t> hist, int backward) {
+    // need[j]: forward j runs; readers decide the frees (a_0 stays until its last backward).
+    std::vector<int> last(at(L) + 1, -1);
+    for (int j = 0; j < L; ++j)
+      if (need[at(j)]) for (int a : g.preds[at(j)]) last[at(a)] = j;
+    if (backward == L) last[at(L)] = L;
+    else {
+      last[at(backward) + 1] = L;
+      for (int a : g.preds[at(backward)]) last[at(a)] = L;
+    }
+    for (int j = 0; j < L; ++j) {
+      if (!need[at(j)]) continue;
+      ops.push_back({hist[at(j)] ? RematOpKind::Fall : RematOpKind::Fck, j});
+      for (int a : g.preds[at(j)])
+        if (a != 0 && last[at(a)] == j) ops.push_back({RematOpKind::Free, a});
+    }
+  };
+  std::vector<uint8_t> all(at(L), 1), none(at(L), 0);
+  run_stage(all, none, L);
+  ops.push_back({RematOpKind::Loss, 0});
+  const auto consumers = remat_consumers(g);
+  for (int i = L - 1; i >= 0; --i) {
+    // Drop what the previous backward left (its own frees are the simulator's).
+    RematState st = RematState::initial(g);
+    for (RematOp op : ops) {
+      int64_t u = 0;
+      double t = 0;
+      HEADROOM_CHECK(apply_remat_op(g, consumers, op, st, &u, &t).empty(), "sweep is valid");
+    }
+    for (int a = 1; a <= L; ++a)
+      if (st.has(a)) ops.push_back({RematOpKind::Free, a});
+    std::vector<uint8_t> need(at(L), 0), hist(at(L), 0);
+    need[at(i)] = hist[at(i)] = 1;
+    for (int a : g.preds[at(i)])
+      if (a > 0) need[at(a - 1)] = 1;
+    for (int j = i - 1; j >= 0; --j)
+      if (need[at(j)])
+        for (int a : g.preds[at(j)])
+          if (a > 0) need[at(a - 1)] = 1;
+    run_stage(need, hist, i);
+    ops.push_back({RematOpKind::B, i});
+  }
+  return ops;
+}
+
+namespace {
 }  // namespace
 
 std::string remat_status_name(RematIlpStatus status) {
@@ -454,7 +587,6 @@ std::string remat_status_name(RematIlpStatus status) {
 
 RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematIlpOptions& options,
                                const std::vector<RematOp>& initial) {
-  (void)initial;
   const auto start = std::chrono::steady_clock::now();
   Program P = build(g, memory, options.persistent);
   const Form& f = P.form;
@@ -509,10 +641,22 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   Cbc_setLogLevel(m, 0);
   Cbc_setParameter(m, "log", "0");
   Cbc_setParameter(m, "slog", "0");
-  Cbc_setParameter(m, "threads", "0");
+  // CBC 2.10's preprocessing crashes in CglPreProcess::postProcess when the time limit stops it
+  // with an incumbent, and it overruns the limit on large programs: it is off.
+  Cbc_setParameter(m, "preprocess", "off");
   Cbc_setMaximumSeconds(m, options.time_limit_s);
   Cbc_setAllowableGap(m, 1e-7);
   Cbc_setAllowableFractionGap(m, 0);
+  // A first incumbent: the caller's schedule, else the sweep (each backward recomputes from the
+  // input). CBC checks it and ignores it when it does not fit the memory.
+  {
+    std::vector<int> cols;
+    std::vector<double> vals;
+    const std::vector<RematOp> start_ops = initial.empty() ? remat_sweep_schedule(g) : initial;
+    Result<RematSimResult> fits = simulate_remat(g, start_ops);
+    if (fits.ok() && fits.value().peak <= memory && encode(g, P, start_ops, &cols, &vals))
+      Cbc_setMIPStartI(m, static_cast<int>(cols.size()), cols.data(), vals.data());
+  }
   Cbc_solve(m);
 
   const double* best = Cbc_bestSolution(m);

@@ -52,4 +52,9 @@ RematIlpResult solve_remat_ilp(const RematGraph& slot_graph, int64_t memory,
                                const RematIlpOptions& options,
                                const std::vector<RematOp>& initial = {});
 
+// A schedule of every graph, in the program's space: each backward recomputes from the input
+// exactly the forwards it needs, freeing each activation after its last reader (the least memory
+// of the simple schedules, the most recomputation). The default first incumbent.
+std::vector<RematOp> remat_sweep_schedule(const RematGraph& graph);
+
 }  // namespace headroom

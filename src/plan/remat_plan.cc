@@ -43,7 +43,17 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
     plan.time_limit_s = options.time_limit_s;
     plan.persistent = options.persistent;
     const RematGraph slot_graph{discretize_chain(graph.sizes, plan.unit_bytes), graph.preds};
-    const RematIlpResult r = solve_remat_ilp(slot_graph, slots, options);
+    // On a chain, the DP's optimal persistent schedule is the first incumbent (optimal already
+    // for the persistent program; the unrestricted one starts from it).
+    std::vector<RematOp> initial;
+    bool chain = true;
+    for (int i = 0; i < graph.length(); ++i)
+      chain = chain && graph.preds[static_cast<size_t>(i)] == std::vector<int>{i};
+    if (chain && chain_dp_table_bytes(graph.length(), slots) <= kMaxChainTableBytes) {
+      const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots);
+      for (ChainOp op : dp.schedule) initial.push_back(parse_remat_op_token(op_token(op)));
+    }
+    const RematIlpResult r = solve_remat_ilp(slot_graph, slots, options, initial);
     plan.status = r.status;
     plan.bound_ms = r.bound_ms;
     plan.gap_pct = r.gap_pct;
