@@ -241,7 +241,7 @@ RematGraph random_graph(std::mt19937& rng, int L) {
 TEST(RematIlp, MatchesExhaustiveSearchOnRandomSmallGraphs) {
   std::mt19937 rng(4242);
   int compared = 0, feasible = 0, recompute = 0, general_better = 0;
-  for (int trial = 0; trial < 40; ++trial) {
+  for (int trial = 0; trial < 24; ++trial) {
     const int L = 2 + trial % 3;
     const RematGraph g = random_graph(rng, L);
     const int64_t all = remat_store_all_peak(g);
@@ -312,7 +312,7 @@ Chain random_chain(std::mt19937& rng, int L, bool wild) {
 TEST(RematIlp, PersistentEqualsTheChainDpOnRandomChains) {
   std::mt19937 rng(777);
   int compared = 0, feasible = 0, recompute = 0, unrestricted_better = 0;
-  for (int trial = 0; trial < 40; ++trial) {
+  for (int trial = 0; trial < 24; ++trial) {
     const int L = 2 + trial % 5;
     const Chain c = random_chain(rng, L, trial % 3 == 0);
     const RematGraph g = graph_of_chain(c);

@@ -644,6 +644,7 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   // CBC 2.10's preprocessing crashes in CglPreProcess::postProcess when the time limit stops it
   // with an incumbent, and it overruns the limit on large programs: it is off.
   Cbc_setParameter(m, "preprocess", "off");
+  Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall time, not CPU time
   Cbc_setMaximumSeconds(m, options.time_limit_s);
   Cbc_setAllowableGap(m, 1e-7);
   Cbc_setAllowableFractionGap(m, 0);

@@ -22,7 +22,7 @@
 namespace headroom {
 
 struct RematIlpOptions {
-  double time_limit_s = 10;  // CBC's limit (CPU seconds); the result says whether it was reached
+  double time_limit_s = 10;  // CBC's limit (wall seconds); the result says whether it was reached
   bool persistent = false;
 };
 
