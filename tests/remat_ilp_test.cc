@@ -355,3 +355,30 @@ TEST(RematIlp, PersistentEqualsTheChainDpOnRandomChains) {
 
 }  // namespace
 }  // namespace headroom
+
+#include "cli_runner.h"
+
+namespace headroom {
+namespace {
+
+TEST(RematCli, PlanGraph) {
+  const std::string file = std::string(HEADROOM_SOURCE_DIR) + "/examples/graph-example.json";
+  // The example is the worked example plus a skip edge a_1 -> stage 2. B2 then needs, at 600 MiB
+  // (u = 1.2 MiB, sizes round up), x_0 80 + δ_3 40 + x̄_3 120 + a_1 60 + a_2 120 + new δ_2 120 +
+  // new δ_1 60 + btmp 10 = 610 MiB before rounding: infeasible. At 650 MiB it fits.
+  testing::CliRun no = testing::run_cli("plan --graph " + file + " --budget 600MiB --json");
+  EXPECT_EQ(no.code, 0) << no.err;
+  EXPECT_NE(no.out.find("\"status\": \"infeasible\""), std::string::npos) << no.out;
+  testing::CliRun yes = testing::run_cli("plan --graph " + file + " --budget 650MiB");
+  EXPECT_EQ(yes.code, 0) << yes.err;
+  EXPECT_NE(yes.out.find("status: optimal"), std::string::npos) << yes.out;
+  testing::CliRun bad = testing::run_cli("plan --graph /nonexistent.json --budget 1GiB");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "headroom: cannot read graph file '/nonexistent.json'\n");
+  testing::CliRun limit = testing::run_cli("plan --graph " + file + " --budget 1GiB --time-limit 0");
+  EXPECT_EQ(limit.code, 2);
+  EXPECT_EQ(limit.err, "headroom: --time-limit 0 is not a positive number of seconds\n");
+}
+
+}  // namespace
+}  // namespace headroom
