@@ -472,8 +472,6 @@ bool encode(const RematGraph& g, const Program& P, const std::vector<RematOp>& o
     }
     int64_t in_use = 0;
     double t = 0;
-    const bool was_plain_bar[2] = {false, false};
-    (void)was_plain_bar;
     RematState before = st;
     if (!apply_remat_op(g, consumers, op, st, &in_use, &t).empty()) return false;
     switch (op.kind) {
