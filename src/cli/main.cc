@@ -19,6 +19,7 @@
 #include "plan/chain_model.h"
 #include "plan/planner.h"
 #include "report/plan_report.h"
+#include "plan/remat_plan.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
@@ -387,6 +388,33 @@ int run_plan_chain(const std::string& file, const std::string& budget, const std
   return 0;
 }
 
+// plan --graph FILE: the rematerialization integer program on a general graph (docs/ilp.md).
+int run_plan_graph(const std::string& file, const std::string& budget, const std::string& slots,
+                   const std::string& time_limit, bool persistent, bool json) {
+  Result<RematPlan> r = capture_input_errors([&]() -> RematPlan {
+    if (budget.empty()) throw InputError("plan --graph needs --budget SIZE");
+    int64_t b = parse_memory_size(budget);
+    int64_t n = slots.empty() ? kDefaultRematSlots : parse_positive("--slots", slots);
+    if (n > 100000) throw InputError("--slots " + slots + " is more than 100000");
+    RematIlpOptions o;
+    o.persistent = persistent;
+    if (!time_limit.empty()) {
+      char* end = nullptr;
+      o.time_limit_s = std::strtod(time_limit.c_str(), &end);
+      if (end == time_limit.c_str() || *end != '\0' || !(o.time_limit_s > 0) || o.time_limit_s > 1e6)
+        throw InputError("--time-limit " + time_limit + " is not a positive number of seconds");
+    }
+    Result<RematGraph> g = load_remat_graph_file(file);
+    if (!g.ok()) throw InputError(g.error());
+    Result<RematPlan> p = solve_remat(g.value(), b, static_cast<int>(n), o);
+    if (!p.ok()) throw InputError(p.error());
+    return p.value();
+  });
+  if (!r.ok()) return fail(r.error());
+  std::cout << (json ? remat_plan_json(r.value()) : remat_plan_text(r.value()));
+  return 0;
+}
+
 int run_gpus() {
   std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "aliases");
   for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) {
@@ -435,6 +463,11 @@ int main_impl(int argc, char** argv) {
                     "budget as a share of the activations at the keep-everything peak, e.g. 30% (needs --gpu)");
   planc->add_option("--cost-gpu", cost_gpu, "GPU whose roofline times the plan (default: --gpu, else A100-SXM4-40GB)");
   planc->add_option("--slots", chain_slots, "memory slots of the discretization (default 500)");
+  std::string graph_file, graph_time_limit;
+  bool graph_persistent = false;
+  planc->add_option("--graph", graph_file, "graph JSON: a chain file plus preds (docs/ilp.md)");
+  planc->add_option("--time-limit", graph_time_limit, "--graph: solver time limit in seconds (default 10)");
+  planc->add_flag("--persistent", graph_persistent, "--graph: persistent schedules only");
   PackArgs pa;
   CLI::App* packc = app.add_subcommand("pack", "several models on one GPU: shared layers, residency, swapping");
   packc->add_option("MODEL", pa.models, "built-in models or .onnx files")->required();
@@ -465,11 +498,15 @@ int main_impl(int argc, char** argv) {
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
   if (*planc) {
+    if (!graph_file.empty()) {
+      if (!pla.model.empty() || !chain_file.empty()) return fail("give one of MODEL, --chain FILE or --graph FILE");
+      return run_plan_graph(graph_file, chain_budget, chain_slots, graph_time_limit, graph_persistent, pla.json);
+    }
     if (!chain_file.empty() || pla.model.empty()) {
       if (!pla.model.empty()) return fail("give a MODEL or --chain FILE, not both");
       return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
     }
-    if (!chain_slots.empty()) return fail("--slots applies to --chain");
+    if (!chain_slots.empty()) return fail("--slots applies to --chain and --graph");
     return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget);
   }
   if (*packc) return run_pack(pa);

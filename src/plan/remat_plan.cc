@@ -1,0 +1,137 @@
+#include "plan/remat_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "plan/chain_dp.h"
+#include "plan/remat_simulate.h"
+#include "util/format.h"
+
+namespace headroom {
+namespace {
+
+std::string ms_text(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots,
+                              const RematIlpOptions& options) {
+  return capture_input_errors([&]() -> RematPlan {
+    validate_remat_graph(graph);
+    if (budget < 0)
+      throw InputError("budget is " + std::to_string(budget) + " bytes, it cannot be negative");
+    if (slots < 1) throw InputError("slots is " + std::to_string(slots) + ", at least 1 is needed");
+    if (budget < slots) {
+      throw InputError("budget of " + std::to_string(budget) + " bytes is smaller than " +
+                       std::to_string(slots) + " slots: a slot would hold 0 bytes");
+    }
+    if (!(options.time_limit_s > 0) || !std::isfinite(options.time_limit_s))
+      throw InputError("time limit is " + ms_text(options.time_limit_s) + " s, it must be positive");
+    RematPlan plan;
+    plan.budget_bytes = budget;
+    plan.slots = slots;
+    plan.unit_bytes = budget / slots;
+    plan.no_checkpoint_makespan_ms = no_checkpoint_makespan_ms(graph.sizes);
+    plan.store_all_bytes = remat_store_all_peak(graph);
+    plan.time_limit_s = options.time_limit_s;
+    plan.persistent = options.persistent;
+    const RematGraph slot_graph{discretize_chain(graph.sizes, plan.unit_bytes), graph.preds};
+    // On a chain, the DP's optimal persistent schedule is the first incumbent (optimal already
+    // for the persistent program; the unrestricted one starts from it).
+    std::vector<RematOp> initial;
+    bool chain = true;
+    for (int i = 0; i < graph.length(); ++i)
+      chain = chain && graph.preds[static_cast<size_t>(i)] == std::vector<int>{i};
+    if (chain && chain_dp_table_bytes(graph.length(), slots) <= kMaxChainTableBytes) {
+      const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots);
+      for (ChainOp op : dp.schedule) initial.push_back(parse_remat_op_token(op_token(op)));
+    }
+    const RematIlpResult r = solve_remat_ilp(slot_graph, slots, options, initial);
+    plan.status = r.status;
+    plan.bound_ms = r.bound_ms;
+    plan.gap_pct = r.gap_pct;
+    plan.variables = r.variables;
+    plan.constraints = r.constraints;
+    plan.solve_seconds = r.seconds;
+    if (!plan.has_schedule()) return plan;
+
+    // The independent simulator re-runs the decoded schedule.
+    Result<RematSimResult> in_slots = simulate_remat(slot_graph, r.schedule);
+    HEADROOM_CHECK(in_slots.ok(),
+                   "the decoded schedule is valid: " + (in_slots.ok() ? "" : in_slots.error()));
+    HEADROOM_CHECK(in_slots.value().peak <= slots, "the decoded schedule fits its slots");
+    const double sim_ms = in_slots.value().makespan_ms;
+    HEADROOM_CHECK(std::abs(sim_ms - r.objective_ms) <= 1e-6 * std::max(1.0, sim_ms),
+                   "the schedule's makespan is the program's objective (" + ms_text(sim_ms) +
+                       " vs " + ms_text(r.objective_ms) + ")");
+    Result<RematSimResult> in_bytes = simulate_remat(graph, r.schedule);
+    HEADROOM_CHECK(in_bytes.ok() && in_bytes.value().peak <= budget, "slots fit implies bytes fit");
+    plan.makespan_ms = sim_ms;
+    plan.peak_bytes = in_bytes.value().peak;
+    for (RematOp op : r.schedule) plan.schedule.push_back(remat_op_token(op));
+    return plan;
+  });
+}
+
+std::string remat_plan_json(const RematPlan& p) {
+  using J = nlohmann::ordered_json;
+  const bool has = p.has_schedule();
+  J j;
+  j["status"] = remat_status_name(p.status);
+  j["optimal"] = p.status == RematIlpStatus::Optimal;
+  j["budget_bytes"] = p.budget_bytes;
+  j["slots"] = p.slots;
+  j["makespan_ms"] = has ? J(p.makespan_ms) : J(nullptr);
+  j["best_bound_ms"] = has || p.status == RematIlpStatus::NoSolution ? J(p.bound_ms) : J(nullptr);
+  j["gap_pct"] = has ? J(p.gap_pct) : J(nullptr);
+  j["no_checkpoint_makespan_ms"] = p.no_checkpoint_makespan_ms;
+  j["peak_bytes"] = has ? J(p.peak_bytes) : J(nullptr);
+  j["store_all_bytes"] = p.store_all_bytes;
+  j["time_limit_s"] = p.time_limit_s;
+  j["persistent"] = p.persistent;
+  j["schedule"] = p.schedule;
+  return j.dump(2) + "\n";
+}
+
+std::string remat_plan_text(const RematPlan& p) {
+  std::ostringstream os;
+  os << "budget " << human_bytes(p.budget_bytes) << " (" << with_commas(p.budget_bytes)
+     << " bytes), " << p.slots << " slots of " << with_commas(p.unit_bytes) << " bytes\n";
+  os << "store everything needs " << human_bytes(p.store_all_bytes) << " ("
+     << with_commas(p.store_all_bytes) << " bytes); no-checkpoint makespan "
+     << ms_text(p.no_checkpoint_makespan_ms) << " ms\n";
+  os << "status: " << remat_status_name(p.status);
+  if (p.persistent) os << " (persistent schedules only)";
+  os << "\n";
+  if (p.status == RematIlpStatus::Infeasible) {
+    os << "infeasible: no schedule fits the budget at this slot count\n";
+    return os.str();
+  }
+  if (p.status == RematIlpStatus::NoSolution) {
+    os << "no schedule found within " << ms_text(p.time_limit_s) << " s; the optimum is at least "
+       << ms_text(p.bound_ms) << " ms if a schedule exists\n";
+    return os.str();
+  }
+  const double overhead = p.makespan_ms - p.no_checkpoint_makespan_ms;
+  os << "makespan " << ms_text(p.makespan_ms) << " ms (+" << ms_text(overhead) << " ms recomputed";
+  if (p.no_checkpoint_makespan_ms > 0)
+    os << ", +" << ms_text(100.0 * overhead / p.no_checkpoint_makespan_ms) << "%";
+  os << ")\n";
+  os << "best bound " << ms_text(p.bound_ms) << " ms, gap " << ms_text(p.gap_pct) << "%\n";
+  os << "peak " << human_bytes(p.peak_bytes) << " (" << with_commas(p.peak_bytes) << " bytes) of "
+     << human_bytes(p.budget_bytes) << "\n";
+  os << "schedule (" << p.schedule.size() << " ops):";
+  for (size_t k = 0; k < p.schedule.size(); ++k)
+    os << (k % 16 == 0 ? "\n  " : " ") << p.schedule[k];
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace headroom
