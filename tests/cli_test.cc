@@ -156,3 +156,38 @@ TEST(Cli, OnnxTransformerExportsStayWithinTheValidationBounds) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, PlanModelJsonContractAndDeterminism) {
+  const std::string args = "plan resnet18 --batch 64 --gpu A100-SXM4-40GB --activation-budget 40% --json";
+  CliRun a = run_cli(args);
+  CliRun b = run_cli(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  for (const char* key : {"\"feasible\"", "\"strategy\"", "\"budget_bytes\"", "\"peak_bytes\"", "\"step_time_ms\"",
+                          "\"baseline_step_time_ms\"", "\"overhead_pct\"", "\"micro_batch\"", "\"decisions\"",
+                          "\"alternatives\"", "\"numerics_alternatives\""}) {
+    EXPECT_NE(a.out.find(key), std::string::npos) << key;
+  }
+  EXPECT_NE(a.out.find("\"feasible\": true"), std::string::npos) << a.out;
+  // Every strategy has its row.
+  for (const char* s : {"accumulate", "sqrt", "checkpoint", "offload", "offload+checkpoint", "vdnn-all", "vdnn-conv", "conv"}) {
+    EXPECT_NE(a.out.find(std::string("\"strategy\": \"") + s + "\""), std::string::npos) << s;
+  }
+  CliRun text = run_cli("plan resnet18 --batch 64 --gpu A100-SXM4-40GB --activation-budget 40%");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("changes numerics, not applied"), std::string::npos) << text.out;
+}
+
+TEST(Cli, PlanModelErrors) {
+  expect_usage_error("plan resnet18", "--gpu NAME or --budget SIZE");
+  expect_usage_error("plan resnet18 --budget 1GiB --strategy magic", "unknown strategy 'magic'");
+  expect_usage_error("plan resnet18 --budget 0", "--budget must be positive");
+  expect_usage_error("plan resnet18 --gpu A100-SXM4-40GB --activation-budget 150%", "--activation-budget");
+  expect_usage_error("plan resnet18 --budget 1GiB --mode infer", "training");
+  expect_usage_error("plan resnet18 --chain x.json --budget 1GiB", "not both");
+  expect_usage_error("plan nosuchmodel --budget 1GiB", "nosuchmodel");
+}
+
+}  // namespace

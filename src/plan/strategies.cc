@@ -185,6 +185,10 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
   const bool training = ctx.options().mode == RunMode::Training;
   if (name == "accumulate") {
     const int64_t batch = ctx.options().batch;
+    // Batch norm normalizes over each micro-batch: accumulation keeps the effective batch of the
+    // gradient, not the statistics.
+    const bool has_bn = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::BatchNorm2d && op.attrs.training; });
+    const std::string bn_note = has_bn ? "; batch-norm statistics per micro-batch" : "";
     StrategyResult best;
     best.name = name;
     best.eval.peak_bytes = -1;
@@ -192,7 +196,7 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
       if (batch % m != 0) continue;
       Candidate c;
       c.micro_batch = m;
-      StrategyResult r = evaluated(name, ctx, c, "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m));
+      StrategyResult r = evaluated(name, ctx, c, "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + bn_note);
       if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
       if (r.eval.feasible) break;  // the largest fitting micro-batch is the fastest
     }
@@ -226,14 +230,22 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
       return c;
     };
     if (name == "offload") return smallest_fitting_prefix(name, ctx, choices.size(), make, "layers offloaded");
+    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
     size_t hidden = 0;
     while (hidden < choices.size() && choices[hidden].exposed_ms == 0) ++hidden;
-    Candidate base = make(hidden);
-    Evaluation base_eval = ctx.evaluate(base);
-    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
-    StrategyResult r = checkpoint_on(name, ctx, stages, base, base_eval);
-    r.note = std::to_string(hidden) + " hidden offloads, " + r.note;
-    return r;
+    // Copies estimated as hidden one by one still queue on one copy engine; try the hidden set,
+    // halves of it and none (= checkpoint alone), and keep the fastest, so the combination is
+    // never worse than either part.
+    StrategyResult best;
+    best.eval.peak_bytes = -1;
+    for (size_t k : {hidden, hidden / 2, hidden / 4, size_t{0}}) {
+      Candidate base = make(k);
+      StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+      r.note = std::to_string(k) + " offloaded layers, " + r.note;
+      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+      if (k == 0) break;
+    }
+    return best;
   }
   if (name == "conv") {
     if (ctx.options().device != "cuda") return not_applicable(name, "cuDNN workspaces are a CUDA matter");
