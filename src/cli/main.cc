@@ -406,7 +406,11 @@ int run_plan_graph(const std::string& file, const std::string& budget, const std
     }
     Result<RematGraph> g = load_remat_graph_file(file);
     if (!g.ok()) throw InputError(g.error());
+    // The solve can take up to the time limit: say so on a terminal, then clear the line.
+    const bool progress = isatty(STDERR_FILENO);
+    if (progress) std::cerr << fmt::format("solving the integer program (time limit {} s)...", o.time_limit_s) << std::flush;
     Result<RematPlan> p = solve_remat(g.value(), b, static_cast<int>(n), o);
+    if (progress) std::cerr << "\r\033[K" << std::flush;
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
