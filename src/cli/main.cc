@@ -87,6 +87,7 @@ struct EstimateArgs {
   // ONNX files
   std::vector<std::string> dims;
   bool allow_unknown = false;
+  std::vector<std::string> checkpoints;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -117,6 +118,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--cublas-workspace", a.cublas_workspace, "cuBLAS workspace per handle (0 = CUBLAS_WORKSPACE_CONFIG=:0:0)");
   cmd->add_option("--conv-workspace", a.conv_workspace, "cuDNN workspace policy: none, activation (default) or a size cap");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
+  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
 }
 
@@ -227,6 +229,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     }
     apply_gpu_options(a, o, false);
     apply_onnx_loader(a, o);
+    o.checkpoint_ranges = a.checkpoints;
     return o;
   });
 }

@@ -1,10 +1,12 @@
 #include "estimate/estimate.h"
 
 #include <algorithm>
+#include <map>
 
 #include "frontends/zoo/registry.h"
 #include "training/autocast.h"
 #include "util/checked.h"
+#include "util/suggest.h"
 
 namespace headroom {
 
@@ -104,6 +106,34 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   return e;
 }
 
+void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan) {
+  std::map<std::string, OpId> by_name;
+  std::vector<std::string> names;
+  for (const Op& op : g.ops) {
+    by_name.emplace(op.name, op.id);
+    names.push_back(op.name);
+  }
+  auto find = [&](const std::string& name, const std::string& range) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      throw InputError("--checkpoint " + range + ": no op named '" + name + "'" + suggestion_suffix(name, names));
+    }
+    return it->second;
+  };
+  for (const std::string& r : ranges) {
+    size_t dots = r.find("..");
+    if (dots == std::string::npos || dots == 0 || dots + 2 >= r.size()) throw InputError("--checkpoint '" + r + "' is not FIRST..LAST");
+    OpId first = find(r.substr(0, dots), r), last = find(r.substr(dots + 2), r);
+    if (first > last) throw InputError("--checkpoint " + r + ": the first op runs after the last");
+    if (g.op(last).stage != OpStage::Model) throw InputError("--checkpoint " + r + ": a segment cannot hold loss ops");
+    plan.checkpoints.push_back({first, last});
+  }
+  std::sort(plan.checkpoints.begin(), plan.checkpoints.end(), [](const CheckpointSegment& a, const CheckpointSegment& b) { return a.first < b.first; });
+  for (size_t i = 1; i < plan.checkpoints.size(); ++i) {
+    if (plan.checkpoints[i].first <= plan.checkpoints[i - 1].last) throw InputError("--checkpoint segments overlap");
+  }
+}
+
 Result<Estimate> estimate(const EstimateOptions& o) {
   return capture_input_errors([&]() -> Estimate {
     if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
@@ -123,6 +153,10 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     Graph g = build_graph(o, micro);
     ScheduleOptions so = schedule_options(o);
     so.micro_batches = micro_batches;
+    if (!o.checkpoint_ranges.empty()) {
+      if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
+      add_checkpoint_ranges(g, o.checkpoint_ranges, so.plan);
+    }
     Program p = build_program(g, so);
     if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
     SimResult sim = simulate(p);

@@ -56,6 +56,9 @@ struct EstimateOptions {
   // Checkpointing, offloading and workspace choices (training only; op ids of this model's graph,
   // which do not depend on the batch size). Empty: PyTorch as is.
   MemoryPlan plan;
+  // Checkpoint segments by op name, "first..last" (inclusive), resolved against the graph and
+  // added to `plan` (the CLI's --checkpoint); an unknown name is an InputError.
+  std::vector<std::string> checkpoint_ranges;
 };
 
 struct BufferAtPeak {
@@ -107,5 +110,8 @@ Result<Estimate> estimate(const EstimateOptions& options);
 Graph build_graph(const EstimateOptions& options, int64_t batch);
 ScheduleOptions schedule_options(const EstimateOptions& options);
 Estimate summarize(const EstimateOptions& options, const Graph& g, const Program& p, const SimResult& sim);
+// Resolves "first..last" op-name ranges into plan.checkpoints (sorted); InputError on unknown
+// names, reversed or overlapping ranges, or loss ops.
+void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan);
 
 }  // namespace headroom
