@@ -331,3 +331,35 @@ TEST(Planner, BadRequestsAreInputErrors) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(ModelChain, ResNet18ChainHasItsStagesTimesAndInput) {
+  // resnet18 at batch 8: stages conv1, bn1+relu, maxpool, 8 BasicBlocks, avgpool, flatten, fc:
+  // 14. x_0 = the images, 8 x 3 x 224 x 224 x 4 = 4,816,896 bytes; x_L = the logits,
+  // 8 x 1000 x 4 = 32,000 bytes. The stages' forward times add up to every model op's forward.
+  PlanRequest req;
+  req.run.model = "resnet18";
+  req.run.batch = 8;
+  req.budget_bytes = int64_t{8} << 30;
+  Result<Plan> r = make_plan(req);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Chain& c = r.value().chain;
+  ASSERT_EQ(c.length(), 14);
+  EXPECT_EQ(c.x_bytes.front(), 4816896);
+  EXPECT_EQ(c.x_bytes.back(), 32000);
+  EstimateOptions o = req.run;
+  Graph g = build_graph(o, 8);
+  CostModel m(DeviceCatalog::builtin().find(kDefaultCostGpu));
+  double model_ms = 0, chain_ms = 0;
+  for (const Op& op : g.ops) {
+    if (op.stage == OpStage::Model) model_ms += m.op_cost(g, op).forward_ms;
+  }
+  for (double f : c.fwd_ms) chain_ms += f;
+  EXPECT_NEAR(chain_ms, model_ms, 1e-9);
+  for (int i = 0; i < c.length(); ++i) EXPECT_GE(c.xbar(i + 1), c.x(i + 1));
+}
+
+}  // namespace
+}  // namespace headroom

@@ -354,7 +354,7 @@ int run_pack(const PackArgs& a) {
 }
 
 int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
-                   const std::string& cost_gpu, const std::string& activation_budget) {
+                   const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain) {
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
   Result<Plan> r = capture_input_errors([&]() -> Plan {
@@ -369,6 +369,11 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     return p.value();
   });
   if (!r.ok()) return fail(r.error());
+  if (!export_chain.empty()) {
+    if (r.value().chain.fwd_ms.empty()) return fail("--export-chain: the model has no stages");
+    Result<int64_t> written = write_file_atomically(export_chain, chain_json(r.value().chain));
+    if (!written.ok()) return fail(written.error());
+  }
   std::cout << (a.json ? plan_json(r.value()) : plan_text(r.value()));
   return 0;
 }
@@ -457,7 +462,7 @@ int main_impl(int argc, char** argv) {
   fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
-  std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget;
+  std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
   CLI::App* planc = app.add_subcommand("plan", "the fastest way to train within a memory budget (or --chain: the chain solver)");
   add_estimate_options(planc, pla, /*model_required=*/false);
@@ -468,6 +473,7 @@ int main_impl(int argc, char** argv) {
                     "auto (default), accumulate, sqrt, checkpoint, offload, offload+checkpoint, vdnn-all, vdnn-conv or conv");
   planc->add_option("--activation-budget", activation_budget,
                     "budget as a share of the activations at the keep-everything peak, e.g. 30% (needs --gpu)");
+  planc->add_option("--export-chain", export_chain, "also write the model's chain model (for plan --chain) to FILE");
   planc->add_option("--cost-gpu", cost_gpu, "GPU whose roofline times the plan (default: --gpu, else A100-SXM4-40GB)");
   planc->add_option("--slots", chain_slots, "memory slots of the discretization (default 500)");
   std::string graph_file, graph_time_limit;
@@ -514,7 +520,7 @@ int main_impl(int argc, char** argv) {
       return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
     }
     if (!chain_slots.empty()) return fail("--slots applies to --chain and --graph");
-    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget);
+    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain);
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);

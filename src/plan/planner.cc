@@ -4,6 +4,7 @@
 #include <set>
 
 #include "estimate/device_memory.h"
+#include "plan/model_chain.h"
 #include "sim/device_catalog.h"
 #include "sim/simulate.h"
 
@@ -97,6 +98,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
                                        sim.at_peak[static_cast<size_t>(Category::Activations)];
     }
     plan.stages = chain_stages(ctx.graph(0));
+    if (!plan.stages.empty()) plan.chain = model_chain(ctx, plan.stages);
 
     std::vector<std::string> names;
     if (request.strategy == "auto") names = strategy_names();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "plan/chain_model.h"
 #include "plan/cost_model.h"
 #include "plan/stages.h"
 #include "plan/strategies.h"
@@ -67,6 +68,7 @@ struct Plan {
   int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_strategy;
   int64_t baseline_activation_bytes = 0;  // activations alive at the keep-everything peak
+  Chain chain;               // the model's chain model (model_chain.h), for plan --chain
   int evaluations = 0;       // simulations run
 };
 

@@ -65,7 +65,8 @@ StrategyResult smallest_fitting_prefix(const std::string& name, PlanContext& ctx
   return best;
 }
 
-// Saved activations per stage alive at the end of the first forward of a program.
+}  // namespace
+
 std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& base, const std::vector<Stage>& stages) {
   const Graph& g = ctx.graph(base.micro_batch);
   Program p = ctx.program(base);
@@ -93,6 +94,8 @@ std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& ba
   }
   return out;
 }
+
+namespace {
 
 // Optimal segments on top of `base`: the DP's activation budget is the budget less what the
 // base candidate holds besides stage activations; every answer is re-simulated and the DP's

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plan/evaluate.h"
+#include "plan/segment_dp.h"
 #include "plan/stages.h"
 
 namespace headroom {
@@ -27,6 +28,10 @@ struct StrategyResult {
   Candidate candidate;
   Evaluation eval;
 };
+
+// Per stage of `stages`: the saved activations it made that are alive at the end of the first
+// forward of `base`'s program, its boundary bytes, and its forward time on the cost model.
+std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& base, const std::vector<Stage>& stages);
 
 // The names --strategy accepts, in the order the comparison table lists them.
 const std::vector<std::string>& strategy_names();
