@@ -364,7 +364,15 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
     req.strategy = strategy;
     req.cost_gpu = cost_gpu;
+    // Large models take seconds: a progress line on a terminal, cleared before the report.
+    const bool progress = isatty(STDERR_FILENO);
+    if (progress) {
+      req.progress = [](const std::string& name, int i, int n) {
+        std::cerr << fmt::format("\r\033[Kplanning: {} ({}/{})...", name, i, n) << std::flush;
+      };
+    }
     Result<Plan> p = make_plan(req);
+    if (progress) std::cerr << "\r\033[K" << std::flush;
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });

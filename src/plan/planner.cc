@@ -103,7 +103,34 @@ Result<Plan> make_plan(const PlanRequest& request) {
     std::vector<std::string> names;
     if (request.strategy == "auto") names = strategy_names();
     else names = {request.strategy};
-    for (const std::string& n : names) plan.alternatives.push_back(run_strategy(n, ctx, plan.stages, plan.baseline));
+    for (const std::string& n : names) {
+      if (request.progress) request.progress(n, static_cast<int>(plan.alternatives.size()) + 1, static_cast<int>(names.size()));
+      plan.alternatives.push_back(run_strategy(n, ctx, plan.stages, plan.baseline));
+    }
+    // The foreach optimizer keeps two parameter-sized lists during Adam's update; the
+    // single-tensor loop only one parameter's. Same numerics, more launches: when the optimizer
+    // holds the peak or nothing fits, every strategy is tried again with it.
+    const bool any_fits = plan.baseline.feasible ||
+        std::any_of(plan.alternatives.begin(), plan.alternatives.end(), [](const StrategyResult& r) { return r.applicable && r.eval.feasible; });
+    std::optional<PlanContext> single;
+    if (ctx.foreach() && o.optimizer != OptimizerKind::Sgd && (!any_fits || plan.baseline.peak_phase == Phase::Optimizer)) {
+      EstimateOptions so = o;
+      so.foreach = false;
+      single.emplace(so, budget, CostModel(cost_spec, request.constants));
+      StrategyResult keep;
+      keep.name = "single-tensor";
+      keep.note = "keep everything, single-tensor optimizer";
+      keep.eval = single->evaluate(Candidate{});
+      keep.single_tensor_optimizer = true;
+      plan.alternatives.push_back(keep);
+      for (const std::string& n : names) {
+        if (request.progress) request.progress(n + "+single-tensor", static_cast<int>(plan.alternatives.size()) + 1, static_cast<int>(2 * names.size() + 1));
+        StrategyResult r = run_strategy(n, *single, plan.stages, keep.eval);
+        r.name += "+single-tensor";
+        r.single_tensor_optimizer = true;
+        plan.alternatives.push_back(r);
+      }
+    }
 
     StrategyResult none;
     none.name = "none";
@@ -131,7 +158,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
     }
     plan.decisions = decisions_of(ctx.graph(plan.feasible ? plan.chosen.candidate.micro_batch : 0),
                                   plan.feasible ? plan.chosen.candidate : Candidate{}, o.device == "cuda");
-    plan.evaluations = ctx.evaluations();
+    plan.foreach = plan.chosen.single_tensor_optimizer ? false : ctx.foreach();
+    plan.evaluations = ctx.evaluations() + (single ? single->evaluations() : 0);
 
     // Numerics-changing options, listed, never applied.
     if (o.precision == Precision::Fp32) {
@@ -140,7 +168,32 @@ Result<Plan> make_plan(const PlanRequest& request) {
         alt.precision = p;
         PlanContext actx(alt, budget, CostModel(cost_spec, request.constants));
         Evaluation e = actx.evaluate(Candidate{});
-        plan.numerics.push_back({std::string(precision_name(p)), e.feasible, e.peak_bytes, e.time.total_ms});
+        NumericsOption n{std::string(precision_name(p)), e.feasible, e.peak_bytes, e.time.total_ms, "none"};
+        if (!e.feasible) {
+          // Not enough alone: the fastest of accumulation and checkpointing at that precision
+          // (then with the single-tensor optimizer), so the list says what would make it fit.
+          std::vector<PlanContext*> contexts = {&actx};
+          std::optional<PlanContext> single_ctx;
+          if (actx.foreach() && alt.optimizer != OptimizerKind::Sgd) {
+            EstimateOptions st = alt;
+            st.foreach = false;
+            single_ctx.emplace(st, budget, CostModel(cost_spec, request.constants));
+            contexts.push_back(&*single_ctx);
+          }
+          for (PlanContext* c : contexts) {
+            for (const char* strategy : {"accumulate", "checkpoint"}) {
+              StrategyResult r = run_strategy(strategy, *c, plan.stages, e);
+              if (!r.applicable || !r.eval.feasible) continue;
+              if (!n.feasible || r.eval.time.total_ms < n.step_time_ms) {
+                n = {n.name, true, r.eval.peak_bytes, r.eval.time.total_ms,
+                     std::string(strategy) + (c == &actx ? "" : "+single-tensor")};
+              }
+            }
+            if (n.feasible) break;
+          }
+          if (!n.feasible) n.with = "nothing fits";
+        }
+        plan.numerics.push_back(n);
       }
     }
     return plan;

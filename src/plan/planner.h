@@ -3,11 +3,18 @@
 // the feasible result with the least step time. Options that change numerics (mixed precision,
 // bf16) are never applied: they are listed with their memory and time.
 //
+// When the optimizer step holds the peak (or nothing fits) and the run uses the foreach
+// optimizer, every strategy is also tried with the single-tensor optimizer (same numerics, less
+// memory during the update): those rows are named "NAME+single-tensor", after a
+// "single-tensor" row that keeps everything.
+//
 // Invariants: a feasible plan's peak_bytes (re-simulated) is <= budget_bytes; `alternatives`
-// has one entry per strategy run, in strategy_names() order; output is deterministic.
+// has one entry per strategy run, in strategy_names() order (then the single-tensor pass);
+// output is deterministic.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +43,8 @@ struct PlanRequest {
   std::string strategy = "auto";  // "auto" or one of strategy_names()
   std::string cost_gpu;           // the GPU whose roofline times the steps; "" = run.gpu or the default
   CostConstants constants;
+  // Called before each strategy runs (name, index from 1, count): the CLI's progress line.
+  std::function<void(const std::string&, int, int)> progress;
 };
 
 struct LayerDecision {
@@ -49,6 +58,7 @@ struct NumericsOption {
   bool feasible = false;
   int64_t peak_bytes = 0;
   double step_time_ms = 0;
+  std::string with = "none";  // the strategy it needs besides ("none": keep everything)
 };
 
 struct Plan {
@@ -69,6 +79,7 @@ struct Plan {
   std::string smallest_peak_strategy;
   int64_t baseline_activation_bytes = 0;  // activations alive at the keep-everything peak
   Chain chain;               // the model's chain model (model_chain.h), for plan --chain
+  bool foreach = false;      // the optimizer implementation of the chosen plan
   int evaluations = 0;       // simulations run
 };
 

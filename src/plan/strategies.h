@@ -27,6 +27,7 @@ struct StrategyResult {
   std::string note;        // why not applicable, or what was chosen ("micro-batch 8")
   Candidate candidate;
   Evaluation eval;
+  bool single_tensor_optimizer = false;  // run with the single-tensor optimizer instead of foreach
 };
 
 // Per stage of `stages`: the saved activations it made that are alive at the end of the first

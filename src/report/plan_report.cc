@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "util/format.h"
@@ -56,20 +58,28 @@ std::string plan_text(const Plan& p) {
     s += fmt::format("no plan fits: the smallest peak reached is {} ({}), {} over the budget\n", human_bytes(p.smallest_peak_bytes),
                      p.smallest_peak_strategy, human_bytes(p.smallest_peak_bytes - p.budget_bytes));
   }
-  s += fmt::format("\n{:<20} {:>4}  {:>11}  {:>10}  {:>9}  {}\n", "strategy", "fits", "peak", "step (ms)", "overhead", "what");
+  size_t w = 20;
+  for (const StrategyResult& r : p.alternatives) w = std::max(w, r.name.size());
+  s += fmt::format("\n{:<{}} {:>4}  {:>11}  {:>10}  {:>9}  {}\n", "strategy", w, "fits", "peak", "step (ms)", "overhead", "what");
   for (const StrategyResult& r : p.alternatives) {
     if (!r.applicable) {
-      s += fmt::format("{:<20} {:>4}  {:>11}  {:>10}  {:>9}  {}\n", r.name, "-", "-", "-", "-", r.note);
+      s += fmt::format("{:<{}} {:>4}  {:>11}  {:>10}  {:>9}  {}\n", r.name, w, "-", "-", "-", "-", r.note);
       continue;
     }
-    s += fmt::format("{:<20} {:>4}  {:>11}  {:>10.1f}  {:>8.1f}%  {}\n", r.name, r.eval.feasible ? "yes" : "no",
+    s += fmt::format("{:<{}} {:>4}  {:>11}  {:>10.1f}  {:>8.1f}%  {}\n", r.name, w, r.eval.feasible ? "yes" : "no",
                      human_bytes(r.eval.peak_bytes), r.eval.time.total_ms, overhead_pct(r.eval.time.total_ms, base_ms), r.note);
   }
   if (!p.numerics.empty()) {
-    s += "\nchanges numerics, not applied (keep everything):\n";
+    s += "\nchanges numerics, not applied:\n";
     for (const NumericsOption& n : p.numerics) {
-      s += fmt::format("  {:<9} peak {:>11}, step {:8.1f} ms -> {}\n", n.name, human_bytes(n.peak_bytes), n.step_time_ms,
-                       n.feasible ? "would also fit" : "does not fit");
+      if (!n.feasible) {
+        s += fmt::format("  {:<9} does not fit even with accumulation or checkpointing (keep everything: {})\n", n.name,
+                         human_bytes(n.peak_bytes));
+        continue;
+      }
+      s += fmt::format("  {:<9} would also fit{}: peak {}, step {:.1f} ms ({:+.1f}%)\n", n.name,
+                       n.with == "none" ? "" : " with " + n.with, human_bytes(n.peak_bytes), n.step_time_ms,
+                       overhead_pct(n.step_time_ms, base_ms));
     }
   }
   if (p.feasible) {
@@ -83,6 +93,7 @@ std::string plan_text(const Plan& p) {
                        human_bytes(p.chosen.eval.time.transfer_bytes / 2));
       for (const std::string& r : off) s += "  " + r + "\n";
     }
+    if (p.chosen.single_tensor_optimizer) s += "\noptimizer: the single-tensor implementation (foreach=False), same numerics\n";
     if (!p.chosen.candidate.plan.no_conv_workspace.empty()) {
       s += fmt::format("\nconvolutions with a workspace-free algorithm: {}\n", p.chosen.candidate.plan.no_conv_workspace.size());
     }
@@ -114,6 +125,7 @@ std::string plan_json(const Plan& p) {
   nlohmann::ordered_json d;
   d["micro_batch"] = p.feasible ? p.chosen.eval.micro_batch : p.batch;
   d["micro_batches"] = p.feasible ? p.chosen.eval.micro_batches : 1;
+  d["optimizer_foreach"] = p.foreach;
   nlohmann::ordered_json segs = nlohmann::ordered_json::array();
   if (p.feasible) {
     for (const std::string& r : runs_of(p, "recompute")) segs.push_back(r);
@@ -150,6 +162,7 @@ std::string plan_json(const Plan& p) {
     x["feasible"] = n.feasible;
     x["peak_bytes"] = n.peak_bytes;
     x["step_time_ms"] = n.step_time_ms;
+    x["with"] = n.with;
     nums.push_back(x);
   }
   j["numerics_alternatives"] = nums;
