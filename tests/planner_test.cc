@@ -255,6 +255,7 @@ void expect_plans_fit(EstimateOptions run, double activation_fraction) {
     ++feasible;
     EstimateOptions o = run;
     o.plan = s.candidate.plan;
+    if (s.single_tensor_optimizer) o.foreach = false;
     if (s.candidate.micro_batch > 0 && s.candidate.micro_batch != run.batch) o.micro_batch = s.candidate.micro_batch;
     o.gpu->gpu_memory = *req.budget_bytes;
     Result<Estimate> e = estimate(o);
@@ -359,6 +360,45 @@ TEST(ModelChain, ResNet18ChainHasItsStagesTimesAndInput) {
   for (double f : c.fwd_ms) chain_ms += f;
   EXPECT_NEAR(chain_ms, model_ms, 1e-9);
   for (int i = 0; i < c.length(); ++i) EXPECT_GE(c.xbar(i + 1), c.x(i + 1));
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(PlannerOracle, SingleTensorPassWhenTheOptimizerHoldsThePeak) {
+  // A wide, shallow MLP at batch 1: Adam's foreach update (two parameter-sized lists on top of
+  // weights, gradients and two moments) holds the peak, which no activation strategy touches.
+  // mlp:layers=2,dim=2048: 2 x (2048 x 2048 + 2048) x 4 = 33,570,816 bytes of weights.
+  EstimateOptions o;
+  o.model = "mlp:layers=2,dim=2048";
+  o.batch = 1;
+  o.gpu = GpuOptions{};
+  o.gpu->gpu = "A100-SXM4-40GB";
+  o.gpu->context_bytes = 0;
+  PlanRequest probe;
+  probe.run = o;
+  Result<Plan> base = make_plan(probe);
+  ASSERT_TRUE(base.ok()) << base.error();
+  ASSERT_EQ(base.value().baseline.peak_phase, Phase::Optimizer);
+  // 5% below the foreach peak: only the single-tensor update fits.
+  PlanRequest req = probe;
+  req.budget_bytes = base.value().baseline.peak_bytes * 95 / 100;
+  Result<Plan> r = make_plan(req);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_TRUE(r.value().feasible);
+  EXPECT_TRUE(r.value().chosen.single_tensor_optimizer);
+  EXPECT_FALSE(r.value().foreach);
+  EstimateOptions check = o;
+  check.foreach = false;
+  check.plan = r.value().chosen.candidate.plan;
+  if (r.value().chosen.candidate.micro_batch > 0 && r.value().chosen.candidate.micro_batch != 1) check.micro_batch = r.value().chosen.candidate.micro_batch;
+  check.gpu->gpu_memory = *req.budget_bytes;
+  Result<Estimate> e = estimate(check);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_LE(e.value().device->device_total_bytes, *req.budget_bytes);
 }
 
 }  // namespace

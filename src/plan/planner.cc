@@ -113,7 +113,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
     const bool any_fits = plan.baseline.feasible ||
         std::any_of(plan.alternatives.begin(), plan.alternatives.end(), [](const StrategyResult& r) { return r.applicable && r.eval.feasible; });
     std::optional<PlanContext> single;
-    if (ctx.foreach() && o.optimizer != OptimizerKind::Sgd && (!any_fits || plan.baseline.peak_phase == Phase::Optimizer)) {
+    if (!plan.baseline.feasible && ctx.foreach() && o.optimizer != OptimizerKind::Sgd &&
+        (!any_fits || plan.baseline.peak_phase == Phase::Optimizer)) {
       EstimateOptions so = o;
       so.foreach = false;
       single.emplace(so, budget, CostModel(cost_spec, request.constants));
