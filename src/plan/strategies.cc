@@ -102,6 +102,15 @@ namespace {
 // budget lowered by the overshoot until the plan fits (or the DP runs out of room).
 StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
                              const Candidate& base, const Evaluation& base_eval) {
+  if (base_eval.feasible) {
+    // Nothing to recompute (the DP's slot rounding could otherwise ask for a segment).
+    StrategyResult r;
+    r.name = name;
+    r.note = "0 segments";
+    r.candidate = base;
+    r.eval = base_eval;
+    return r;
+  }
   std::vector<SegmentStage> stats = stage_statistics(ctx, base, stages);
   int64_t kept = 0;
   for (const SegmentStage& s : stats) kept += s.kept_bytes;
@@ -177,8 +186,8 @@ std::vector<OpId> model_ops(const Graph& g, const std::function<bool(const Op&)>
 }  // namespace
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"accumulate", "sqrt", "checkpoint", "offload", "offload+checkpoint",
-                                                 "vdnn-all", "vdnn-conv", "conv"};
+  static const std::vector<std::string> names = {"accumulate", "sqrt", "checkpoint", "accumulate+checkpoint", "offload",
+                                                 "offload+checkpoint", "vdnn-all", "vdnn-conv", "conv"};
   return names;
 }
 
@@ -207,6 +216,29 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
     return best;
   }
   if (!training) return not_applicable(name, "inference keeps no activations for a backward");
+  if (name == "accumulate+checkpoint") {
+    // Smaller micro-batches cost launches, checkpointing costs recomputation: the optimal
+    // segments at each micro-batch that divides the batch (largest first, at most 4, until one
+    // fits without segments), fastest wins.
+    const int64_t batch = ctx.options().batch;
+    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
+    if (batch < 2) return not_applicable(name, "batch 1 cannot be split");
+    StrategyResult best;
+    best.eval.peak_bytes = -1;
+    int tried = 0;
+    for (int64_t m = batch / 2; m >= 1 && tried < 4; --m) {
+      if (batch % m != 0) continue;
+      ++tried;
+      Candidate base;
+      base.micro_batch = m;
+      StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+      r.note = "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + ", " + r.note;
+      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+      // Fitting without segments: smaller micro-batches only add launches.
+      if (r.eval.feasible && r.candidate.plan.checkpoints.empty()) break;
+    }
+    return best;
+  }
   if (name == "sqrt" || name == "checkpoint") {
     if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
     if (name == "sqrt") {

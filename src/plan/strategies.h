@@ -5,6 +5,7 @@
 //   accumulate    the largest micro-batch that divides the batch and fits (same effective batch)
 //   sqrt          Chen et al.'s sqrt(n) segments over the model's stages (checkpoint_sequential)
 //   checkpoint    the optimal single-level segments (segment_dp), corrected by re-simulation
+//   accumulate+checkpoint  optimal segments at each micro-batch dividing the batch
 //   offload       vDNN-style offloading of the layers whose copies hide best behind compute,
 //                 the smallest such prefix that fits
 //   offload+checkpoint  the hidden offloads, then optimal segments on what is left
