@@ -89,6 +89,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
     plan.batch = o.batch;
     plan.budget_bytes = budget;
     plan.cost_gpu = cost_spec.name;
+    plan.run = o;
+    plan.constants = request.constants;
     plan.baseline = ctx.evaluate(Candidate{});
     {
       Program base = ctx.program(Candidate{});

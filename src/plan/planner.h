@@ -68,6 +68,11 @@ struct Plan {
   std::string smallest_peak_strategy;
   int64_t baseline_activation_bytes = 0;  // activations alive at the keep-everything peak
   int evaluations = 0;       // simulations run
+  // The run as planned (GPU options resolved: a --budget without --gpu on CUDA is a device of
+  // that size without context) and the cost constants: PlanContext(run, budget_bytes,
+  // CostModel(cost_gpu, constants)) rebuilds any candidate's program, for reports.
+  EstimateOptions run;
+  CostConstants constants;
 };
 
 Result<Plan> make_plan(const PlanRequest& request);
