@@ -136,7 +136,7 @@ std::string memory_chart(const Plan& p, const PlanCurves& pc) {
     s += svg::line(x0, Y(v), x0 + pw, Y(v), v == 0 ? R"(stroke="#888")" : R"(stroke="#000" stroke-opacity="0.1")");
     s += svg::text(x0 - 6, Y(v) + 4, svg::tick_label(ticks, v), R"(text-anchor="end")");
   }
-  s += svg::text(16, y0 + ph / 2, "live tensor bytes (exact, as memory_allocated)",
+  s += svg::text(16, y0 + ph / 2, "live tensor bytes (exact)",
                  fmt::format(R"~(font-size="12" text-anchor="middle" transform="rotate(-90 16 {})")~", num(y0 + ph / 2)));
   s += "</g>\n";
   s += R"(<g class="x-axis" font-size="11" fill="#333">)";
@@ -218,10 +218,14 @@ std::string memory_chart(const Plan& p, const PlanCurves& pc) {
                                p.budget_bytes, pc.overhead_bytes, pc.line_bytes, kBudgetColor));
     s += svg::text(x0 + pw + 8, y, head, R"(font-weight="600" data-label="budget")");
     s += svg::text(x0 + pw + 8, y + 13, value, R"(fill="#333")");
-  } else {
+  } else if (pc.line_bytes > 0) {
     s += svg::text(x0 + pw + 8, y0 + 6, "▲ " + head, R"(font-weight="600" data-label="budget-off")");
-    s += svg::text(x0 + pw + 8, y0 + 19,
-                   pc.line_bytes > 0 ? value + ", off the scale" : value, R"(fill="#333")");
+    s += svg::text(x0 + pw + 8, y0 + 19, value + ", off the scale", R"(fill="#333")");
+  } else {
+    // Nothing of the budget is left for tensors: no line to draw.
+    s += svg::text(x0 + pw + 8, y0 + ph, "budget " + human_bytes(p.budget_bytes), R"(font-weight="600" data-label="budget-none")");
+    s += svg::text(x0 + pw + 8, y0 + ph + 13, "under the context and NCCL (" + human_bytes(pc.overhead_bytes) + ")",
+                   R"(fill="#333")");
   }
   s += "</g>\n</svg>\n";
 
@@ -400,7 +404,7 @@ std::string plan_html(const Plan& p) {
 
   s += "<section>\n<h2>Memory over one training step</h2>\n";
   s += fmt::format(
-      "<p class=\"lead\">Live tensor bytes (exact, what <code>torch.cuda.memory_allocated</code> reports) over training step {} "
+      "<p class=\"lead\">Exact live tensor bytes (on CUDA what <code>torch.cuda.memory_allocated</code> reports) over training step {} "
       "of the keep-everything run and of each applicable strategy's candidate, re-simulated, against the time the roofline "
       "model predicts on {}. ",
       pc.iteration, escape(p.cost_gpu));
