@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,19 @@ TEST(PlanHtml, MlpOnTheCpuPointsBudgetAndChosenCheckpoint) {
     recomputed += cells[i].at("data-action") == "recompute";
   }
   EXPECT_GT(recomputed, 0u);
+  // Each recomputed cell names its segment; the runs table has one recompute row per segment.
+  std::set<std::string> segments;
+  for (const Attrs& c : cells) {
+    EXPECT_EQ(c.count("data-segment") == 1, c.at("data-action") == "recompute") << c.at("data-layer");
+    if (c.count("data-segment")) segments.insert(c.at("data-segment"));
+  }
+  EXPECT_EQ(segments.size(), plan.chosen.candidate.plan.checkpoints.size());
+  size_t recompute_rows = 0;
+  for (size_t k = html.find(R"(<tr data-action="recompute">)"); k != std::string::npos;
+       k = html.find(R"(<tr data-action="recompute">)", k + 1)) {
+    ++recompute_rows;
+  }
+  EXPECT_EQ(recompute_rows, plan.chosen.candidate.plan.checkpoints.size());
   // The numerics options are listed apart, not applied.
   EXPECT_NE(html.find("Changes numerics: not applied"), std::string::npos);
   EXPECT_EQ(elements(html, "tr", "numerics").size(), plan.numerics.size());

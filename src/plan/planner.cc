@@ -20,7 +20,7 @@ std::vector<LayerDecision> decisions_of(const Graph& g, const Candidate& c, bool
   std::vector<LayerDecision> out;
   for (const Op& op : g.ops) {
     if (op.stage != OpStage::Model || (op.flops == 0 && op.bytes_moved == 0)) continue;  // views
-    LayerDecision d{op.name, action[static_cast<size_t>(op.id)], ""};
+    LayerDecision d{op.name, action[static_cast<size_t>(op.id)], "", op.id};
     if (cuda && op.kind == OpKind::Conv2d) d.conv_algorithm = no_ws.count(op.id) ? "memory-optimal" : "fastest";
     out.push_back(std::move(d));
   }

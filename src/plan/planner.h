@@ -41,6 +41,7 @@ struct LayerDecision {
   std::string layer;   // op name
   std::string action;  // keep, recompute, offload
   std::string conv_algorithm;  // "fastest" or "memory-optimal" for convolutions on CUDA, else ""
+  OpId op = kNone;     // in the graph of the chosen micro-batch (segments of the plan name op ids)
 };
 
 struct NumericsOption {

@@ -320,17 +320,37 @@ std::string decisions_section(const Plan& p) {
     }
     s += "</p>\n";
   }
+  // The checkpointed segment of each layer (-1: none), so adjacent segments stay apart: the
+  // strip leaves a gap between them and the runs table splits there.
+  std::vector<int> segment(d.size(), -1);
+  if (p.feasible) {
+    const std::vector<CheckpointSegment>& segs = p.chosen.candidate.plan.checkpoints;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (d[i].action != "recompute") continue;  // an offload inside a segment wins (decisions_of)
+      for (size_t k = 0; k < segs.size(); ++k) {
+        if (d[i].op >= segs[k].first && d[i].op <= segs[k].last) segment[i] = static_cast<int>(k);
+      }
+    }
+  }
+  auto same_run = [&](size_t a, size_t b) { return d[a].action == d[b].action && segment[a] == segment[b]; };
   constexpr double W = 1160, H = 44, x0 = 0, cell_h = 24;
   const double cw = W / static_cast<double>(d.size());
   s += fmt::format(R"(<svg class="decisions" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="per-layer decisions">)",
                    num(W), num(H), num(W), num(H));
   int convs = 0, memory_optimal = 0;
+  std::string gaps;
   for (size_t i = 0; i < d.size(); ++i) {
     const LayerDecision& l = d[i];
     const double x = x0 + cw * static_cast<double>(i);
     std::string attrs = fmt::format(R"(class="decision" data-layer="{}" data-action="{}"{} fill="{}")", escape(l.layer), l.action,
                                     l.conv_algorithm.empty() ? "" : fmt::format(R"( data-conv="{}")", l.conv_algorithm),
                                     action_color(l.action));
+    if (i > 0 && segment[i] >= 0 && segment[i] != segment[i - 1]) {
+      attrs += fmt::format(R"( data-segment="{}")", segment[i]);
+      gaps += svg::rect(x - 0.75, 0, 1.5, cell_h, R"(fill="#fff")");  // over the cells, after them
+    } else if (segment[i] >= 0) {
+      attrs += fmt::format(R"( data-segment="{}")", segment[i]);
+    }
     s += svg::rect_with(x, 0, cw, cell_h, attrs,
                         svg::title(l.layer + ": " + l.action + (l.conv_algorithm.empty() ? "" : ", " + l.conv_algorithm + " convolution")));
     if (!l.conv_algorithm.empty()) {
@@ -340,7 +360,8 @@ std::string decisions_section(const Plan& p) {
       s += svg::rect(x, cell_h + 3, cw, 6, slow ? R"(fill="#D55E00")" : R"(fill="#0072B2" fill-opacity="0.35")");
     }
   }
-  s += svg::text(0, H - 1, fmt::format("layer 1"), R"(font-size="11" fill="#333")");
+  s += gaps;
+  s += svg::text(0, H - 1, "layer 1", R"(font-size="11" fill="#333")");
   s += svg::text(W, H - 1, fmt::format("layer {}", d.size()), R"(font-size="11" fill="#333" text-anchor="end")");
   s += "</svg>\n";
   s += R"(<p class="legend flush"><span><span class="sw" style="background:#DDDDDD"></span>keep (saved for the backward)</span><span><span class="sw" style="background:#009E73"></span>recompute in the backward</span><span><span class="sw" style="background:#CC79A7"></span>offload to host memory</span>)";
@@ -354,11 +375,13 @@ std::string decisions_section(const Plan& p) {
   size_t rows = 0, runs = 0;
   for (size_t i = 0; i < d.size();) {
     size_t j = i;
-    while (j + 1 < d.size() && d[j + 1].action == d[i].action) ++j;
+    while (j + 1 < d.size() && same_run(j + 1, i)) ++j;
     ++runs;
     if (rows < 40) {
-      s += fmt::format(R"(<tr data-action="{}"><td><span class="sw" style="background:{}"></span>{}</td><td class="n">{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>)",
-                       d[i].action, action_color(d[i].action), d[i].action, j - i + 1, escape(d[i].layer), escape(d[j].layer));
+      s += fmt::format(R"(<tr data-action="{}"><td><span class="sw" style="background:{}"></span>{}{}</td><td class="n">{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>)",
+                       d[i].action, action_color(d[i].action), d[i].action,
+                       segment[i] >= 0 ? fmt::format(" (segment {})", segment[i] + 1) : "", j - i + 1, escape(d[i].layer),
+                       escape(d[j].layer));
       ++rows;
     }
     i = j + 1;

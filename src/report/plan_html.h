@@ -20,7 +20,7 @@
 //   <g class="curve-peak" data-strategy="S" data-bytes="B" data-step="s">
 //   <line class="budget" data-budget="BUDGET" data-overhead="CONTEXT+NCCL" data-bytes="LINE">
 //   <tr class="strategy[ chosen]" data-strategy="S" data-fits="yes|no|-">, <tr class="numerics" data-precision="P">
-//   <rect class="decision" data-layer="NAME" data-action="keep|recompute|offload" [data-conv="ALGO"]>
+//   <rect class="decision" data-layer="NAME" data-action="keep|recompute|offload" [data-segment="K"] [data-conv="ALGO"]>
 #pragma once
 
 #include <string>
