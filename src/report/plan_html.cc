@@ -187,7 +187,7 @@ std::string memory_chart(const Plan& p, const PlanCurves& pc) {
         escape(c.strategy), c.chosen ? "true" : "false", c.eval->feasible ? "true" : "false", steps, firsts, lasts, bytes, ms,
         st.color, c.chosen ? "3.2" : "1.6", st.dash.empty() ? "" : fmt::format(R"( stroke-dasharray="{}")", st.dash),
         c.chosen ? "" : R"( stroke-opacity="0.85")", svg::path_d(pts),
-        svg::title(fmt::format("{}: live peak {} , step {} ({}; peak compared with the budget {}){}", label,
+        svg::title(fmt::format("{}: live peak {}, step {} ({}; peak compared with the budget: {}){}", label,
                                human_bytes(c.points[c.peak_point].bytes), ms_text(c.eval->time.total_ms),
                                c.eval->feasible ? "fits" : "does not fit", human_bytes(c.eval->peak_bytes),
                                c.note.empty() ? "" : "; " + c.note)));
