@@ -108,6 +108,43 @@ TEST(CostModel, SlowCopiesStallAtTheirDeadlines) {
   EXPECT_NEAR(t.total_ms, 41, 1e-9);
 }
 
+TEST(CostModel, StepTimesAreTheTimelineOfIterationTime) {
+  // The program of SlowCopiesStallAtTheirDeadlines: the counted steps span its 41 ms, each step
+  // ends where the next starts, and the stalls widen the steps that wait: step 1 [0, 1), step 2
+  // [1, 5) (1 ms + 3 ms waiting for "0" out), step 3 [5, 9) (1 ms + 3 ms for "1" out).
+  EstimateOptions o;
+  o.model = "mlp:layers=2,dim=4";
+  o.batch = 2;
+  o.optimizer = OptimizerKind::Sgd;
+  o.foreach = false;
+  o.cublas_workspace_bytes = 0;
+  o.iterations = 1;
+  o.plan.offload = {1, 2};
+  Graph g = build_graph(o, 2);
+  Program p = build_program(g, schedule_options(o));
+  CostConstants c = exact_constants();
+  c.launch_us = 1000;
+  CostModel m(round_gpu(1e30, 1e30, 8000), c);
+  StepTimes t = step_times(m, g, p, o.plan, OptimizerKind::Sgd, false, 1);
+  IterationTime it = iteration_time(m, g, p, o.plan, OptimizerKind::Sgd, false, 1);
+  ASSERT_EQ(t.start_ms.size(), p.steps.size());
+  std::vector<size_t> counted;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    if (s + 1 < p.steps.size()) {
+      EXPECT_EQ(t.end_ms[s], t.start_ms[s + 1]) << s;
+    }
+    EXPECT_LE(t.start_ms[s], t.end_ms[s]) << s;
+    if (p.steps[s].iteration == 1 && p.steps[s].phase != Phase::Setup) counted.push_back(s);
+  }
+  ASSERT_GE(counted.size(), 3u);
+  const double t0 = t.start_ms[counted.front()];
+  EXPECT_NEAR(t.end_ms[counted.back()] - t0, it.total_ms, 1e-9);
+  EXPECT_NEAR(it.total_ms, 41, 1e-9);
+  EXPECT_NEAR(t.end_ms[counted[0]] - t0, 1, 1e-9);
+  EXPECT_NEAR(t.end_ms[counted[1]] - t0, 5, 1e-9);
+  EXPECT_NEAR(t.end_ms[counted[2]] - t0, 9, 1e-9);
+}
+
 // The segment model of segment_dp.h evaluated directly on one labelling of the stages
 // (0 stored, 1 starts a checkpointed segment, 2 continues it), in the DP's slots.
 struct Labelled {

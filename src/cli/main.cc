@@ -29,6 +29,7 @@
 #include "pack/pack_report.h"
 #include "report/html_report.h"
 #include "report/pack_html.h"
+#include "report/plan_html.h"
 
 namespace headroom {
 namespace {
@@ -354,7 +355,8 @@ int run_pack(const PackArgs& a) {
 }
 
 int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
-                   const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain) {
+                   const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain,
+                   const std::string& html) {
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
   Result<Plan> r = capture_input_errors([&]() -> Plan {
@@ -377,9 +379,14 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     return p.value();
   });
   if (!r.ok()) return fail(r.error());
+  // Files first: if one cannot be written, nothing is printed and no half file is left.
   if (!export_chain.empty()) {
     if (r.value().chain.fwd_ms.empty()) return fail("--export-chain: the model has no stages");
     Result<int64_t> written = write_file_atomically(export_chain, chain_json(r.value().chain));
+    if (!written.ok()) return fail(written.error());
+  }
+  if (!html.empty()) {
+    Result<int64_t> written = write_file_atomically(html, plan_html(r.value()));
     if (!written.ok()) return fail(written.error());
   }
   std::cout << (a.json ? plan_json(r.value()) : plan_text(r.value()));
@@ -489,6 +496,8 @@ int main_impl(int argc, char** argv) {
   planc->add_option("--graph", graph_file, "graph JSON: a chain file plus preds (docs/ilp.md)");
   planc->add_option("--time-limit", graph_time_limit, "--graph: solver time limit in seconds (default 10)");
   planc->add_flag("--persistent", graph_persistent, "--graph: persistent schedules only");
+  std::string plan_html_file;
+  planc->add_option("--html", plan_html_file, "MODEL: also write an HTML page: memory over a step per strategy, the budget, decisions");
   PackArgs pa;
   CLI::App* packc = app.add_subcommand("pack", "several models on one GPU: shared layers, residency, swapping");
   packc->add_option("MODEL", pa.models, "built-in models or .onnx files")->required();
@@ -519,6 +528,7 @@ int main_impl(int argc, char** argv) {
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
   if (*planc) {
+    if (!plan_html_file.empty() && (!graph_file.empty() || !chain_file.empty())) return fail("--html applies to plan MODEL");
     if (!graph_file.empty()) {
       if (!pla.model.empty() || !chain_file.empty()) return fail("give one of MODEL, --chain FILE or --graph FILE");
       return run_plan_graph(graph_file, chain_budget, chain_slots, graph_time_limit, graph_persistent, pla.json);
@@ -528,7 +538,7 @@ int main_impl(int argc, char** argv) {
       return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
     }
     if (!chain_slots.empty()) return fail("--slots applies to --chain and --graph");
-    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain);
+    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file);
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);

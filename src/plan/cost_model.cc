@@ -64,8 +64,12 @@ double CostModel::transfer_ms(int64_t bytes) const {
          c_.copy_latency_us * 1e-3;
 }
 
-IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                             OptimizerKind optimizer, bool foreach, int iteration) {
+namespace {
+
+// The one timeline both iteration_time() and step_times() read, so a plotted step and the timed
+// step are the same arithmetic. `times` (optional) gets each step's start and end.
+IterationTime run_timeline(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
+                           OptimizerKind optimizer, bool foreach, int iteration, StepTimes* times) {
   std::vector<bool> no_ws(g.ops.size(), false);
   for (OpId id : plan.no_conv_workspace) no_ws[static_cast<size_t>(id)] = true;
   // Copies that start or must end at each step boundary.
@@ -98,6 +102,7 @@ IterationTime iteration_time(const CostModel& model, const Graph& g, const Progr
   const bool training = iteration > 0;
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step& st = p.steps[s];
+    if (times) times->start_ms[s] = clock;
     const bool counts = st.iteration == iteration && (training ? st.phase != Phase::Setup : st.phase == Phase::Inference);
     for (int i : due_begin[s]) wait_for(i, counts);
     for (int i : ready_begin[s]) {
@@ -129,9 +134,26 @@ IterationTime iteration_time(const CostModel& model, const Graph& g, const Progr
       }
     }
     for (int i : due_end[s]) wait_for(i, counts);
+    if (times) times->end_ms[s] = clock;
   }
   r.total_ms = r.compute_ms + r.recompute_ms + r.optimizer_ms + r.stall_ms;
   return r;
+}
+
+}  // namespace
+
+IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
+                             OptimizerKind optimizer, bool foreach, int iteration) {
+  return run_timeline(model, g, p, plan, optimizer, foreach, iteration, nullptr);
+}
+
+StepTimes step_times(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
+                     OptimizerKind optimizer, bool foreach, int iteration) {
+  StepTimes t;
+  t.start_ms.assign(p.steps.size(), 0);
+  t.end_ms.assign(p.steps.size(), 0);
+  run_timeline(model, g, p, plan, optimizer, foreach, iteration, &t);
+  return t;
 }
 
 }  // namespace headroom

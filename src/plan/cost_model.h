@@ -92,4 +92,17 @@ struct IterationTime {
 IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
                              OptimizerKind optimizer, bool foreach, int iteration);
 
+// When each step of the program starts and ends on the timeline iteration_time() builds, in ms
+// from the program's first step (every iteration and setup included; the clock runs the same way
+// whatever `iteration` counts). A step's span holds its waits for copies due at its start and end,
+// so a stall shows as a longer step. Within the counted iteration of a training program (its
+// non-setup steps, contiguous), end_ms of the last step - start_ms of the first = total_ms, up to
+// rounding. For reports (the plan page's memory-over-time chart); it does not change any time.
+struct StepTimes {
+  std::vector<double> start_ms;  // one per Program::steps
+  std::vector<double> end_ms;
+};
+StepTimes step_times(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
+                     OptimizerKind optimizer, bool foreach, int iteration);
+
 }  // namespace headroom

@@ -21,7 +21,7 @@ std::vector<LayerDecision> decisions_of(const Graph& g, const Candidate& c, bool
   std::vector<LayerDecision> out;
   for (const Op& op : g.ops) {
     if (op.stage != OpStage::Model || (op.flops == 0 && op.bytes_moved == 0)) continue;  // views
-    LayerDecision d{op.name, action[static_cast<size_t>(op.id)], ""};
+    LayerDecision d{op.name, action[static_cast<size_t>(op.id)], "", op.id};
     if (cuda && op.kind == OpKind::Conv2d) d.conv_algorithm = no_ws.count(op.id) ? "memory-optimal" : "fastest";
     out.push_back(std::move(d));
   }
@@ -90,6 +90,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
     plan.batch = o.batch;
     plan.budget_bytes = budget;
     plan.cost_gpu = cost_spec.name;
+    plan.run = o;
+    plan.constants = request.constants;
     plan.baseline = ctx.evaluate(Candidate{});
     {
       Program base = ctx.program(Candidate{});

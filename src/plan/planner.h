@@ -51,6 +51,7 @@ struct LayerDecision {
   std::string layer;   // op name
   std::string action;  // keep, recompute, offload
   std::string conv_algorithm;  // "fastest" or "memory-optimal" for convolutions on CUDA, else ""
+  OpId op = kNone;     // in the graph of the chosen micro-batch (segments of the plan name op ids)
 };
 
 struct NumericsOption {
@@ -81,6 +82,11 @@ struct Plan {
   Chain chain;               // the model's chain model (model_chain.h), for plan --chain
   bool foreach = false;      // the optimizer implementation of the chosen plan
   int evaluations = 0;       // simulations run
+  // The run as planned (GPU options resolved: a --budget without --gpu on CUDA is a device of
+  // that size without context) and the cost constants: PlanContext(run, budget_bytes,
+  // CostModel(cost_gpu, constants)) rebuilds any candidate's program, for reports.
+  EstimateOptions run;
+  CostConstants constants;
 };
 
 Result<Plan> make_plan(const PlanRequest& request);
