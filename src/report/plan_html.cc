@@ -448,7 +448,7 @@ std::string plan_html(const Plan& p) {
   s += "<section>\n<h2>The plan layer by layer</h2>\n" + decisions_section(p) + "</section>\n";
   s += "<footer>headroom plan: every strategy's candidate is re-simulated by the same interpreter and heap model as "
        "<code>estimate</code>; times come from a roofline cost model that orders strategies and is not validated against a "
-       "GPU. See docs/report.md.</footer>\n";
+       "GPU. See docs/planning.md and docs/report.md.</footer>\n";
   s += "</main>\n</body>\n</html>\n";
   return s;
 }
