@@ -41,6 +41,7 @@ struct RematIlpResult {
   double bound_ms = 0;      // CBC's best bound on the optimum (equals objective_ms when optimal)
   double gap_pct = 0;       // 100 (objective - bound) / objective; 0 when optimal
   std::vector<RematOp> schedule;  // decoded; empty without a schedule
+  double start_ms = 0;  // makespan of the first incumbent handed to CBC; 0 without one
   int variables = 0, constraints = 0;
   double seconds = 0;  // wall time of the solve
 };

@@ -7,6 +7,7 @@
 
 #include "plan/chain_dp.h"
 #include "plan/remat_simulate.h"
+#include "plan/remat_start.h"
 #include "util/format.h"
 
 namespace headroom {
@@ -17,6 +18,40 @@ std::string ms_text(double v) {
   os.precision(6);
   os << v;
   return os.str();
+}
+
+// An unrestricted solve of a graph with skip edges, in two phases. Phase 1 solves the persistent
+// program (a subset of the unrestricted schedules, with a much tighter relaxation) from the
+// bundled-chain schedule (remat_start.h) for at most kPersistentShare of the limit. Phase 2 solves
+// the unrestricted program for the rest of the limit from the sweep: measured (docs/ilp.md §7),
+// CBC's own heuristics improve more from the sweep than from phase 1's near-optimal schedule, and
+// phase 2 then does not depend on phase 1 (a proven optimum is the same bytes on every run). The
+// answer is phase 2's unless phase 1's schedule is strictly faster, so it is never slower than
+// phase 1's persistent schedule; the bound is always phase 2's (phase 1's bounds only the
+// persistent optimum).
+constexpr double kPersistentShare = 0.3;
+
+RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
+                                   const RematIlpOptions& options,
+                                   const std::vector<RematOp>& initial) {
+  RematIlpOptions first = options;
+  first.persistent = true;
+  first.time_limit_s = kPersistentShare * options.time_limit_s;
+  const RematIlpResult p = solve_remat_ilp(slot_graph, slots, first, initial);
+  RematIlpOptions second = options;
+  second.time_limit_s = std::max(0.05 * options.time_limit_s, options.time_limit_s - p.seconds);
+  const bool has_p = !p.schedule.empty();
+  RematIlpResult r = solve_remat_ilp(slot_graph, slots, second);  // from the sweep
+  r.seconds += p.seconds;
+  if (has_p && (r.schedule.empty() || p.objective_ms < r.objective_ms)) {
+    r.objective_ms = p.objective_ms;
+    r.schedule = p.schedule;
+    r.status = RematIlpStatus::Feasible;  // a proven optimum is never above phase 1's schedule
+    r.bound_ms = std::min(r.bound_ms, r.objective_ms);
+    r.gap_pct = 100.0 * (r.objective_ms - r.bound_ms) / r.objective_ms;
+  }
+  r.start_ms = p.start_ms > 0 ? p.start_ms : r.start_ms;
+  return r;
 }
 
 }  // namespace
@@ -52,14 +87,20 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
     if (chain && chain_dp_table_bytes(graph.length(), slots) <= kMaxChainTableBytes) {
       const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots);
       for (ChainOp op : dp.schedule) initial.push_back(parse_remat_op_token(op_token(op)));
+    } else if (!chain) {
+      // Otherwise the chain DP on the bundled chain (remat_start.h), translated.
+      initial = remat_bundled_chain_schedule(slot_graph, slots);
     }
-    const RematIlpResult r = solve_remat_ilp(slot_graph, slots, options, initial);
+    const RematIlpResult r = chain || options.persistent
+                                 ? solve_remat_ilp(slot_graph, slots, options, initial)
+                                 : solve_in_two_phases(slot_graph, slots, options, initial);
     plan.status = r.status;
     plan.bound_ms = r.bound_ms;
     plan.gap_pct = r.gap_pct;
     plan.variables = r.variables;
     plan.constraints = r.constraints;
     plan.solve_seconds = r.seconds;
+    plan.start_ms = r.start_ms;
     if (!plan.has_schedule()) return plan;
 
     // The independent simulator re-runs the decoded schedule.
