@@ -29,7 +29,7 @@ std::string ms_text(double v) {
 // answer is phase 2's unless phase 1's schedule is strictly faster, so it is never slower than
 // phase 1's persistent schedule; the bound is always phase 2's (phase 1's bounds only the
 // persistent optimum).
-constexpr double kPersistentShare = 0.3;
+constexpr double kPersistentShare = 0.5;
 
 RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
                                    const RematIlpOptions& options,
