@@ -375,7 +375,10 @@ TEST(RematIlp, UnrestrictedNeverSlowerThanPersistentOnRandomGraphs) {
       ASSERT_TRUE(pers.ok() && free.ok());
       const std::string where = "trial " + std::to_string(trial) + " memory " + std::to_string(m) +
                                 "\n" + remat_graph_json(g);
-      ASSERT_NE(free.value().status, RematIlpStatus::NoSolution) << where;
+      // Small enough to be proven, also when phase 2 proves that nothing beats phase 1's cutoff.
+      ASSERT_TRUE(free.value().status == RematIlpStatus::Optimal ||
+                  free.value().status == RematIlpStatus::Infeasible)
+          << where;
       if (pers.value().has_schedule()) {
         ++feasible;
         ASSERT_TRUE(free.value().has_schedule()) << where;

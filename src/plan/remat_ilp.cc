@@ -645,16 +645,19 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall time, not CPU time
   Cbc_setMaximumSeconds(m, options.time_limit_s);
   Cbc_setAllowableGap(m, 1e-7);
-  Cbc_setAllowableFractionGap(m, 0);
+  Cbc_setAllowableFractionGap(m, options.stop_gap_pct / 100);
+  if (options.cutoff_ms > 0) Cbc_setCutoff(m, options.cutoff_ms - constant - 1e-6);
   // A first incumbent: the caller's schedule, else the sweep (each backward recomputes from the
-  // input), whichever is first to fit the memory and the program's space.
+  // input), whichever is first to fit the memory, the program's space and the cutoff.
   std::vector<RematOp> started;
   for (const std::vector<RematOp>& start_ops : {initial, remat_sweep_schedule(g)}) {
     std::vector<int> cols;
     std::vector<double> vals;
     if (start_ops.empty()) continue;
     Result<RematSimResult> fits = simulate_remat(g, start_ops);
-    if (fits.ok() && fits.value().peak <= memory && encode(g, P, start_ops, &cols, &vals)) {
+    if (fits.ok() && fits.value().peak <= memory &&
+        (options.cutoff_ms <= 0 || fits.value().makespan_ms < options.cutoff_ms) &&
+        encode(g, P, start_ops, &cols, &vals)) {
       Cbc_setMIPStartI(m, static_cast<int>(cols.size()), cols.data(), vals.data());
       out.start_ms = fits.value().makespan_ms;
       started = start_ops;
@@ -664,7 +667,9 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   Cbc_solve(m);
 
   const double* best = Cbc_bestSolution(m);
-  if (Cbc_isProvenInfeasible(m) && best == nullptr) {
+  // Without a schedule, a search that ended by itself (not by the clock) is a proof that none
+  // exists (faster than the cutoff, when one is set).
+  if (best == nullptr && (Cbc_isProvenInfeasible(m) || Cbc_isProvenOptimal(m))) {
     out.status = RematIlpStatus::Infeasible;
     return finish();
   }

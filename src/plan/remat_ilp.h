@@ -24,6 +24,9 @@ namespace headroom {
 struct RematIlpOptions {
   double time_limit_s = 10;  // CBC's limit (wall seconds); the result says whether it was reached
   bool persistent = false;
+  double stop_gap_pct = 0;  // stop once the gap is at most this (0: prove optimality)
+  double cutoff_ms = 0;     // > 0: only schedules strictly faster than this are searched for;
+                            // status Infeasible then means none is faster
 };
 
 enum class RematIlpStatus : uint8_t {

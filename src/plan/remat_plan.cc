@@ -20,16 +20,18 @@ std::string ms_text(double v) {
   return os.str();
 }
 
-// An unrestricted solve of a graph with skip edges, in two phases. Phase 1 solves the persistent
-// program (a subset of the unrestricted schedules, with a much tighter relaxation) from the
-// bundled-chain schedule (remat_start.h) for at most kPersistentShare of the limit. Phase 2 solves
-// the unrestricted program for the rest of the limit from the sweep: measured (docs/ilp.md §7),
-// CBC's own heuristics improve more from the sweep than from phase 1's near-optimal schedule, and
-// phase 2 then does not depend on phase 1 (a proven optimum is the same bytes on every run). The
-// answer is phase 2's unless phase 1's schedule is strictly faster, so it is never slower than
-// phase 1's persistent schedule; the bound is always phase 2's (phase 1's bounds only the
-// persistent optimum).
+// An unrestricted solve of a graph with skip edges, in two phases (docs/ilp.md §4). Phase 1 solves
+// the persistent program (a subset of the unrestricted schedules, with a much tighter relaxation)
+// from the bundled-chain schedule (remat_start.h) for at most kPersistentShare of the limit, and
+// stops once within kPersistentStopGapPct of its bound: it only has to supply a good schedule.
+// Phase 2 solves the unrestricted program for the rest of the limit with phase 1's makespan as
+// CBC's cutoff (only strictly faster schedules are searched for) and no start (the sweep is above
+// the cutoff). Measured (docs/ilp.md §7): CBC's heuristics find more this way than from phase 1's
+// near-optimal schedule as the start, and phase 2 does not see phase 1's schedule, only its value. The answer is phase 2's unless phase 1's schedule is strictly faster
+// (including when phase 2 finds nothing under the cutoff), so it is never slower than phase 1's
+// persistent schedule; the bound is always phase 2's (phase 1's bounds only persistent schedules).
 constexpr double kPersistentShare = 0.5;
+constexpr double kPersistentStopGapPct = 1;
 
 RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
                                    const RematIlpOptions& options,
@@ -37,17 +39,21 @@ RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
   RematIlpOptions first = options;
   first.persistent = true;
   first.time_limit_s = kPersistentShare * options.time_limit_s;
+  first.stop_gap_pct = kPersistentStopGapPct;
   const RematIlpResult p = solve_remat_ilp(slot_graph, slots, first, initial);
   RematIlpOptions second = options;
   second.time_limit_s = std::max(0.05 * options.time_limit_s, options.time_limit_s - p.seconds);
   const bool has_p = !p.schedule.empty();
-  RematIlpResult r = solve_remat_ilp(slot_graph, slots, second);  // from the sweep
+  if (has_p) second.cutoff_ms = p.objective_ms;
+  RematIlpResult r = solve_remat_ilp(slot_graph, slots, second);  // no start below the cutoff
   r.seconds += p.seconds;
   if (has_p && (r.schedule.empty() || p.objective_ms < r.objective_ms)) {
+    // Phase 2 proved that nothing is faster than the cutoff: phase 1's schedule is optimal.
+    const bool proven = r.status == RematIlpStatus::Infeasible;
     r.objective_ms = p.objective_ms;
     r.schedule = p.schedule;
-    r.status = RematIlpStatus::Feasible;  // a proven optimum is never above phase 1's schedule
-    r.bound_ms = std::min(r.bound_ms, r.objective_ms);
+    r.status = proven ? RematIlpStatus::Optimal : RematIlpStatus::Feasible;
+    r.bound_ms = proven ? r.objective_ms : std::min(r.bound_ms, r.objective_ms);
     r.gap_pct = 100.0 * (r.objective_ms - r.bound_ms) / r.objective_ms;
   }
   r.start_ms = p.start_ms > 0 ? p.start_ms : r.start_ms;
