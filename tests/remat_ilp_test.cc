@@ -404,6 +404,22 @@ TEST(RematIlp, UnrestrictedNeverSlowerThanPersistentOnRandomGraphs) {
               compared, feasible, strictly, starts);
 }
 
+// A proven optimum is the same bytes on every run (docs/ilp.md §4, "Determinism"): the example
+// graph (a skip edge, so the two-phase solve) at budgets where phase 2 proves the optimum or
+// proves that nothing beats phase 1.
+TEST(RematIlp, ProvenOptimumIsDeterministic) {
+  Result<RematGraph> g =
+      load_remat_graph_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/graph-example.json");
+  ASSERT_TRUE(g.ok()) << g.error();
+  for (int64_t mib : {650, 700, 1024}) {
+    Result<RematPlan> a = solve_remat(g.value(), mib * MiB, 500, opts(false));
+    Result<RematPlan> b = solve_remat(g.value(), mib * MiB, 500, opts(false));
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a.value().status, RematIlpStatus::Optimal) << mib;
+    EXPECT_EQ(remat_plan_json(a.value()), remat_plan_json(b.value())) << mib;
+  }
+}
+
 }  // namespace
 }  // namespace headroom
 
