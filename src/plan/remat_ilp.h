@@ -50,8 +50,10 @@ struct RematIlpResult {
 };
 
 // REQUIRES: slot_graph valid (its sizes are slots), memory >= 0, time_limit_s > 0.
-// `initial`, when not empty, is a schedule handed to CBC as its first incumbent if it lies in the
-// program's space (e.g. the chain DP's schedule, or storing everything).
+// `initial`, when not empty, is a schedule handed to CBC as its first incumbent if it fits the
+// memory, lies in the program's space and is below the cutoff (e.g. the chain DP's schedule);
+// otherwise the sweep is, on the same conditions. A start CBC has not recorded when the limit
+// stops it is returned as the schedule (status Feasible).
 RematIlpResult solve_remat_ilp(const RematGraph& slot_graph, int64_t memory,
                                const RematIlpOptions& options,
                                const std::vector<RematOp>& initial = {});
