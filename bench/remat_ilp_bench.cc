@@ -31,6 +31,8 @@ void BM_RematIlp(benchmark::State& state) {
   state.counters["gap_pct"] = plan.gap_pct;
   state.counters["nockpt_ms"] = plan.no_checkpoint_makespan_ms;
   state.counters["vars"] = plan.variables;
+  state.counters["start_ms"] = plan.start_ms;
+  state.counters["solve_s"] = plan.solve_seconds;
 }
 BENCHMARK(BM_RematIlp)
     ->Args({10, 50, 0})

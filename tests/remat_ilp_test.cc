@@ -16,6 +16,7 @@
 #include "plan/remat_graph.h"
 #include "plan/remat_plan.h"
 #include "plan/remat_simulate.h"
+#include "plan/remat_start.h"
 #include "remat_exhaustive.h"
 
 namespace headroom {
@@ -351,6 +352,72 @@ TEST(RematIlp, PersistentEqualsTheChainDpOnRandomChains) {
   std::printf("[ remat ] chains x budgets: %d, DP feasible %d (with recomputation %d); the "
               "unrestricted program strictly better than the DP: %d\n",
               compared, feasible, recompute, unrestricted_better);
+}
+
+// The unrestricted schedules include the persistent ones: on random graphs with skip edges, at
+// the same budget and slots, the unrestricted plan (solve_remat's two phases) is never slower
+// than the persistent plan, and feasible whenever the persistent one is. The bundled-chain start
+// (remat_start.h), when it exists, is a valid schedule within the budget, never faster than the
+// unrestricted optimum, and inside the program's space (accepted as the first incumbent).
+TEST(RematIlp, UnrestrictedNeverSlowerThanPersistentOnRandomGraphs) {
+  std::mt19937 rng(9090);
+  int compared = 0, feasible = 0, strictly = 0, starts = 0;
+  for (int trial = 0; trial < 16; ++trial) {
+    const int L = 3 + trial % 5;
+    const RematGraph g = random_graph(rng, L);
+    const int64_t all = remat_store_all_peak(g);
+    for (int64_t m : {all / 2, 2 * all / 3, 4 * all / 5}) {
+      if (m < 1) continue;
+      const int slots = static_cast<int>(m);  // unit 1: the graph's sizes are the slots
+      ++compared;
+      Result<RematPlan> pers = solve_remat(g, m, slots, opts(true));
+      Result<RematPlan> free = solve_remat(g, m, slots, opts(false));
+      ASSERT_TRUE(pers.ok() && free.ok());
+      const std::string where = "trial " + std::to_string(trial) + " memory " + std::to_string(m) +
+                                "\n" + remat_graph_json(g);
+      // Small enough to be proven, also when phase 2 proves that nothing beats phase 1's cutoff.
+      ASSERT_TRUE(free.value().status == RematIlpStatus::Optimal ||
+                  free.value().status == RematIlpStatus::Infeasible)
+          << where;
+      if (pers.value().has_schedule()) {
+        ++feasible;
+        ASSERT_TRUE(free.value().has_schedule()) << where;
+        EXPECT_LE(free.value().makespan_ms, pers.value().makespan_ms) << where;
+        if (free.value().makespan_ms < pers.value().makespan_ms) ++strictly;
+      }
+      const std::vector<RematOp> start = remat_bundled_chain_schedule(g, m);
+      if (start.empty()) continue;
+      ++starts;
+      Result<RematSimResult> sim = simulate_remat(g, start);
+      ASSERT_TRUE(sim.ok()) << sim.error() << "\n" << where;
+      EXPECT_LE(sim.value().peak, m) << where;
+      ASSERT_TRUE(free.value().has_schedule()) << where;
+      EXPECT_GE(sim.value().makespan_ms, free.value().makespan_ms) << where;
+      const RematIlpResult ilp = solve_remat_ilp(g, m, opts(false), start);
+      EXPECT_EQ(ilp.start_ms, sim.value().makespan_ms) << where << ::testing::PrintToString(tokens(start));
+    }
+  }
+  EXPECT_GT(feasible, compared / 3);
+  EXPECT_GT(starts, 0);
+  std::printf("[ remat ] graphs x budgets: %d, persistent feasible %d, unrestricted strictly "
+              "faster %d, bundled-chain starts %d\n",
+              compared, feasible, strictly, starts);
+}
+
+// A proven optimum is the same bytes on every run (docs/ilp.md §4, "Determinism"): the example
+// graph (a skip edge, so the two-phase solve) at budgets where phase 2 proves the optimum or
+// proves that nothing beats phase 1.
+TEST(RematIlp, ProvenOptimumIsDeterministic) {
+  Result<RematGraph> g =
+      load_remat_graph_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/graph-example.json");
+  ASSERT_TRUE(g.ok()) << g.error();
+  for (int64_t mib : {650, 700, 1024}) {
+    Result<RematPlan> a = solve_remat(g.value(), mib * MiB, 500, opts(false));
+    Result<RematPlan> b = solve_remat(g.value(), mib * MiB, 500, opts(false));
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a.value().status, RematIlpStatus::Optimal) << mib;
+    EXPECT_EQ(remat_plan_json(a.value()), remat_plan_json(b.value())) << mib;
+  }
 }
 
 }  // namespace

@@ -645,22 +645,42 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall time, not CPU time
   Cbc_setMaximumSeconds(m, options.time_limit_s);
   Cbc_setAllowableGap(m, 1e-7);
-  Cbc_setAllowableFractionGap(m, 0);
+  Cbc_setAllowableFractionGap(m, options.stop_gap_pct / 100);
+  if (options.cutoff_ms > 0) Cbc_setCutoff(m, options.cutoff_ms - constant - 1e-6);
   // A first incumbent: the caller's schedule, else the sweep (each backward recomputes from the
-  // input). CBC checks it and ignores it when it does not fit the memory.
-  {
+  // input), whichever is first to fit the memory, the program's space and the cutoff.
+  std::vector<RematOp> started;
+  for (const std::vector<RematOp>& start_ops : {initial, remat_sweep_schedule(g)}) {
     std::vector<int> cols;
     std::vector<double> vals;
-    const std::vector<RematOp> start_ops = initial.empty() ? remat_sweep_schedule(g) : initial;
+    if (start_ops.empty()) continue;
     Result<RematSimResult> fits = simulate_remat(g, start_ops);
-    if (fits.ok() && fits.value().peak <= memory && encode(g, P, start_ops, &cols, &vals))
+    if (fits.ok() && fits.value().peak <= memory &&
+        (options.cutoff_ms <= 0 || fits.value().makespan_ms < options.cutoff_ms) &&
+        encode(g, P, start_ops, &cols, &vals)) {
       Cbc_setMIPStartI(m, static_cast<int>(cols.size()), cols.data(), vals.data());
+      out.start_ms = fits.value().makespan_ms;
+      started = start_ops;
+      break;
+    }
   }
   Cbc_solve(m);
 
   const double* best = Cbc_bestSolution(m);
-  if (Cbc_isProvenInfeasible(m) && best == nullptr) {
+  // Without a schedule, a search that ended by itself (not by the clock) is a proof that none
+  // exists (faster than the cutoff, when one is set).
+  if (best == nullptr && (Cbc_isProvenInfeasible(m) || Cbc_isProvenOptimal(m))) {
     out.status = RematIlpStatus::Infeasible;
+    return finish();
+  }
+  if (best == nullptr && !started.empty()) {
+    // Stopped (in the root, under load) before CBC recorded the start: the start stands, checked
+    // by the simulator above.
+    out.status = RematIlpStatus::Feasible;
+    out.objective_ms = out.start_ms;
+    out.bound_ms = std::min(out.objective_ms, Cbc_getBestPossibleObjValue(m) + constant);
+    out.gap_pct = out.objective_ms > 0 ? 100.0 * (out.objective_ms - out.bound_ms) / out.objective_ms : 0;
+    out.schedule = started;
     return finish();
   }
   if (best == nullptr) {

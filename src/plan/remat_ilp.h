@@ -24,6 +24,9 @@ namespace headroom {
 struct RematIlpOptions {
   double time_limit_s = 10;  // CBC's limit (wall seconds); the result says whether it was reached
   bool persistent = false;
+  double stop_gap_pct = 0;  // stop once the gap is at most this (0: prove optimality)
+  double cutoff_ms = 0;     // > 0: only schedules strictly faster than this are searched for;
+                            // status Infeasible then means none is faster
 };
 
 enum class RematIlpStatus : uint8_t {
@@ -41,13 +44,16 @@ struct RematIlpResult {
   double bound_ms = 0;      // CBC's best bound on the optimum (equals objective_ms when optimal)
   double gap_pct = 0;       // 100 (objective - bound) / objective; 0 when optimal
   std::vector<RematOp> schedule;  // decoded; empty without a schedule
+  double start_ms = 0;  // makespan of the first incumbent handed to CBC; 0 without one
   int variables = 0, constraints = 0;
   double seconds = 0;  // wall time of the solve
 };
 
 // REQUIRES: slot_graph valid (its sizes are slots), memory >= 0, time_limit_s > 0.
-// `initial`, when not empty, is a schedule handed to CBC as its first incumbent if it lies in the
-// program's space (e.g. the chain DP's schedule, or storing everything).
+// `initial`, when not empty, is a schedule handed to CBC as its first incumbent if it fits the
+// memory, lies in the program's space and is below the cutoff (e.g. the chain DP's schedule);
+// otherwise the sweep is, on the same conditions. A start CBC has not recorded when the limit
+// stops it is returned as the schedule (status Feasible).
 RematIlpResult solve_remat_ilp(const RematGraph& slot_graph, int64_t memory,
                                const RematIlpOptions& options,
                                const std::vector<RematOp>& initial = {});

@@ -7,6 +7,7 @@
 
 #include "plan/chain_dp.h"
 #include "plan/remat_simulate.h"
+#include "plan/remat_start.h"
 #include "util/format.h"
 
 namespace headroom {
@@ -17,6 +18,46 @@ std::string ms_text(double v) {
   os.precision(6);
   os << v;
   return os.str();
+}
+
+// An unrestricted solve of a graph with skip edges, in two phases (docs/ilp.md §4). Phase 1 solves
+// the persistent program (a subset of the unrestricted schedules, with a much tighter relaxation)
+// from the bundled-chain schedule (remat_start.h) for at most kPersistentShare of the limit, and
+// stops once within kPersistentStopGapPct of its bound: it only has to supply a good schedule.
+// Phase 2 solves the unrestricted program for the rest of the limit with phase 1's makespan as
+// CBC's cutoff (only strictly faster schedules are searched for) and no start (the sweep is above
+// the cutoff). Measured (docs/ilp.md §7): CBC's heuristics find more this way than from phase 1's
+// near-optimal schedule as the start, and phase 2 does not see phase 1's schedule, only its value. The answer is phase 2's unless phase 1's schedule is strictly faster
+// (including when phase 2 finds nothing under the cutoff), so it is never slower than phase 1's
+// persistent schedule; the bound is always phase 2's (phase 1's bounds only persistent schedules).
+constexpr double kPersistentShare = 0.5;
+constexpr double kPersistentStopGapPct = 1;
+
+RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
+                                   const RematIlpOptions& options,
+                                   const std::vector<RematOp>& initial) {
+  RematIlpOptions first = options;
+  first.persistent = true;
+  first.time_limit_s = kPersistentShare * options.time_limit_s;
+  first.stop_gap_pct = kPersistentStopGapPct;
+  const RematIlpResult p = solve_remat_ilp(slot_graph, slots, first, initial);
+  RematIlpOptions second = options;
+  second.time_limit_s = std::max(0.05 * options.time_limit_s, options.time_limit_s - p.seconds);
+  const bool has_p = !p.schedule.empty();
+  if (has_p) second.cutoff_ms = p.objective_ms;
+  RematIlpResult r = solve_remat_ilp(slot_graph, slots, second);  // no start below the cutoff
+  r.seconds += p.seconds;
+  if (has_p && (r.schedule.empty() || p.objective_ms < r.objective_ms)) {
+    // Phase 2 proved that nothing is faster than the cutoff: phase 1's schedule is optimal.
+    const bool proven = r.status == RematIlpStatus::Infeasible;
+    r.objective_ms = p.objective_ms;
+    r.schedule = p.schedule;
+    r.status = proven ? RematIlpStatus::Optimal : RematIlpStatus::Feasible;
+    r.bound_ms = proven ? r.objective_ms : std::min(r.bound_ms, r.objective_ms);
+    r.gap_pct = 100.0 * (r.objective_ms - r.bound_ms) / r.objective_ms;
+  }
+  r.start_ms = p.start_ms > 0 ? p.start_ms : r.start_ms;
+  return r;
 }
 
 }  // namespace
@@ -52,14 +93,20 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
     if (chain && chain_dp_table_bytes(graph.length(), slots) <= kMaxChainTableBytes) {
       const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots);
       for (ChainOp op : dp.schedule) initial.push_back(parse_remat_op_token(op_token(op)));
+    } else if (!chain) {
+      // Otherwise the chain DP on the bundled chain (remat_start.h), translated.
+      initial = remat_bundled_chain_schedule(slot_graph, slots);
     }
-    const RematIlpResult r = solve_remat_ilp(slot_graph, slots, options, initial);
+    const RematIlpResult r = chain || options.persistent
+                                 ? solve_remat_ilp(slot_graph, slots, options, initial)
+                                 : solve_in_two_phases(slot_graph, slots, options, initial);
     plan.status = r.status;
     plan.bound_ms = r.bound_ms;
     plan.gap_pct = r.gap_pct;
     plan.variables = r.variables;
     plan.constraints = r.constraints;
     plan.solve_seconds = r.seconds;
+    plan.start_ms = r.start_ms;
     if (!plan.has_schedule()) return plan;
 
     // The independent simulator re-runs the decoded schedule.

@@ -33,6 +33,7 @@ struct RematPlan {
   std::vector<std::string> schedule;     // tokens (remat_graph.h)
   int variables = 0, constraints = 0;
   double solve_seconds = 0;              // not printed: the output stays deterministic
+  double start_ms = 0;                   // the first incumbent's makespan (not printed)
 
   bool has_schedule() const {
     return status == RematIlpStatus::Optimal || status == RematIlpStatus::Feasible;
