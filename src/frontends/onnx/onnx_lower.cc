@@ -891,8 +891,10 @@ class Lowerer {
       }
     }
     for (auto& [prefix, sc] : scopes) {
+      // A named copy: clang 14 cannot capture a structured binding in a lambda.
+      const std::string& scope_name = prefix;
       bool has_local = std::any_of(scope_locals_.begin(), scope_locals_.end(),
-                                   [&](const auto& l) { return l.second.first == prefix; });
+                                   [&](const auto& l) { return l.second.first == scope_name; });
       if (!valid(sc) || (sc.inputs.empty() && !has_local)) continue;
       sc.prefix = prefix;
       scope_starts_[sc.first].push_back(std::move(sc));
