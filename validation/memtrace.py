@@ -329,7 +329,8 @@ def run_case(case, use_shim=True, hook_modules=True, steps=2):
     t0 = time.time()
     with rec:
         model, x, y, loss_fn = models.build(case["model"], case["batch"], case.get("seq"),
-                                            dropout=case.get("dropout", True))
+                                            dropout=case.get("dropout", True),
+                                            checkpoint=case.get("checkpoint_scheme"))
         train = case["mode"] == "train"
         if not train:
             del y  # inference has no loss target: only weights and inputs make the baseline
