@@ -168,7 +168,10 @@ def flatten(prof):
                 out.append(("mem", int(f.alloc_size), int(f.ptr), int(f.total_allocated), chain))
             continue
         name = ev.name
-        if name == MARKER_OP and not chain:
+        # A marker is a top-level is_set_to, or one nested only in non-aten scopes: module hooks
+        # fire inside torch.utils.checkpoint's CheckpointFunction (forward) and
+        # CheckpointFunctionBackward (recompute). Never one that an aten op calls.
+        if name == MARKER_OP and not any(n.startswith("aten::") for n in chain):
             out.append(("mark",))
             continue
         kids = sorted(ev.children, key=lambda e: e.start_time_ns, reverse=True)
