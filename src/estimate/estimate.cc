@@ -5,7 +5,6 @@
 
 #include "frontends/zoo/registry.h"
 #include "training/autocast.h"
-#include "training/op_rules.h"
 #include "util/checked.h"
 #include "util/suggest.h"
 
@@ -107,34 +106,6 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   return e;
 }
 
-namespace {
-
-// Whether a tensor made before op `first` and read by ops first..last requires grad. Reentrant
-// torch.utils.checkpoint passes only those tensors to CheckpointFunction (the segment's
-// parameters are reached through the module, not passed): if none requires grad, its outputs do
-// not either and the segment's parameters get no gradients (1.13 only warns, "None of the
-// inputs have requires_grad=True", torch/utils/checkpoint.py:31).
-bool segment_input_requires_grad(const Graph& g, OpId first, OpId last) {
-  std::vector<bool> rg(g.tensors.size(), false);
-  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.role == TensorRole::Parameter;
-  for (OpId o = 0; o < first; ++o) {
-    const Op& op = g.op(o);
-    bool any = false;
-    for (size_t i = 0; i < op.inputs.size(); ++i) any = any || (rg[static_cast<size_t>(op.inputs[i])] && differentiable_input(op, static_cast<int>(i)));
-    for (TensorId out : op.outputs) rg[static_cast<size_t>(out)] = any;
-  }
-  for (OpId o = first; o <= last; ++o) {
-    const Op& op = g.op(o);
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      const Tensor& t = g.tensor(op.inputs[i]);
-      if (t.producer != kNone && t.producer < first && rg[static_cast<size_t>(t.id)] && differentiable_input(op, static_cast<int>(i))) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan) {
   std::map<std::string, OpId> by_name;
   std::vector<std::string> names;
@@ -155,7 +126,7 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
     OpId first = find(r.substr(0, dots), r), last = find(r.substr(dots + 2), r);
     if (first > last) throw InputError("--checkpoint " + r + ": the first op runs after the last");
     if (g.op(last).stage != OpStage::Model) throw InputError("--checkpoint " + r + ": a segment cannot hold loss ops");
-    if (!segment_input_requires_grad(g, first, last)) {
+    if (!checkpoint_gets_gradients(g, first, last)) {
       throw InputError("--checkpoint " + r + ": no input of the segment requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters");
     }
     plan.checkpoints.push_back({first, last});
