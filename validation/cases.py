@@ -153,6 +153,10 @@ def _build():
     C += checkpointed("resnet18", [2], SGD_ADAM, "layers")
     C += checkpointed("gpt2:layers=2", [2], SGD_ADAM, "blocks", seq=32)
     C += checkpointed(LLAMA_SMALL, [2], SGD_ADAM, "blocks", seq=128)
+    # momentum: the peak moves to step 2's backward (gradients + momentum + recomputed segment)
+    C += checkpointed("mlp", [64], [("momentum", False)], "seg8")
+    C += checkpointed("resnet18", [4], [("momentum", True)], "blocks")
+    C += checkpointed("gpt2:layers=2", [2], [("momentum", False)], "blocks", seq=32)
     return C
 
 

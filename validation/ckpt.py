@@ -1,5 +1,5 @@
 """Activation checkpointing for the validation cases: torch.utils.checkpoint.checkpoint
-(reentrant, PyTorch 1.13's only mode for `checkpoint`; preserve_rng_state=True, the default) on
+(reentrant: use_reentrant=True and preserve_rng_state=True, both 1.13's defaults) on
 contiguous runs of a model's modules.
 
 A scheme names what is checkpointed; `ranges(model, scheme)` gives the equivalent headroom
