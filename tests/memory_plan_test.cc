@@ -43,23 +43,52 @@ TEST(MemoryPlan, NoPlanPeaksAt500) {
 }
 
 TEST(MemoryPlan, CheckpointedSegmentRunsWithoutGradThenRecomputes) {
-  // Segment {0, 1} under no_grad: "0" (32) is freed as soon as GELU 1 has read it, and GELU 1
-  // saves nothing; the checkpoint node keeps the model input (a leaf, alive anyway).
-  // forward: 224 +0 -> 256, +1 -> 288, -0 -> 256, +2 -> 288, +3 -> 320, loss 32 -> 352,
-  //          loss tmp 32 -> 384 (forward peak), -tmp -> 352.
-  // backward: seed 4 -> 356; 3.grad 32 -> 388; 2.grad 32 -> 420; -3.grad, -2 -> 356;
-  //   node 2: 1.grad 32 -> 388, dW1 64 -> 452, db1 16 -> 468; -2.grad -> 436; "1" (its saved
-  //   input, the no-grad output of the segment) -> 404;
-  //   recompute: "0" 32 -> 436, "1" 32 -> 468 (held until the segment's backward returns);
-  //   node 1 (GELU): 0.grad 32 -> 500; -1.grad -> 468; its saved "0" -> 436;
-  //   node 0: dW0 64 -> 500, db0 16 -> 516 (peak); -0.grad -> 484; segment done: "1" -> 452.
+  // Segment {2, 3} (linear 2, GELU 3) under no_grad; the checkpoint node keeps its input "1".
+  // (A segment at op 0 would read only the model input: reentrant checkpoint's outputs would not
+  // require grad and its parameters would get no gradients, so estimate rejects it.)
+  // forward: 224 +0 -> 256, +1 -> 288, +2 -> 320, +3 -> 352, -2 (nothing saves it) -> 320,
+  //          loss 32 -> 352, loss tmp 32 -> 384 (forward peak), -tmp -> 352.
+  // backward: seed 4 -> 356; loss node: 3.grad 32 -> 388;
+  //   CheckpointFunctionBackward keeps 3.grad (its args) until it returns; recompute: "2" 32 ->
+  //   420, "3" 32 -> 452 (held as `outputs`);
+  //   node 3 (GELU): 2.grad 32 -> 484; its saved "2" -> 452 (3.grad stays: held by args);
+  //   node 2: 1.grad 32 -> 516 (the detached input's grad, stolen by AccumulateGrad), dW1 64 ->
+  //   580? No: "2" went after node 3, so 452 + 32 + 64 + 16 = 564 (peak);
+  //   -2.grad -> 532; segment returns: "3" (recomputed) -> 500, 3.grad -> 468, saved
+  //   "1" -> 436; 1.grad reaches GELU 1: 0.grad 32 -> 468, -1.grad -> 436, its saved "0" ->
+  //   404; node 0: dW0 64 -> 468, db0 16 -> 484.
   EstimateOptions o = two_layer_mlp();
-  o.plan.checkpoints = {{0, 1}};
+  o.plan.checkpoints = {{2, 3}};
   Result<Estimate> r = estimate(o);
   ASSERT_TRUE(r.ok()) << r.error();
-  EXPECT_EQ(r.value().peak_bytes, 516);
+  EXPECT_EQ(r.value().peak_bytes, 564);
   EXPECT_EQ(count_steps(r.value().program, true), 2);
   EXPECT_EQ(testing::check_oracles(r.value().program), "");
+}
+
+TEST(MemoryPlan, CheckpointOnTheCpuKeepsTheRngState) {
+  // On the CPU each checkpoint call stashes torch.get_rng_state() (5056 bytes) in its ctx until
+  // the graph is freed, and fork_rng takes another 5056 around the re-run. The CPU profile adds
+  // nothing else to this MLP's forward and backward, so the run above shifts by 5056 from the
+  // segment's start: 3.grad -> 5444; fork_rng +5056 -> 10500; recompute "2" -> 10532, "3" ->
+  // 10564 (peak, now in the re-run); fork_rng exits -> 5508; node 2 -> 5620 (the old peak + 5056).
+  EstimateOptions o = two_layer_mlp();
+  o.plan.checkpoints = {{2, 3}};
+  o.device = "cpu";
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().peak_bytes, 10564);
+  EXPECT_EQ(testing::check_oracles(r.value().program), "");
+}
+
+TEST(MemoryPlan, CheckpointRangeReadingOnlyTheModelInputIsRejected) {
+  EstimateOptions o = two_layer_mlp();
+  o.checkpoint_ranges = {"0..1"};
+  Result<Estimate> r = estimate(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("no input of the segment requires grad"), std::string::npos) << r.error();
+  o.checkpoint_ranges = {"1..2"};  // GELU 1 reads "0", which requires grad
+  EXPECT_TRUE(estimate(o).ok());
 }
 
 TEST(MemoryPlan, OffloadFreesSavedActivationsUntilTheBackwardPrefetchesThem) {

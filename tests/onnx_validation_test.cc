@@ -94,6 +94,9 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
     int before = static_cast<int>(rows.size());
     for (const nlohmann::json& c : cases) {
       if (c.at("model") != x.model) continue;
+      // Checkpointing cases name their segments by the built-in graph's op names, which an
+      // export does not share; the schedule rewrite itself is checked by Validation.
+      if (c.contains("checkpoint")) continue;
       if (!c.at("seq").is_null() && c.at("seq").get<int64_t>() != x.seq) continue;
       EstimateOptions builtin = options_for(c);
       EstimateOptions onnx = builtin;

@@ -37,6 +37,8 @@ EstimateOptions options_for(const nlohmann::json& c) {
   o.dropout = c.at("dropout").get<bool>();
   o.precision = *parse_precision(c.at("precision").get<std::string>());
   o.device = "cpu";
+  // Checkpointing cases: the headroom op ranges equivalent to what the harness checkpoints.
+  if (c.contains("checkpoint")) o.checkpoint_ranges = c.at("checkpoint").get<std::vector<std::string>>();
   return o;
 }
 

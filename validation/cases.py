@@ -36,6 +36,8 @@ def _id(c):
         parts.append(c["optimizer"])
         parts.append("foreach" if c["foreach"] else "no-foreach")
     parts.append("dropout-on" if c["dropout"] else "dropout-off")
+    if c.get("checkpoint_scheme"):
+        parts.append("ckpt-" + c["checkpoint_scheme"])
     return "/".join(parts)
 
 
@@ -48,6 +50,19 @@ def case(model, mode, batch, seq=None, optimizer=None, foreach=None, dropout=Tru
              dropout=dropout, precision="fp32")
     c["id"] = _id(c)
     return c
+
+
+def checkpointed(model, batches, opts, scheme, seq=None, dropout=True):
+    """Training with activation checkpointing (validation/ckpt.py scheme). The case records the
+    equivalent headroom ranges under "checkpoint" (-> one --checkpoint FIRST..LAST each)."""
+    import ckpt
+    out = []
+    for c in train(model, batches, opts, seq, dropout):
+        c["checkpoint_scheme"] = scheme
+        c["checkpoint"] = ckpt.ranges(model, scheme)
+        c["id"] = _id(c)
+        out.append(c)
+    return out
 
 
 def infer(model, batches, seq=None, dropout=True):
@@ -131,6 +146,17 @@ def _build():
         C += train(m, [1, 4], [("sgd", False), ("adamw", True)], seq=128)
     C += infer(LLAMA_MHA, [2], seq=128)
     C += train(LLAMA_MHA, [2], [("adam", False)], seq=128)
+    # ---- activation checkpointing (torch.utils.checkpoint, reentrant) ----
+    SGD_ADAM = [("sgd", False), ("adam", True)]
+    C += checkpointed("mlp", [8], SGD_ADAM, "seg8")
+    C += checkpointed("resnet18", [2], SGD_ADAM, "blocks")
+    C += checkpointed("resnet18", [2], SGD_ADAM, "layers")
+    C += checkpointed("gpt2:layers=2", [2], SGD_ADAM, "blocks", seq=32)
+    C += checkpointed(LLAMA_SMALL, [2], SGD_ADAM, "blocks", seq=128)
+    # momentum: the peak moves to step 2's backward (gradients + momentum + recomputed segment)
+    C += checkpointed("mlp", [64], [("momentum", False)], "seg8")
+    C += checkpointed("resnet18", [4], [("momentum", True)], "blocks")
+    C += checkpointed("gpt2:layers=2", [2], [("momentum", False)], "blocks", seq=32)
     return C
 
 

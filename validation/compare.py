@@ -18,6 +18,8 @@ def flags(c):
         f += ["--optimizer", c["optimizer"], "--foreach" if c["foreach"] else "--no-foreach"]
     if not c["dropout"]:
         f += ["--dropout", "off"]
+    for r in c.get("checkpoint") or []:
+        f += ["--checkpoint", r]
     return f
 
 

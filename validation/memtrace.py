@@ -168,7 +168,10 @@ def flatten(prof):
                 out.append(("mem", int(f.alloc_size), int(f.ptr), int(f.total_allocated), chain))
             continue
         name = ev.name
-        if name == MARKER_OP and not chain:
+        # A marker is a top-level is_set_to, or one nested only in non-aten scopes: module hooks
+        # fire inside torch.utils.checkpoint's CheckpointFunction (forward) and
+        # CheckpointFunctionBackward (recompute). Never one that an aten op calls.
+        if name == MARKER_OP and not any(n.startswith("aten::") for n in chain):
             out.append(("mark",))
             continue
         kids = sorted(ev.children, key=lambda e: e.start_time_ns, reverse=True)
@@ -329,7 +332,8 @@ def run_case(case, use_shim=True, hook_modules=True, steps=2):
     t0 = time.time()
     with rec:
         model, x, y, loss_fn = models.build(case["model"], case["batch"], case.get("seq"),
-                                            dropout=case.get("dropout", True))
+                                            dropout=case.get("dropout", True),
+                                            checkpoint=case.get("checkpoint_scheme"))
         train = case["mode"] == "train"
         if not train:
             del y  # inference has no loss target: only weights and inputs make the baseline

@@ -19,6 +19,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 TORCHVISION_MODELS = [
     "alexnet", "vgg11", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
@@ -454,6 +455,7 @@ class GPT2Model(nn.Module):
         self.wpe = nn.Embedding(c["n_positions"], c["hidden"])
         self.drop = nn.Dropout(c["embd_pdrop"])
         self.h = nn.ModuleList([GPT2Block(c) for _ in range(c["layers"])])
+        self.gradient_checkpointing = False  # set by ckpt.apply
         self.ln_f = nn.LayerNorm(c["hidden"], eps=1e-5)
 
     def forward(self, input_ids):
@@ -469,7 +471,10 @@ class GPT2Model(nn.Module):
         hidden_states = self.drop(hidden_states)
         output_shape = (-1,) + input_shape[1:] + (hidden_states.size(-1),)
         for block in self.h:
-            hidden_states = block(hidden_states)
+            if self.gradient_checkpointing:  # HF: torch.utils.checkpoint.checkpoint(block, ...)
+                hidden_states = torch.utils.checkpoint.checkpoint(block, hidden_states)
+            else:
+                hidden_states = block(hidden_states)
         hidden_states = self.ln_f(hidden_states)
         hidden_states = hidden_states.view(output_shape)
         return hidden_states
@@ -653,6 +658,7 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(c["vocab"], c["hidden"], padding_idx=None)
         self.layers = nn.ModuleList([LlamaDecoderLayer(c) for _ in range(c["layers"])])
+        self.gradient_checkpointing = False  # set by ckpt.apply
         self.norm = LlamaRMSNorm(c["hidden"], eps=c["eps"])
 
     def _prepare_decoder_attention_mask(self, attention_mask, input_shape, inputs_embeds, past_key_values_length):
@@ -683,7 +689,11 @@ class LlamaModel(nn.Module):
                                                               inputs_embeds, past_key_values_length)
         hidden_states = inputs_embeds
         for decoder_layer in self.layers:
-            hidden_states = decoder_layer(hidden_states, attention_mask, position_ids)
+            if self.gradient_checkpointing:  # HF 4.31: checkpoint(decoder_layer, h, mask, position_ids)
+                hidden_states = torch.utils.checkpoint.checkpoint(decoder_layer, hidden_states, attention_mask,
+                                                                  position_ids)
+            else:
+                hidden_states = decoder_layer(hidden_states, attention_mask, position_ids)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 
@@ -801,7 +811,16 @@ def default_seq(name):
     return 128 if fam in ("bert", "gpt2", "llama") else None
 
 
-def build(name, batch, seq=None, dropout=True):
+def build(name, batch, seq=None, dropout=True, checkpoint=None):
+    """build_plain(), then activation checkpointing by `checkpoint` (a ckpt.py scheme) if given."""
+    model, inputs, targets, loss_fn = build_plain(name, batch, seq, dropout)
+    if checkpoint is not None:
+        import ckpt
+        ckpt.apply(model, name, checkpoint)
+    return model, inputs, targets, loss_fn
+
+
+def build_plain(name, batch, seq=None, dropout=True):
     """-> (model, inputs, targets, loss_fn). Model is in train mode; caller flips it.
 
     All tensors are created here (so they are part of the measured baseline).

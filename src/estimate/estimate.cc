@@ -126,6 +126,9 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
     OpId first = find(r.substr(0, dots), r), last = find(r.substr(dots + 2), r);
     if (first > last) throw InputError("--checkpoint " + r + ": the first op runs after the last");
     if (g.op(last).stage != OpStage::Model) throw InputError("--checkpoint " + r + ": a segment cannot hold loss ops");
+    if (!checkpoint_gets_gradients(g, first, last)) {
+      throw InputError("--checkpoint " + r + ": no input of the segment requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters");
+    }
     plan.checkpoints.push_back({first, last});
   }
   std::sort(plan.checkpoints.begin(), plan.checkpoints.end(), [](const CheckpointSegment& a, const CheckpointSegment& b) { return a.first < b.first; });

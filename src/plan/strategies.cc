@@ -37,9 +37,17 @@ StrategyResult not_applicable(std::string name, std::string why) {
   return r;
 }
 
-std::vector<CheckpointSegment> to_ops(const std::vector<Stage>& stages, const std::vector<SegmentRange>& ranges) {
+// Segments as op ranges. A segment reading only tensors that need no grad (the model's inputs: the
+// first stages) would leave its parameters without gradients in PyTorch, so it starts at the
+// first stage from which it does not (or is dropped).
+std::vector<CheckpointSegment> to_ops(const Graph& g, const std::vector<Stage>& stages, const std::vector<SegmentRange>& ranges) {
   std::vector<CheckpointSegment> out;
-  for (const SegmentRange& r : ranges) out.push_back({stages[static_cast<size_t>(r.first)].first, stages[static_cast<size_t>(r.last)].last});
+  for (const SegmentRange& r : ranges) {
+    const OpId last = stages[static_cast<size_t>(r.last)].last;
+    int k = r.first;
+    while (k <= r.last && !checkpoint_gets_gradients(g, stages[static_cast<size_t>(k)].first, last)) ++k;
+    if (k <= r.last) out.push_back({stages[static_cast<size_t>(k)].first, last});
+  }
   return out;
 }
 
@@ -123,7 +131,7 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     SegmentPlan sp = solve_segments(stats, dp_budget);
     if (!sp.feasible) break;
     Candidate c = base;
-    c.plan.checkpoints = to_ops(stages, sp.segments);
+    c.plan.checkpoints = to_ops(ctx.graph(0), stages, sp.segments);
     StrategyResult r = evaluated(name, ctx, c, std::to_string(sp.segments.size()) + " segments");
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     if (r.eval.feasible) break;
@@ -134,7 +142,7 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     Candidate c = base;
     std::vector<SegmentRange> each;
     for (int k = 0; k < static_cast<int>(stages.size()); ++k) each.push_back({k, k});
-    c.plan.checkpoints = to_ops(stages, each);
+    c.plan.checkpoints = to_ops(ctx.graph(0), stages, each);
     best = evaluated(name, ctx, c, "every stage checkpointed");
   }
   return best;
@@ -244,7 +252,7 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
     if (name == "sqrt") {
       std::vector<SegmentRange> seg = sqrt_segments(static_cast<int>(stages.size()));
       Candidate c;
-      c.plan.checkpoints = to_ops(stages, seg);
+      c.plan.checkpoints = to_ops(ctx.graph(0), stages, seg);
       return evaluated(name, ctx, c, std::to_string(seg.size()) + " of " + std::to_string(stages.size()) + " stages' segments");
     }
     return checkpoint_on(name, ctx, stages, Candidate{}, baseline);

@@ -181,6 +181,7 @@ class Interpreter {
     segment_saved_.assign(segments_.size(), {});
     segment_state_.assign(segments_.size(), SegmentState::Forward);
     segment_held_.assign(segments_.size(), {});
+    segment_incoming_.assign(segments_.size(), {});
     offload_candidates_.clear();
 
     // Forward references of each tensor: reads by later ops, Python locals, returned outputs.
@@ -256,6 +257,16 @@ class Interpreter {
           ref(b);
           ++saved_refs_[static_cast<size_t>(b)];
           segment_saved_[static_cast<size_t>(seg)].push_back(b);
+        }
+        // CheckpointFunction.forward: `ctx.fwd_cpu_state = torch.get_rng_state()`
+        // (torch/utils/checkpoint.py:81 in 1.13), before the segment runs. A ctx attribute, not a
+        // saved tensor: release_variables() keeps it, so it lives until the graph is freed.
+        if (o_.device.checkpoint_rng_state_bytes > 0) {
+          BufferId r = new_buffer(o_.device.checkpoint_rng_state_bytes, Category::SavedActivations,
+                                  "checkpoint RNG state (" + op.name + ")", op.id);
+          alloc(r);
+          ref(r);
+          graph_held_.push_back(r);
         }
       }
       execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
@@ -457,13 +468,29 @@ class Interpreter {
     for (OpId o = seg.first; o <= seg.last; ++o) {
       for (TensorId t : g_.op(o).outputs) forward_buffers.push_back({t, buf_of_[static_cast<size_t>(t)]});
     }
+    // CheckpointFunction.backward(ctx, *args) keeps its incoming gradients `args` (and passes them
+    // to torch.autograd.backward as grad_tensors) until it returns (checkpoint.py:111,157 in
+    // 1.13): the gradient of the segment's output outlives the node that consumes it.
+    for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) {
+      const GradValue& gv = grad_[static_cast<size_t>(leaf(t))];
+      if (gv.buffer == kNone) continue;
+      ref(gv.buffer);
+      segment_incoming_[static_cast<size_t>(s)].push_back(gv.buffer);
+    }
+    // `with torch.random.fork_rng(...)` around the re-run (checkpoint.py:132) takes
+    // torch.get_rng_state() on entry and drops it on exit, before the nested backward.
+    BufferId fork_rng = kNone;
     for (OpId o = seg.first; o <= seg.last; ++o) {
       const Op& op = g_.op(o);
       begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
       p_.steps.back().recompute = true;
+      if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
+        fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
+      }
       execute(op, grad_plans_[static_cast<size_t>(o)], uses, saved_storage, /*may_offload=*/false);
       for (TensorId t : hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
       release_fresh();
+      if (o == seg.last && fork_rng != kNone) unref(fork_rng);
       end_step();
     }
     for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) segment_held_[static_cast<size_t>(s)].push_back(buf_of_[static_cast<size_t>(t)]);
@@ -471,13 +498,38 @@ class Interpreter {
     segment_state_[static_cast<size_t>(s)] = SegmentState::Recomputed;
   }
 
-  // The segment's backward returned: its held outputs and saved inputs go.
-  void finish_segment(int s) {
-    for (BufferId b : segment_held_[static_cast<size_t>(s)]) unref(b);
-    segment_held_[static_cast<size_t>(s)].clear();
-    for (BufferId b : segment_saved_[static_cast<size_t>(s)]) release_saved(b);
-    segment_saved_[static_cast<size_t>(s)].clear();
-    segment_state_[static_cast<size_t>(s)] = SegmentState::Done;
+  // The segment's backward returned: its held outputs, incoming gradients and saved inputs go,
+  // then the gradients of its inputs (returned by CheckpointFunction.backward) reach the outer
+  // graph like any node's.
+  void finish_segment(int s, int iteration, int micro) {
+    const size_t si = static_cast<size_t>(s);
+    for (BufferId b : segment_held_[si]) unref(b);
+    segment_held_[si].clear();
+    for (BufferId b : segment_incoming_[si]) unref(b);
+    segment_incoming_[si].clear();
+    for (BufferId b : segment_saved_[si]) release_saved(b);
+    segment_saved_[si].clear();
+    segment_state_[si] = SegmentState::Done;
+    std::vector<DetachedInput> inputs = std::move(segment_input_grads_[si]);
+    segment_input_grads_[si].clear();
+    for (DetachedInput& d : inputs) {
+      if (d.grad.buffer != kNone) deliver(d.tensor, d.grad, iteration, micro);
+    }
+  }
+
+  // A gradient for input `t` of the segment whose nodes are running: the re-run took
+  // detach_variable() copies of its inputs (checkpoint.py:137), leaves of the nested graph, so
+  // their gradients collect there (summed like any InputBuffer) and go through AccumulateGrad
+  // into `inp.grad` when the last arrives; the backward returns them (checkpoint.py:158).
+  bool deliver_to_detached_input(TensorId t, GradValue g) {
+    if (running_segment_ < 0) return false;
+    for (DetachedInput& d : segment_input_grads_[static_cast<size_t>(running_segment_)]) {
+      if (d.tensor != t) continue;
+      d.grad = d.grad.buffer == kNone ? g : sum_gradients(t, d.grad, g);
+      if (--d.pending == 0) d.grad = accumulate_into_grad(t, d.grad);
+      return true;
+    }
+    return false;
   }
 
   void release_returned() {
@@ -493,19 +545,35 @@ class Interpreter {
     return x.tied_to != kNone ? x.tied_to : t;
   }
 
+  // InputBuffer::accumulate: old + new, a new buffer; both inputs are dropped.
+  GradValue sum_gradients(TensorId t, GradValue old, GradValue add) {
+    BufferId sum = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, g_.tensor(t).name + ".grad(sum)", kNone);
+    alloc(sum);
+    ref(sum);
+    unref(old.buffer);
+    unref(add.buffer);
+    return {sum, true};
+  }
+
+  // AccumulateGrad's first gradient for leaf t: stolen when nothing else references it and its
+  // layout matches t; otherwise a contiguous clone, and the incoming gradient is dropped.
+  GradValue accumulate_into_grad(TensorId t, GradValue g) {
+    if (refs_[static_cast<size_t>(g.buffer)] == 1 && g.contiguous && p_.buffers[static_cast<size_t>(g.buffer)].bytes == g_.tensor(t).bytes()) return g;
+    BufferId copy = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, g_.tensor(t).name + ".grad", kNone);
+    alloc(copy);
+    ref(copy);
+    unref(g.buffer);
+    return {copy, true};
+  }
+
   void deliver(TensorId target, GradValue g, int iteration, int micro) {
     TensorId t = leaf(target);
+    if (deliver_to_detached_input(t, g)) return;
     GradValue& pending = grad_[static_cast<size_t>(t)];
     if (pending.buffer == kNone) {
       pending = g;
     } else {
-      // InputBuffer::accumulate: old + new, a new buffer; both inputs are dropped.
-      BufferId sum = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, g_.tensor(t).name + ".grad(sum)", kNone);
-      alloc(sum);
-      ref(sum);
-      unref(pending.buffer);
-      unref(g.buffer);
-      pending = {sum, true};
+      pending = sum_gradients(t, pending, g);
     }
     if (--deps_[static_cast<size_t>(t)] == 0 && g_.tensor(t).role == TensorRole::Parameter) {
       accumulate_grad(t, iteration, micro);
@@ -555,6 +623,27 @@ class Interpreter {
         OpId prod = g_.tensor(in).producer;
         if (prod != kNone && will_have_node(prod)) reach[static_cast<size_t>(prod)] = true;
       }
+    }
+    // Gradients for a segment's inputs from its own nodes meet at the detached copies (one per
+    // input tensor) and leave the segment as one gradient each.
+    segment_input_grads_.assign(segments_.size(), {});
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      const int seg = segment_of_[i];
+      if (seg < 0 || !reach[i]) continue;
+      const Op& op = g_.ops[i];
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        if (!needs[i][k]) continue;
+        TensorId t = leaf(op.inputs[k]);
+        OpId made = g_.tensor(t).producer;
+        if (made == kNone || made >= segments_[static_cast<size_t>(seg)].first) continue;  // a leaf, or made inside
+        std::vector<DetachedInput>& list = segment_input_grads_[static_cast<size_t>(seg)];
+        auto it = std::find_if(list.begin(), list.end(), [&](const DetachedInput& d) { return d.tensor == t; });
+        if (it == list.end()) list.push_back({t, {}, 1});
+        else ++it->pending;
+      }
+    }
+    for (const std::vector<DetachedInput>& list : segment_input_grads_) {
+      for (const DetachedInput& d : list) deps_[static_cast<size_t>(d.tensor)] -= d.pending - 1;
     }
     // The last node of each checkpointed segment to run: after it, the segment's backward returns.
     std::vector<OpId> segment_last_node(segments_.size(), kNone);
@@ -642,14 +731,19 @@ class Interpreter {
       for (const GradValue& gv : incoming) unref(gv.buffer);
       for (BufferId b : nodes_[static_cast<size_t>(i)].saved) release_saved(b);
       nodes_[static_cast<size_t>(i)].saved.clear();
+      running_segment_ = seg;
       for (size_t gi = 0; gi < bp.grads.size(); ++gi) {
         deliver(op.inputs[static_cast<size_t>(bp.grads[gi].input)], outs[gi], iteration, micro);
       }
-      if (seg >= 0 && segment_last_node[static_cast<size_t>(seg)] == i) finish_segment(seg);
+      running_segment_ = -1;
+      if (seg >= 0 && segment_last_node[static_cast<size_t>(seg)] == i) finish_segment(seg, iteration, micro);
       end_step();
     }
     begin_step(Phase::Backward, iteration, micro, kNone, "drop outputs and loss");
     unref(seed);
+    // Dropping the outputs and the loss frees the graph, and with it the checkpoint nodes' ctx.
+    for (BufferId b : graph_held_) unref(b);
+    graph_held_.clear();
     // Gradients that reached tensors no node consumes are dropped.
     for (GradValue& gv : grad_) {
       if (gv.buffer != kNone) {
@@ -793,6 +887,15 @@ class Interpreter {
   std::vector<SegmentState> segment_state_;
   std::vector<std::vector<BufferId>> segment_saved_;  // the checkpoint node's saved inputs
   std::vector<std::vector<BufferId>> segment_held_;   // recomputed outputs held by its backward
+  std::vector<std::vector<BufferId>> segment_incoming_;  // its backward's incoming gradients
+  struct DetachedInput {
+    TensorId tensor;  // a segment input (the leaf its gradients go to)
+    GradValue grad;   // summed so far; after AccumulateGrad, the detached copy's .grad
+    int pending;      // gradients still to come from the segment's nodes
+  };
+  std::vector<std::vector<DetachedInput>> segment_input_grads_;
+  int running_segment_ = -1;           // segment of the backward node delivering gradients
+  std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
   std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
   std::vector<BufferId> fresh_;          // buffers the current op made

@@ -36,4 +36,10 @@ struct MemoryPlan {
   bool empty() const { return checkpoints.empty() && offload.empty() && no_conv_workspace.empty(); }
 };
 
+// Whether torch.utils.checkpoint (reentrant) on ops first..last gives their parameters gradients:
+// some tensor made before `first` and read by the segment requires grad. Only those tensors are
+// CheckpointFunction's inputs (parameters are reached through the module); if none requires
+// grad, its outputs do not either and 1.13 only warns (torch/utils/checkpoint.py:31).
+bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last);
+
 }  // namespace headroom

@@ -49,6 +49,11 @@ struct DeviceProfile {
   // Max pooling under no_grad still computes the int64 indices and drops them at once
   // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;
+  // torch.utils.checkpoint (reentrant, preserve_rng_state=True) stashes torch.get_rng_state(), a
+  // CPU ByteTensor (5056 bytes: the mt19937 state plus the normal-distribution cache), in each
+  // checkpoint's ctx, and fork_rng takes another while the segment is recomputed. The stashed
+  // CUDA RNG state is a CPU tensor too, so none of it is device memory on CUDA.
+  int64_t checkpoint_rng_state_bytes = 0;
 
   // cuBLAS workspace per (handle, stream), allocated through the caching allocator by the first
   // cuBLAS call of a thread and kept: 8,519,680 bytes before Hopper, 32 MiB on Hopper

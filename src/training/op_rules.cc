@@ -234,11 +234,23 @@ ForwardPlan forward_plan(const RuleContext& c) {
       if (p.creates_node) save_input(p, 0);
       return p;
     }
+    case OpKind::MulScalar:
+    case OpKind::DivScalar: {
+      // `x * 0.5`, `x / 8.0`: Python binds the float as a wrapped 0-dim float64 CPU tensor
+      // (python_arg_parser, before the op runs), and MulBackward0/DivBackward0 save `other`
+      // for self's gradient (derivatives.yaml mul.Tensor/div.Tensor): 8 bytes of CPU memory
+      // per node (host memory on CUDA).
+      ForwardPlan p = op.attrs.inplace ? aliased_outputs(c) : fresh_outputs(c);
+      if (p.creates_node && c.device.python_scalar_tensors) {
+        int k = add_extra(p, "scalar", 8);
+        std::rotate(p.events.begin(), p.events.end() - 1, p.events.end());  // bound before the op
+        save(p, Ref::Kind::Extra, k);
+      }
+      return p;
+    }
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::AddScalar:
-    case OpKind::MulScalar:
-    case OpKind::DivScalar:
     case OpKind::Neg:
     case OpKind::Cast:
     case OpKind::Contiguous:

@@ -1,0 +1,120 @@
+"""Activation checkpointing for the validation cases: torch.utils.checkpoint.checkpoint
+(reentrant: use_reentrant=True and preserve_rng_state=True, both 1.13's defaults) on
+contiguous runs of a model's modules.
+
+A scheme names what is checkpointed; `ranges(model, scheme)` gives the equivalent headroom
+`--checkpoint FIRST..LAST` op ranges (headroom's op names), `apply(model, name, scheme)` rewires the
+built model's forward so that the module calls are exactly the original forward's, with the
+checkpointed runs called through checkpoint(). A segment never starts at the model input: with
+reentrant checkpoint, a segment none of whose inputs requires grad returns outputs that do not
+require grad, and its parameters would get no gradients.
+
+Schemes:
+  mlp     "seg8":   modules 2..9, 10..17, 18..25 of the 32-module Sequential (4 layers each)
+  resnet  "blocks": every BasicBlock/Bottleneck;  "layers": every layerN (a run of blocks)
+  gpt2, llama "blocks": every transformer block (HF's gradient_checkpointing loop)
+"""
+import types
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+MLP_SEGMENTS = ((2, 9), (10, 17), (18, 25))
+RESNET_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
+
+
+def _family(model_name):
+    base = model_name.split(":")[0]
+    if base == "mlp":
+        return "mlp"
+    if base.startswith("resnet"):
+        return "resnet"
+    if base.startswith("gpt2"):
+        return "gpt2"
+    if base == "llama":
+        return "llama"
+    raise ValueError(f"no checkpoint scheme for {model_name}")
+
+
+def _params(model_name):
+    _, _, rest = model_name.partition(":")
+    return dict(kv.split("=") for kv in rest.split(",")) if rest else {}
+
+
+def ranges(model_name, scheme):
+    """headroom --checkpoint ranges equivalent to apply(model_name, scheme)."""
+    fam = _family(model_name)
+    if fam == "mlp" and scheme == "seg8":
+        return [f"{a}..{b}" for a, b in MLP_SEGMENTS]
+    if fam == "resnet" and scheme in ("blocks", "layers"):
+        blocks = RESNET_BLOCKS[model_name]
+        last_relu = "relu#2" if model_name in ("resnet18", "resnet34") else "relu#3"
+        out = []
+        for li, n in enumerate(blocks, start=1):
+            if scheme == "layers":
+                out.append(f"layer{li}.0.conv1..layer{li}.{n - 1}.{last_relu}")
+            else:
+                out += [f"layer{li}.{i}.conv1..layer{li}.{i}.{last_relu}" for i in range(n)]
+        return out
+    layers = int(_params(model_name).get("layers", 0))
+    if fam == "gpt2" and scheme == "blocks":
+        return [f"transformer.h.{i}.ln_1..transformer.h.{i}.add_mlp" for i in range(layers)]
+    if fam == "llama" and scheme == "blocks":
+        return [f"model.layers.{i}.input_layernorm.pow..model.layers.{i}.add_mlp" for i in range(layers)]
+    raise ValueError(f"unknown checkpoint scheme {scheme!r} for {model_name}")
+
+
+def _mlp_forward(self, x):
+    # nn.Sequential.forward (`for module in self: input = module(input)`), with runs checkpointed.
+    mods = list(self)
+
+    def run(a, b):
+        def f(h):
+            for m in mods[a:b + 1]:
+                h = m(h)
+            return h
+        return f
+
+    i = 0
+    for a, b in MLP_SEGMENTS:
+        for m in mods[i:a]:
+            x = m(x)
+        x = checkpoint(run(a, b), x)
+        i = b + 1
+    for m in mods[i:]:
+        x = m(x)
+    return x
+
+
+def _resnet_forward(scheme):
+    # torchvision 0.14 ResNet._forward_impl, with blocks (or whole layerN) checkpointed.
+    def forward(self, x):
+        x = self.conv1(x)
+        x = self.bn1(x)
+        x = self.relu(x)
+        x = self.maxpool(x)
+        for layer in (self.layer1, self.layer2, self.layer3, self.layer4):
+            if scheme == "layers":
+                x = checkpoint(layer, x)
+            else:
+                for block in layer:
+                    x = checkpoint(block, x)
+        x = self.avgpool(x)
+        x = torch.flatten(x, 1)
+        x = self.fc(x)
+        return x
+    return forward
+
+
+def apply(model, model_name, scheme):
+    ranges(model_name, scheme)  # validates the scheme
+    fam = _family(model_name)
+    if fam == "mlp":
+        model.forward = types.MethodType(_mlp_forward, model)
+    elif fam == "resnet":
+        model.forward = types.MethodType(_resnet_forward(scheme), model)
+    elif fam == "gpt2":
+        model.transformer.gradient_checkpointing = True
+    elif fam == "llama":
+        model.model.gradient_checkpointing = True
+    return model
