@@ -188,6 +188,8 @@ TEST(Cli, PlanModelErrors) {
   expect_usage_error("plan resnet18 --budget 1GiB --mode infer", "training");
   expect_usage_error("plan resnet18 --chain x.json --budget 1GiB", "not both");
   expect_usage_error("plan nosuchmodel --budget 1GiB", "nosuchmodel");
+  expect_usage_error("plan resnet18 --batch 32 --micro-batch 8 --budget 1GiB", "chooses the micro-batch itself");
+  expect_usage_error("plan resnet18 --budget 1GiB --checkpoint layer1.0.conv1..layer1.0.relu#2", "chooses checkpoints itself");
 }
 
 }  // namespace

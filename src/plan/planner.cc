@@ -39,6 +39,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
   try {
     const EstimateOptions& run = request.run;
     if (run.mode != RunMode::Training) throw InputError("plan works on training steps (--mode train)");
+    if (run.micro_batch) throw InputError("plan chooses the micro-batch itself (strategy accumulate); --micro-batch is for estimate");
+    if (!run.plan.empty() || !run.checkpoint_ranges.empty()) throw InputError("plan chooses checkpoints itself; --checkpoint is for estimate");
     if (request.strategy != "auto" &&
         std::find(strategy_names().begin(), strategy_names().end(), request.strategy) == strategy_names().end()) {
       std::string known = "auto";
