@@ -1,0 +1,244 @@
+// The interpreter behind build_program (internal to src/schedule): it walks a Graph the way
+// Python and the autograd engine hold references and writes the Program's events. Split by
+// concern: build_program.cc (setup, forward, backward), interpreter_plan.cc (memory plans:
+// checkpoint segments and offloading), interpreter_optimizer.cc (the optimizer step).
+//
+// Invariants: one Interpreter builds one Program (run() once); every reference taken is dropped
+// exactly once (unref checks underflow); the Program passes validate_program.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedule/build_program.h"
+#include "training/op_rules.h"
+#include "util/error.h"
+
+namespace headroom::schedule_detail {
+
+struct GradValue {
+  BufferId buffer = kNone;
+  bool contiguous = true;
+};
+
+// One autograd node recorded in the forward: the buffers it keeps for its backward.
+struct Node {
+  bool exists = false;
+  std::vector<BufferId> saved;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const Graph& g, const ScheduleOptions& o);
+
+  Program run();
+
+ private:
+  // ---- buffers and references -------------------------------------------------------------
+  BufferId new_buffer(int64_t bytes, Category cat, std::string name, OpId op) {
+    p_.buffers.push_back(Buffer{bytes, cat, std::move(name), op});
+    refs_.push_back(0);
+    saved_refs_.push_back(0);
+    offloaded_.push_back(false);
+    replacement_.push_back(kNone);
+    pending_prefetch_.push_back(-1);
+    offload_op_of_.push_back(kNone);
+    return static_cast<BufferId>(p_.buffers.size()) - 1;
+  }
+  void alloc(BufferId b) { p_.events.push_back({Event::Kind::Alloc, Category::Weights, b}); }
+  void ref(BufferId b, int n = 1) { refs_[static_cast<size_t>(b)] += n; }
+  void unref(BufferId b) {
+    int& r = refs_[static_cast<size_t>(b)];
+    HEADROOM_CHECK(r > 0, "reference count underflow on " + p_.buffers[static_cast<size_t>(b)].name);
+    if (--r == 0) p_.events.push_back({Event::Kind::Free, Category::Weights, b});
+  }
+  void free_if_unreferenced(BufferId b) {
+    if (refs_[static_cast<size_t>(b)] == 0) p_.events.push_back({Event::Kind::Free, Category::Weights, b});
+  }
+  void retag(BufferId b, Category c) { p_.events.push_back({Event::Kind::Retag, c, b}); }
+
+  void begin_step(Phase phase, int iteration, int micro, OpId op, std::string label) {
+    Step s;
+    s.phase = phase;
+    s.iteration = iteration;
+    s.micro_batch = micro;
+    s.op = op;
+    s.label = std::move(label);
+    s.first_event = static_cast<int32_t>(p_.events.size());
+    p_.steps.push_back(std::move(s));
+  }
+  void end_step() { p_.steps.back().end_event = static_cast<int32_t>(p_.events.size()); }
+
+  // ---- setup: weights and inputs live from the start -------------------------------------
+  void setup();
+
+  bool op_runs(const Op& op) const { return o_.mode == RunMode::Training || op.stage == OpStage::Model; }
+
+  // Whether the backward will find a node for op p: recorded in the forward, or recorded when
+  // its checkpointed segment is re-run.
+  bool will_have_node(OpId p) const {
+    return nodes_[static_cast<size_t>(p)].exists ||
+           (segment_of_[static_cast<size_t>(p)] >= 0 && grad_plans_[static_cast<size_t>(p)].creates_node);
+  }
+
+  RuleContext context(const Op& op, bool grad_mode) const {
+    const DeviceProfile& device = no_workspace_op_[static_cast<size_t>(op.id)] ? no_workspace_device_ : o_.device;
+    RuleContext c{g_, op, device, grad_mode, o_.mode == RunMode::Training, {}};
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      c.input_requires_grad.push_back(grad_mode && requires_grad_[static_cast<size_t>(op.inputs[i])] &&
+                                      differentiable_input(op, static_cast<int>(i)));
+    }
+    return c;
+  }
+
+  // ---- forward -----------------------------------------------------------------------------
+  void forward(int iteration, int micro, Phase phase);
+
+  void mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bool>& saved_storage) const;
+
+  // Runs one forward op: its outputs, extras and temporaries, its node's saved references, and
+  // the return (inputs lose this reference). Fresh buffers nobody references are freed by
+  // release_fresh() after the caller drops Python locals.
+  void execute(const Op& op, const ForwardPlan& fp, const std::vector<int>& uses,
+               const std::vector<bool>& saved_storage, bool may_offload);
+
+  void release_fresh() {
+    for (BufferId b : fresh_) free_if_unreferenced(b);
+    fresh_.clear();
+  }
+
+  // ---- offloading --------------------------------------------------------------------------
+  // A candidate goes to host once autograd's saved references are all that hold it.
+  void offload_ready();
+
+  // Copies an offloaded buffer back to the device, allocated now; the transfer's deadline is the
+  // step of the node that first reads it (set by need_on_device).
+  void prefetch(BufferId b);
+  void need_on_device(const std::vector<BufferId>& saved);
+  // Dropping a saved reference: an offloaded buffer's references moved to its prefetched copy.
+  void release_saved(BufferId b);
+  BufferId on_device(BufferId b) const {
+    while (replacement_[static_cast<size_t>(b)] != kNone) b = replacement_[static_cast<size_t>(b)];
+    return b;
+  }
+
+  // ---- checkpointed segments -----------------------------------------------------------------
+  // Re-runs segment s's forward with grad, at the point the backward first reaches it.
+  void recompute(int s, int iteration, int micro);
+
+  // The segment's backward returned: its held outputs, incoming gradients and saved inputs go,
+  // then the gradients of its inputs (returned by CheckpointFunction.backward) reach the outer
+  // graph like any node's.
+  void finish_segment(int s, int iteration, int micro);
+
+  // A gradient for input `t` of the segment whose nodes are running: the re-run took
+  // detach_variable() copies of its inputs (checkpoint.py:137), leaves of the nested graph, so
+  // their gradients collect there (summed like any InputBuffer) and go through AccumulateGrad
+  // into `inp.grad` when the last arrives; the backward returns them (checkpoint.py:158).
+  bool deliver_to_detached_input(TensorId t, GradValue g);
+
+  void release_returned() {
+    for (TensorId t : returned_) unref(buf_of_[static_cast<size_t>(t)]);
+    returned_.clear();
+  }
+
+  // ---- backward ----------------------------------------------------------------------------
+  // The tensor whose gradient slot receives gradients sent to t.
+  TensorId leaf(TensorId t) const {
+    while (redirect_[static_cast<size_t>(t)] != kNone) t = redirect_[static_cast<size_t>(t)];
+    const Tensor& x = g_.tensor(t);
+    return x.tied_to != kNone ? x.tied_to : t;
+  }
+
+  // InputBuffer::accumulate: old + new, a new buffer; both inputs are dropped.
+  GradValue sum_gradients(TensorId t, GradValue old, GradValue add);
+
+  // AccumulateGrad's first gradient for leaf t: stolen when nothing else references it and its
+  // layout matches t; otherwise a contiguous clone, and the incoming gradient is dropped.
+  GradValue accumulate_into_grad(TensorId t, GradValue g);
+
+  void deliver(TensorId target, GradValue g, int iteration, int micro);
+
+  // AccumulateGrad: the first gradient is stolen when nothing else references it and its layout
+  // matches the parameter; otherwise it is cloned. Later micro-batches add in place.
+  void accumulate_grad(TensorId param, int, int);
+
+  void backward(int iteration, int micro);
+
+  // ---- optimizer ---------------------------------------------------------------------------
+  std::vector<TensorId> trainable() const;
+
+  void optimizer_step(int iteration);
+
+  // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
+  // 288-byte RecordFunction holder, both freed before the work starts.
+  void record_function();
+
+  static bool uses_cublas(const Op& op) { return op.kind == OpKind::Linear || op.kind == OpKind::MatMul; }
+
+  // The first cuBLAS call of a thread creates its handle's workspace; it is never freed.
+  void cublas_workspace(BufferId& slot, const char* name);
+
+  // A Python float operand on the CPU: a float64 0-dim tensor and its fp32 cast, alive while the
+  // op runs (none on CUDA, where they stay in host memory).
+  std::vector<BufferId> python_scalar(const std::string& what);
+
+  void state(int64_t bytes, std::string name);
+  BufferId temp(int64_t bytes, std::string name);
+
+  const Graph& g_;
+  const ScheduleOptions& o_;
+  Program p_;
+  std::vector<int> refs_;
+  std::vector<BufferId> buf_of_;
+  std::vector<bool> requires_grad_;
+  std::vector<Node> nodes_;
+  std::vector<GradValue> grad_;
+  std::vector<int> deps_;
+  std::vector<TensorId> redirect_;
+  std::vector<BufferId> param_grad_;
+  std::vector<TensorId> returned_;
+  bool state_created_ = false;
+  BufferId forward_workspace_ = kNone;
+  BufferId backward_workspace_ = kNone;
+
+  // The memory plan, resolved per op.
+  DeviceProfile no_workspace_device_;
+  std::vector<bool> no_workspace_op_;
+  std::vector<bool> offload_op_;
+  std::vector<int> segment_of_;  // segment index of an op, -1 outside checkpoints
+  std::vector<CheckpointSegment> segments_;
+  std::vector<std::vector<TensorId>> segment_inputs_;   // made before the segment, read in it
+  std::vector<std::vector<TensorId>> segment_outputs_;  // made in it, read after it
+  enum class SegmentState : uint8_t { Forward, Recomputed, Done };
+  std::vector<SegmentState> segment_state_;
+  std::vector<std::vector<BufferId>> segment_saved_;  // the checkpoint node's saved inputs
+  std::vector<std::vector<BufferId>> segment_held_;   // recomputed outputs held by its backward
+  std::vector<std::vector<BufferId>> segment_incoming_;  // its backward's incoming gradients
+  struct DetachedInput {
+    TensorId tensor;  // a segment input (the leaf its gradients go to)
+    GradValue grad;   // summed so far; after AccumulateGrad, the detached copy's .grad
+    int pending;      // gradients still to come from the segment's nodes
+  };
+  std::vector<std::vector<DetachedInput>> segment_input_grads_;
+  int running_segment_ = -1;           // segment of the backward node delivering gradients
+  std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
+  std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
+  std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
+  std::vector<BufferId> fresh_;          // buffers the current op made
+  // Offloading state per buffer.
+  struct OffloadCandidate {
+    BufferId buffer;
+    int32_t produced_step;
+    OpId op;
+  };
+  std::vector<OffloadCandidate> offload_candidates_;
+  std::vector<int> saved_refs_;          // references held by autograd nodes
+  std::vector<bool> offloaded_;          // the device copy was freed after a copy to host
+  std::vector<BufferId> replacement_;    // the prefetched copy of an offloaded buffer
+  std::vector<int32_t> pending_prefetch_;  // transfer index whose deadline is not known yet
+  std::vector<OpId> offload_op_of_;      // the plan op that sent a buffer to host
+};
+
+}  // namespace headroom::schedule_detail
