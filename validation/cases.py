@@ -157,6 +157,12 @@ def _build():
     C += checkpointed("mlp", [64], [("momentum", False)], "seg8")
     C += checkpointed("resnet18", [4], [("momentum", True)], "blocks")
     C += checkpointed("gpt2:layers=2", [2], [("momentum", False)], "blocks", seq=32)
+    # BERT: the extended attention mask is an input of every segment (HF's BertEncoder loop)
+    C += checkpointed("bert-base:layers=2", [2], SGD_ADAM, "blocks", seq=32)
+    C += checkpointed("bert-base:layers=2", [4], [("sgd", False)], "blocks", seq=64)
+    C += checkpointed("bert-base:layers=2", [2], [("sgd", False)], "blocks", seq=64, dropout=False)
+    C += checkpointed("bert-base:layers=2", [2], [("momentum", False)], "blocks", seq=64)
+    C += checkpointed("bert-base:layers=2,mask=none", [2], [("sgd", False)], "blocks", seq=32)
     return C
 
 
