@@ -25,6 +25,8 @@ OPTS = ("sgd", "momentum", "adam", "adamw")
 
 # small Llama used for measurement (GQA: 8 heads, 4 kv heads)
 LLAMA_SMALL = "llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000"
+# 2-layer bert-base with a small vocabulary (the checkpointing cases whose peak is inside a segment)
+BERT_SMALL_VOCAB = "bert-base:layers=2,vocab=1000"
 LLAMA_MHA = "llama:hidden=256,layers=2,heads=8,kv_heads=8,ffn=688,vocab=1000"
 
 
@@ -157,6 +159,17 @@ def _build():
     C += checkpointed("mlp", [64], [("momentum", False)], "seg8")
     C += checkpointed("resnet18", [4], [("momentum", True)], "blocks")
     C += checkpointed("gpt2:layers=2", [2], [("momentum", False)], "blocks", seq=32)
+    # BERT: the extended attention mask is an input of every segment (HF's BertEncoder loop)
+    C += checkpointed("bert-base:layers=2", [2], SGD_ADAM, "blocks", seq=32)
+    C += checkpointed("bert-base:layers=2", [4], [("sgd", False)], "blocks", seq=64)
+    C += checkpointed("bert-base:layers=2", [2], [("sgd", False)], "blocks", seq=64, dropout=False)
+    C += checkpointed("bert-base:layers=2", [2], [("momentum", False)], "blocks", seq=64)
+    C += checkpointed("bert-base:layers=2,mask=none", [2], [("sgd", False)], "blocks", seq=32)
+    # with bert-base's 30522-token vocabulary the peak is the word-embedding gradient, after every
+    # segment; a 1000-token vocabulary moves it into layer 0's re-run and backward
+    C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False), ("momentum", False)], "blocks", seq=128)
+    C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False)], "blocks", seq=128, dropout=False)
+    C += checkpointed(BERT_SMALL_VOCAB + ",mask=none", [2], [("sgd", False)], "blocks", seq=128)
     return C
 
 

@@ -12,7 +12,8 @@ require grad, and its parameters would get no gradients.
 Schemes:
   mlp     "seg8":   modules 2..9, 10..17, 18..25 of the 32-module Sequential (4 layers each)
   resnet  "blocks": every BasicBlock/Bottleneck;  "layers": every layerN (a run of blocks)
-  gpt2, llama "blocks": every transformer block (HF's gradient_checkpointing loop)
+  gpt2, llama, bert "blocks": every transformer block (HF's gradient_checkpointing loop; BERT's
+                    passes the extended attention mask as an input of every segment)
 """
 import types
 
@@ -33,6 +34,8 @@ def _family(model_name):
         return "gpt2"
     if base == "llama":
         return "llama"
+    if base.startswith("bert"):
+        return "bert"
     raise ValueError(f"no checkpoint scheme for {model_name}")
 
 
@@ -57,10 +60,15 @@ def ranges(model_name, scheme):
                 out += [f"layer{li}.{i}.conv1..layer{li}.{i}.{last_relu}" for i in range(n)]
         return out
     layers = int(_params(model_name).get("layers", 0))
+    if fam in ("gpt2", "llama", "bert") and layers <= 0:
+        raise ValueError(f"{model_name}: give layers= explicitly for a per-block scheme")
     if fam == "gpt2" and scheme == "blocks":
         return [f"transformer.h.{i}.ln_1..transformer.h.{i}.add_mlp" for i in range(layers)]
     if fam == "llama" and scheme == "blocks":
         return [f"model.layers.{i}.input_layernorm.pow..model.layers.{i}.add_mlp" for i in range(layers)]
+    if fam == "bert" and scheme == "blocks":
+        return [f"bert.encoder.layer.{i}.attention.self.query..bert.encoder.layer.{i}.output.LayerNorm"
+                for i in range(layers)]
     raise ValueError(f"unknown checkpoint scheme {scheme!r} for {model_name}")
 
 
@@ -117,4 +125,6 @@ def apply(model, model_name, scheme):
         model.transformer.gradient_checkpointing = True
     elif fam == "llama":
         model.model.gradient_checkpointing = True
+    elif fam == "bert":
+        model.bert.encoder.gradient_checkpointing = True
     return model

@@ -274,6 +274,14 @@ class BertPooler(nn.Module):
         return pooled_output
 
 
+def _bert_custom_forward(module):
+    # HF's create_custom_forward: the layer called with (hidden_states, attention_mask); head mask and
+    # cross-attention inputs are None for an encoder-only BERT.
+    def custom_forward(hidden_states, attention_mask, head_mask, encoder_hidden_states, encoder_mask):
+        return module(hidden_states, attention_mask)
+    return custom_forward
+
+
 class BertModel(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -281,6 +289,7 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(c)
         self.encoder = nn.Module()
         self.encoder.layer = nn.ModuleList([BertLayer(c) for _ in range(c["layers"])])
+        self.encoder.gradient_checkpointing = False  # set by ckpt.apply
         self.pooler = BertPooler(c)
 
     def forward(self, input_ids):
@@ -298,7 +307,14 @@ class BertModel(nn.Module):
         token_type_ids = buffered_token_type_ids.expand(batch_size, seq_length)
         hidden_states = self.embeddings(input_ids, token_type_ids)
         for layer_module in self.encoder.layer:
-            hidden_states = layer_module(hidden_states, extended_attention_mask)
+            if self.encoder.gradient_checkpointing and self.training:
+                # HF 4.30 BertEncoder: checkpoint(create_custom_forward(layer_module), hidden_states,
+                # attention_mask, layer_head_mask, encoder_hidden_states, encoder_attention_mask);
+                # the mask is an input (and a saved tensor) of every segment; the Nones cost nothing.
+                hidden_states = torch.utils.checkpoint.checkpoint(
+                    _bert_custom_forward(layer_module), hidden_states, extended_attention_mask, None, None, None)
+            else:
+                hidden_states = layer_module(hidden_states, extended_attention_mask)
         sequence_output = hidden_states
         pooled_output = self.pooler(sequence_output)
         return sequence_output, pooled_output
