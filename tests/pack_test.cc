@@ -378,10 +378,10 @@ TEST(SwapSim, WholeSimulationIsDeterministic) {
   Result<PackReport> a = pack(o), b = pack(o);
   ASSERT_TRUE(a.ok()) << a.error();
   EXPECT_EQ(pack_json(a.value()), pack_json(b.value()));
-  ASSERT_EQ(a.value().runs.size(), 6u);  // 3 policies x {unshared, shared}
+  ASSERT_EQ(a.value().runs.size(), 9u);  // 3 policies x {unshared, free, shared}
   const int64_t r101 = a.value().models[1].weights_bytes;
   for (const SimulationRun& run : a.value().runs) {
-    if (run.shared) {
+    if (run.sharing == Sharing::Merged) {
       EXPECT_EQ(run.result.bytes_moved, r101 + 53 * 8) << eviction_policy_name(run.policy);
       EXPECT_EQ(run.result.evictions, 0);
     } else {

@@ -37,21 +37,20 @@ ResidentSet make_set(std::vector<int32_t> members, int64_t weights, const std::v
   return s;
 }
 
-Residency residency(const std::vector<PackModel>& models, const MergePlan& plan, const std::vector<ModelLayers>& layers,
-                    const std::string& gpu_name, int64_t memory) {
+Residency residency(const std::vector<PackModel>& models, const MergePlan& plan, const IdenticalPlan& identical,
+                    const std::vector<ModelLayers>& layers, const std::string& gpu_name, int64_t memory) {
   Residency r;
   r.gpu = gpu_name;
   r.memory_bytes = memory;
   r.context_bytes = kContextLazyBytes;
   std::vector<int32_t> all;
-  int64_t unshared = 0;
-  for (size_t i = 0; i < models.size(); ++i) {
-    all.push_back(static_cast<int32_t>(i));
-    unshared = checked_add(unshared, models[i].weights_bytes, "weights");
-  }
-  r.all_unshared = make_set(all, unshared, models, r);
-  r.all_shared = make_set(all, shared_weights_of(plan, layers, all), models, r);
-  for (bool shared : {false, true}) {
+  for (size_t i = 0; i < models.size(); ++i) all.push_back(static_cast<int32_t>(i));
+  auto weights = [&](Sharing s, const std::vector<int32_t>& set) {
+    return weights_with_sharing(layers, plan, identical, s, set);
+  };
+  for (Sharing sharing : kSharingChoices) {
+    ResidentSet& all_set = sharing == Sharing::None ? r.all_unshared : sharing == Sharing::Free ? r.all_free : r.all_shared;
+    all_set = make_set(all, weights(sharing, all), models, r);
     std::vector<int32_t> set;
     std::vector<bool> in(models.size(), false);
     ResidentSet best = make_set({}, 0, models, r);
@@ -61,13 +60,7 @@ Residency residency(const std::vector<PackModel>& models, const MergePlan& plan,
         if (in[m]) continue;
         std::vector<int32_t> trial = set;
         trial.push_back(static_cast<int32_t>(m));
-        int64_t w = 0;
-        if (shared) {
-          w = shared_weights_of(plan, layers, trial);
-        } else {
-          for (int32_t t : trial) w += models[static_cast<size_t>(t)].weights_bytes;
-        }
-        ResidentSet s = make_set(trial, w, models, r);
+        ResidentSet s = make_set(trial, weights(sharing, trial), models, r);
         if (!pick || s.total_bytes < pick->total_bytes) pick = s;
       }
       if (!pick || !pick->fits) break;
@@ -76,7 +69,7 @@ Residency residency(const std::vector<PackModel>& models, const MergePlan& plan,
       in[static_cast<size_t>(set.back())] = true;
     }
     best.fits = !best.models.empty();
-    (shared ? r.greedy_shared : r.greedy_unshared) = best;
+    (sharing == Sharing::None ? r.greedy_unshared : sharing == Sharing::Free ? r.greedy_free : r.greedy_shared) = best;
   }
   return r;
 }
@@ -86,10 +79,12 @@ std::string label_for(const std::string& model, std::map<std::string, int>& seen
   return n == 1 ? model : fmt::format("{}#{}", model, n);
 }
 
-// The swap configuration of the simulated models: blocks without sharing (one per model) or with
-// the merge plan (a block per group with two or more simulated members, and each model's rest).
-SwapConfig swap_config(const PackReport& rep, const std::vector<int32_t>& sim_models,
-                       const std::vector<std::vector<int64_t>>& arrivals, bool shared) {
+// The swap configuration of the simulated models under a sharing choice: a block per pool of the
+// simulated models (pack/sharing.h), used once by each model with a layer in it, and each model's
+// rest (its weights less its pooled layers); without sharing, one block per model.
+SwapConfig swap_config(const PackReport& rep, const std::vector<ModelLayers>& layers,
+                       const std::vector<int32_t>& sim_models, const std::vector<std::vector<int64_t>>& arrivals,
+                       Sharing sharing) {
   const SimulationSetup& st = *rep.setup;
   SwapConfig c;
   c.capacity_bytes = st.weights_capacity_bytes;
@@ -104,29 +99,26 @@ SwapConfig swap_config(const PackReport& rep, const std::vector<int32_t>& sim_mo
     rest_tensors.push_back(tensors);
   }
   c.models.resize(sim_models.size());
-  if (shared) {
-    for (size_t gi = 0; gi < rep.plan.groups.size(); ++gi) {
-      const MergeGroup& g = rep.plan.groups[gi];
-      std::vector<size_t> users;
-      for (const GroupMember& mb : g.members) {
-        auto it = std::find(sim_models.begin(), sim_models.end(), mb.model);
-        if (it != sim_models.end()) users.push_back(static_cast<size_t>(it - sim_models.begin()));
-      }
-      if (users.size() < 2) continue;
-      int32_t block = static_cast<int32_t>(c.blocks.size());
-      c.blocks.push_back({fmt::format("group {}", gi + 1), g.layer_bytes, g.tensors});
-      for (size_t u : users) {
-        c.models[u].blocks.push_back(block);
-        rest_bytes[u] -= g.layer_bytes;
-        rest_tensors[u] -= g.tensors;
-      }
+  std::vector<SharedPool> pools = shared_pools(layers, rep.plan, rep.identical, sharing, sim_models);
+  for (size_t pi = 0; pi < pools.size(); ++pi) {
+    const SharedPool& p = pools[pi];
+    int32_t block = static_cast<int32_t>(c.blocks.size());
+    c.blocks.push_back({fmt::format("pool {}", pi + 1), p.layer_bytes, p.tensors});
+    for (const IdenticalMember& mb : p.members) {
+      // Workload entries name distinct models (workload.h), so a model is one entry.
+      size_t u = static_cast<size_t>(std::find(sim_models.begin(), sim_models.end(), mb.model) - sim_models.begin());
+      HEADROOM_CHECK(u < sim_models.size(), "a pool member outside the simulated models");
+      std::vector<int32_t>& blocks = c.models[u].blocks;
+      if (blocks.empty() || blocks.back() != block) blocks.push_back(block);
+      rest_bytes[u] -= p.layer_bytes;
+      rest_tensors[u] -= p.tensors;
     }
   }
   for (size_t i = 0; i < sim_models.size(); ++i) {
     const SimulatedModel& sm = st.models[i];
     c.models[i].name = sm.label;
     c.models[i].blocks.push_back(static_cast<int32_t>(c.blocks.size()));
-    c.blocks.push_back({sm.label + (shared ? ":rest" : ""), rest_bytes[i], rest_tensors[i]});
+    c.blocks.push_back({sm.label + (sharing == Sharing::None ? "" : ":rest"), rest_bytes[i], rest_tensors[i]});
     c.models[i].arrivals_ns = arrivals[i];
     c.models[i].exec_ns = static_cast<int64_t>(std::llround(sm.exec_s * 1e9));
     c.models[i].deadline_ns = static_cast<int64_t>(std::llround(sm.latency_target_s * 1e9));
@@ -135,7 +127,7 @@ SwapConfig swap_config(const PackReport& rep, const std::vector<int32_t>& sim_mo
 }
 
 void simulate_workload(const PackOptions& o, const ModelLoader& loader, const GpuSpec* gpu,
-                       std::map<std::pair<int32_t, int64_t>, LoadedModel>& cache, PackReport& rep) {
+                       const std::vector<ModelLayers>& layers, std::map<std::pair<int32_t, int64_t>, LoadedModel>& cache, PackReport& rep) {
   const Workload& w = *o.workload;
   SimulationSetup st;
   st.window_s = w.window_s;
@@ -252,12 +244,12 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
   }
   rep.setup = st;
   for (EvictionPolicy p : kEvictionPolicies) {
-    for (bool shared : {false, true}) {
-      SwapConfig c = swap_config(rep, sim_models, arrivals, shared);
+    for (Sharing sharing : kSharingChoices) {
+      SwapConfig c = swap_config(rep, layers, sim_models, arrivals, sharing);
       c.policy = p;
       SimulationRun run;
       run.policy = p;
-      run.shared = shared;
+      run.sharing = sharing;
       run.result = simulate_swaps(c);
       rep.runs.push_back(std::move(run));
     }
@@ -265,6 +257,14 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
 }
 
 }  // namespace
+
+const ResidentSet& Residency::all(Sharing s) const {
+  return s == Sharing::None ? all_unshared : s == Sharing::Free ? all_free : all_shared;
+}
+
+const ResidentSet& Residency::greedy(Sharing s) const {
+  return s == Sharing::None ? greedy_unshared : s == Sharing::Free ? greedy_free : greedy_shared;
+}
 
 LoadedModel load_builtin_model(const std::string& spec, int64_t batch) {
   EstimateOptions o = inference_options(spec, batch);
@@ -331,10 +331,10 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
     }
     rep.identical = find_identical_layers(layers, values);
     if (gpu || o.gpu_memory) {
-      rep.residency = residency(rep.models, rep.plan, layers, gpu ? gpu->name : "custom",
+      rep.residency = residency(rep.models, rep.plan, rep.identical, layers, gpu ? gpu->name : "custom",
                                 o.gpu_memory ? *o.gpu_memory : gpu->memory_bytes);
     }
-    if (o.workload) simulate_workload(o, loader, gpu, cache, rep);
+    if (o.workload) simulate_workload(o, loader, gpu, layers, cache, rep);
     return rep;
   });
 }

@@ -5,15 +5,18 @@
 //              free, reported apart (pack/identical.h);
 //   plan       the merge plan: groups of identical layers across models, greedy order, savings
 //              curve, per-model layer-memory distribution (pack/merge_plan.h);
-//   residency  with a GPU: which models fit together, without and with the merges;
-//   simulate   with a workload: requests served with weight swapping, per eviction policy, without
-//              and with the merges (pack/swap_sim.h).
+//   residency  with a GPU: which models fit together, per sharing choice (pack/sharing.h: none,
+//              free sharing only, free sharing + the merge plan);
+//   simulate   with a workload: requests served with weight swapping, per eviction policy and
+//              sharing choice (pack/swap_sim.h).
 //
 // Residency rule. One model executes at a time (GEMEL and Clockwork time-share the GPU), and its
 // activations are freed when it finishes, so PyTorch's caching allocator reuses that memory for the
 // next model. A set of models is resident together when
 //     CUDA context + weights of the set + max over the set of (inference peak - weights) <= memory
-// where the weights of the set count every merged group once (merge_plan.h) and
+// where the weights of the set count each pool of shared layers once (pack/sharing.h: with free
+// sharing, bit-identical layers; with the merge plan too, merged groups; a layer counts once however
+// many groups make it shared) and
 // "inference peak - weights" is what the model needs besides its weights at its batch (inputs,
 // activations, workspaces; exact bytes, before allocator rounding). "All together" tests every
 // model; the greedy set starts empty and repeatedly adds the model that raises the total least
@@ -31,6 +34,7 @@
 #include "pack/identical.h"
 #include "pack/layers.h"
 #include "pack/merge_plan.h"
+#include "pack/sharing.h"
 #include "pack/swap_sim.h"
 #include "pack/workload.h"
 #include "sim/device_catalog.h"
@@ -91,8 +95,11 @@ struct Residency {
   std::string gpu;  // catalog name or "custom"
   int64_t memory_bytes = 0;
   int64_t context_bytes = 0;
-  ResidentSet all_unshared, all_shared;
-  ResidentSet greedy_unshared, greedy_shared;
+  // unshared: no sharing; free: bit-identical layers only; shared: free sharing + the merge plan.
+  ResidentSet all_unshared, all_free, all_shared;
+  ResidentSet greedy_unshared, greedy_free, greedy_shared;
+  const ResidentSet& all(Sharing s) const;
+  const ResidentSet& greedy(Sharing s) const;
 };
 
 struct SimulatedModel {
@@ -120,7 +127,7 @@ struct SimulationSetup {
 
 struct SimulationRun {
   EvictionPolicy policy = EvictionPolicy::Lru;
-  bool shared = false;
+  Sharing sharing = Sharing::None;
   SwapResult result;
 };
 
@@ -131,7 +138,7 @@ struct PackReport {
   IdenticalPlan identical;                 // free sharing of bit-identical layers
   std::optional<Residency> residency;      // with a GPU
   std::optional<SimulationSetup> setup;    // with a workload
-  std::vector<SimulationRun> runs;         // policy-major, unshared before shared
+  std::vector<SimulationRun> runs;         // policy-major, then kSharingChoices order
 };
 
 Result<PackReport> pack(const PackOptions& options, const ModelLoader& loader = load_builtin_model);

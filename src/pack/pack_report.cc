@@ -190,7 +190,7 @@ std::string pack_text(const PackReport& r) {
                      "(one model runs at a time)\n",
                      rs.gpu, human_bytes(rs.memory_bytes), human_bytes(rs.context_bytes));
     auto line = [&](const char* what, const ResidentSet& all, const ResidentSet& greedy) {
-      std::string out = fmt::format("  {:<11} all {} together: {} ({})", what, r.models.size(), human_bytes(all.total_bytes),
+      std::string out = fmt::format("  {:<13} all {} together: {} ({})", what, r.models.size(), human_bytes(all.total_bytes),
                                     all.fits ? "fits" : "does not fit");
       if (!all.fits) {
         out += fmt::format("; greedy set: {} ({})", names_of(r, greedy.models),
@@ -199,7 +199,10 @@ std::string pack_text(const PackReport& r) {
       return out + "\n";
     };
     s += line("no sharing", rs.all_unshared, rs.greedy_unshared);
-    s += line("sharing", rs.all_shared, rs.greedy_shared);
+    s += line("free only", rs.all_free, rs.greedy_free);
+    s += line("free + merges", rs.all_shared, rs.greedy_shared);
+    s += "  (free: bit-identical layers, no retraining; merges: the merge plan, joint retraining; a layer "
+         "counts once)\n";
   }
 
   if (r.setup) {
@@ -229,7 +232,7 @@ std::string pack_text(const PackReport& r) {
     for (const SimulationRun& run : r.runs) {
       for (const SwapModelStats& m : run.result.models) {
         s += fmt::format("  {:<7} {:<8} {:<16} {:>8.2f} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10} {:>10}\n",
-                         eviction_policy_name(run.policy), run.shared ? "merged" : "none", m.name, m.throughput_rps,
+                         eviction_policy_name(run.policy), sharing_label(run.sharing), m.name, m.throughput_rps,
                          ms(m.p50_ns), ms(m.p95_ns), ms(m.p99_ns), m.deadline_misses, m.loads,
                          human_bytes(m.bytes_moved), ms(m.load_wait_ns));
       }
@@ -321,8 +324,10 @@ std::string pack_json(const PackReport& r) {
     o["memory_bytes"] = rs.memory_bytes;
     o["context_bytes"] = rs.context_bytes;
     o["all_unshared"] = set_json(r, rs.all_unshared);
+    o["all_free"] = set_json(r, rs.all_free);
     o["all_shared"] = set_json(r, rs.all_shared);
     o["greedy_unshared"] = set_json(r, rs.greedy_unshared);
+    o["greedy_free"] = set_json(r, rs.greedy_free);
     o["greedy_shared"] = set_json(r, rs.greedy_shared);
     j["residency"] = o;
   }
@@ -356,7 +361,7 @@ std::string pack_json(const PackReport& r) {
     j["simulation_setup"] = o;
     ojson sim = ojson::object();
     for (const SimulationRun& run : r.runs) {
-      sim[std::string(eviction_policy_name(run.policy))][run.shared ? "shared" : "unshared"] = stats_json(run.result);
+      sim[std::string(eviction_policy_name(run.policy))][std::string(sharing_key(run.sharing))] = stats_json(run.result);
     }
     j["simulation"] = sim;
   }

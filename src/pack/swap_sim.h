@@ -8,8 +8,9 @@
 //   - a request starts when the GPU is free and it has arrived; if its model is not resident, the
 //     GPU first waits for the load (no overlap of loading with execution: PipeSwitch's pipelining
 //     is not modelled), then executes for the model's execution time;
-//   - weights are held in blocks: without sharing, one block per model; with a merge plan, one block
-//     per merged group (shared by its member models) plus one block per model for the rest. A model
+//   - weights are held in blocks: without sharing, one block per model; with sharing, one block
+//     per pool of shared layers (pack/sharing.h: bit-identical layers, and merged groups with the
+//     merge plan; used once by each member model) plus one block per model for the rest. A model
 //     is resident when all its blocks are. Residency is decided per model: while the blocks of the
 //     resident models plus the requested one exceed the capacity, the policy evicts a resident
 //     model, and blocks that no resident model (nor the requested one) uses are freed. Then the

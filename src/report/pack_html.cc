@@ -53,12 +53,13 @@ std::string cards(const PackReport& r) {
   if (r.residency) {
     const Residency& rs = *r.residency;
     const ResidentSet& a = rs.all_unshared;
+    const ResidentSet& f = rs.all_free;
     const ResidentSet& b = rs.all_shared;
-    std::string v = a.fits ? "all fit" : b.fits ? "fit with merges" : "do not all fit";
+    std::string v = a.fits ? "all fit" : f.fits ? "fit with free sharing" : b.fits ? "fit with merges" : "do not all fit";
     s += card("on " + rs.gpu, v,
-              human_bytes(a.total_bytes) + " without sharing, " + human_bytes(b.total_bytes) + " with every merge, of " +
-                  human_bytes(rs.memory_bytes),
-              a.fits || b.fits ? "fits" : "nofit");
+              human_bytes(a.total_bytes) + " without sharing, " + human_bytes(f.total_bytes) + " with free sharing, " +
+                  human_bytes(b.total_bytes) + " with free sharing and every merge, of " + human_bytes(rs.memory_bytes),
+              a.fits || f.fits || b.fits ? "fits" : "nofit");
   } else {
     s += card("GPU", "not given", "add --gpu NAME for capacity and residency");
   }
@@ -393,9 +394,11 @@ std::string residency_table(const PackReport& r) {
       human_bytes(rs.context_bytes), human_bytes(rs.memory_bytes));
   s += R"(<table class="residency"><thead><tr><th>set</th><th>models</th><th class="n">weights</th><th class="n">total</th><th>fits</th></tr></thead><tbody>)";
   for (auto [what, set] : {std::pair<const char*, const ResidentSet*>{"all, no sharing", &rs.all_unshared},
-                           {"all, every merge", &rs.all_shared},
+                           {"all, free sharing", &rs.all_free},
+                           {"all, free sharing + every merge", &rs.all_shared},
                            {"greedy, no sharing", &rs.greedy_unshared},
-                           {"greedy, every merge", &rs.greedy_shared}}) {
+                           {"greedy, free sharing", &rs.greedy_free},
+                           {"greedy, free sharing + every merge", &rs.greedy_shared}}) {
     s += fmt::format(R"(<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>)", what,
                      escape(names(*set)), human_bytes(set->weights_bytes), human_bytes(set->total_bytes),
                      set->fits ? "yes" : "no");
