@@ -27,7 +27,8 @@ namespace {
 
 constexpr int64_t kContext = 254LL << 20;  // kContextLazyBytes
 
-PackReport trio(const testing::Trio& t, const std::vector<std::string>& models, std::optional<int64_t> memory,
+// `files` is unused but keeps the caller's model files alive (they are deleted with it).
+PackReport trio([[maybe_unused]] const testing::Trio& files, const std::vector<std::string>& models, std::optional<int64_t> memory,
                 std::optional<Workload> w = std::nullopt) {
   PackOptions o;
   o.models = models;

@@ -90,20 +90,4 @@ MergePlan plan_merges(const std::vector<ModelLayers>& models) {
   return plan;
 }
 
-int64_t shared_weights_of(const MergePlan& plan, const std::vector<ModelLayers>& models,
-                          const std::vector<int32_t>& subset) {
-  std::vector<bool> in(models.size(), false);
-  int64_t total = 0;
-  for (int32_t m : subset) {
-    in.at(static_cast<size_t>(m)) = true;
-    total = checked_add(total, models[static_cast<size_t>(m)].weights_bytes, "weights of a model set");
-  }
-  for (const MergeGroup& g : plan.groups) {
-    int64_t k = 0;
-    for (const GroupMember& mb : g.members) k += in[static_cast<size_t>(mb.model)] ? 1 : 0;
-    if (k > 1) total -= (k - 1) * g.layer_bytes;
-  }
-  return total;
-}
-
 }  // namespace headroom

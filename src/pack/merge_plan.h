@@ -68,9 +68,4 @@ struct MergePlan {
 
 MergePlan plan_merges(const std::vector<ModelLayers>& models);
 
-// Weights of the subset `models` (indices) when the groups of `plan` are merged: each model's
-// weights, less (members in the subset - 1) x layer bytes per group.
-int64_t shared_weights_of(const MergePlan& plan, const std::vector<ModelLayers>& models,
-                          const std::vector<int32_t>& subset);
-
 }  // namespace headroom
