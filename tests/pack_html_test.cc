@@ -102,6 +102,11 @@ TEST(PackHtml, TrioCurveMarkersAndFreeLevelByHand) {
   Attrs g = elements(html, "g", "savings")[0];
   Plot p = plot_of(g);
   EXPECT_NEAR(std::stod(free[0].at("y1")), p.y + p.h - p.h * 788 / std::stod(g.at("data-y-max")), 0.006);
+  // Free sharing and every merge: 2108 - (896 + 320 + 128 + 40) = 724 bytes, each layer once
+  // (pack_residency_test derives the pools).
+  std::vector<Attrs> both = elements(html, "line", "free-and-merges");
+  ASSERT_EQ(both.size(), 1u);
+  EXPECT_EQ(both[0].at("data-bytes"), "724");
   // No GPU: no capacity line, and the title says so.
   EXPECT_TRUE(elements(html, "line", "capacity").empty());
   EXPECT_NE(html.find("3 models · batch 1 · inference, fp32 · no GPU given"), std::string::npos);

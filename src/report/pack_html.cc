@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 
+#include "pack/sharing.h"
 #include "report/html_report.h"
 #include "report/palette.h"
 #include "report/svg.h"
@@ -148,6 +149,20 @@ std::string savings_chart(const PackReport& r) {
                    fmt::format(R"(class="free-sharing" data-bytes="{}" stroke="{}" stroke-width="2" stroke-dasharray="8,4")",
                                id.shared_bytes, kFree));
     labels.push_back({y, "free sharing only", human_bytes(id.shared_bytes) + " (bit-identical)", "free"});
+    // Free sharing and every merge together: a layer counts once (pack/sharing.h), so this is
+    // below both the free level and the curve's end.
+    std::vector<ModelLayers> layers;
+    std::vector<int32_t> all;
+    for (const PackModel& m : r.models) {
+      all.push_back(static_cast<int32_t>(layers.size()));
+      layers.push_back(m.layers);
+    }
+    const int64_t both = weights_with_sharing(layers, r.plan, id, Sharing::Merged, all);
+    double yb = Y(static_cast<double>(both));
+    s += svg::line(x0, yb, x0 + pw, yb,
+                   fmt::format(R"(class="free-and-merges" data-bytes="{}" stroke="{}" stroke-width="1.5" stroke-dasharray="2,3")",
+                               both, kFree));
+    labels.push_back({yb, "free + every merge", human_bytes(both), "free"});
   }
   if (r.residency) {
     const Residency& rs = *r.residency;
