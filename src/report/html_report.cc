@@ -236,30 +236,6 @@ std::string subtitle(const Estimate& e) {
   return s;
 }
 
-// Decimal "nice" step (1, 2, 5 x 10^k) for about `target` ticks over `range`.
-int64_t nice_count_step(int64_t range, int target) {
-  double raw = std::max(1.0, static_cast<double>(range) / target);
-  double p10 = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double f : {1.0, 2.0, 5.0, 10.0}) {
-    if (f * p10 >= raw) return std::max<int64_t>(1, static_cast<int64_t>(f * p10));
-  }
-  return static_cast<int64_t>(10 * p10);
-}
-
-// Labels in a margin, kept `gap` pixels apart (sorted by y, pushed down).
-struct MarginLabel {
-  double y = 0;
-  std::string head, value, style;
-};
-void spread(std::vector<MarginLabel>& labels, double gap, double top) {
-  std::stable_sort(labels.begin(), labels.end(), [](const MarginLabel& a, const MarginLabel& b) { return a.y < b.y; });
-  double next = top;
-  for (MarginLabel& l : labels) {
-    l.y = std::max(l.y, next);
-    next = l.y + gap;
-  }
-}
-
 // "backward of training step 2" (", micro-batch 3" with gradient accumulation).
 std::string step_desc(const Step& st, bool micro_batches) {
   std::string s = std::string(phase_name(st.phase));
@@ -420,7 +396,7 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   s += "</g>\n";
 
   // GPU lines and their labels in the right margin.
-  std::vector<MarginLabel> labels;
+  std::vector<svg::MarginLabel> labels;
   if (dev) {
     double room = static_cast<double>(dev->capacity_bytes - dev->context_bytes - dev->nccl_bytes);
     if (capacity_on_scale) {
@@ -450,9 +426,9 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
                      svg::path_d(pts));
     labels.push_back({pts.back().y, "reserved (allocator)", human_bytes(t.reserved_peak) + " at most", "reserved"});
   }
-  spread(labels, 28, y0 - 4);
+  svg::spread_labels(labels, 28, y0 - 4);
   s += R"(<g class="margin-labels" font-size="11">)";
-  for (const MarginLabel& l : labels) {
+  for (const svg::MarginLabel& l : labels) {
     s += svg::text(x0 + pw + 8, l.y, l.head, fmt::format(R"(font-weight="600" data-label="{}")", l.style));
     s += svg::text(x0 + pw + 8, l.y + 13, l.value, R"(fill="#333")");
   }
@@ -486,7 +462,7 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   // X axis.
   s += R"(<g class="x-axis" font-size="11" fill="#333">)";
   int64_t last = static_cast<int64_t>(n_steps) - 1;
-  int64_t xstep = nice_count_step(std::max<int64_t>(1, last), 10);
+  int64_t xstep = svg::nice_count_step(std::max<int64_t>(1, last), 10);
   for (int64_t v = 0; v <= last; v += xstep) {
     double x = X(static_cast<double>(v));
     s += svg::line(x, y0 + ph, x, y0 + ph + 4, R"(stroke="#888")");
@@ -629,7 +605,7 @@ std::string weights_section(const Graph& g) {
                  fmt::format(R"~(font-size="12" text-anchor="middle" transform="rotate(-90 14 {})")~", num(y0 + ph / 2)));
   s += svg::text(W - 6, y0 + ph / 2, "cumulative share",
                  fmt::format(R"~(font-size="12" text-anchor="middle" transform="rotate(90 {} {})")~", num(W - 6), num(y0 + ph / 2)));
-  int64_t xstep = nice_count_step(static_cast<int64_t>(groups.size()), 8);
+  int64_t xstep = svg::nice_count_step(static_cast<int64_t>(groups.size()), 8);
   for (int64_t r = 1; r <= static_cast<int64_t>(groups.size()); r = r == 1 && xstep > 1 ? xstep : r + xstep) {
     double x = x0 + bw * (static_cast<double>(r) - 0.5);
     s += svg::line(x, y0 + ph, x, y0 + ph + 4, R"(stroke="#888")");

@@ -68,11 +68,6 @@ std::string cards(const PackReport& r) {
   return s;
 }
 
-struct MarginLabel {
-  double y = 0;
-  std::string head, value, style;
-};
-
 // ---- 1. the savings curve --------------------------------------------------------------------
 
 std::string savings_chart(const PackReport& r) {
@@ -117,19 +112,7 @@ std::string savings_chart(const PackReport& r) {
 
   // X axis: whole numbers of groups, about ten ticks.
   s += R"(<g class="x-axis" font-size="11" fill="#333">)";
-  int64_t step = 1;
-  {
-    // 1, 2, 5, 10, 20, 50, ... x 10^k, for about ten ticks.
-    double raw = std::max(1.0, static_cast<double>(n) / 10);
-    double p10 = std::pow(10.0, std::floor(std::log10(raw)));
-    step = static_cast<int64_t>(p10);
-    for (double f : {1.0, 2.0, 5.0, 10.0}) {
-      if (f * p10 >= raw) {
-        step = std::max<int64_t>(1, static_cast<int64_t>(f * p10));
-        break;
-      }
-    }
-  }
+  const int64_t step = svg::nice_count_step(static_cast<int64_t>(n), 10);
   for (int64_t k = 0; k <= static_cast<int64_t>(n); k += step) {
     double x = X(static_cast<double>(k));
     s += svg::line(x, y0 + ph, x, y0 + ph + 4, R"(stroke="#888")");
@@ -140,7 +123,7 @@ std::string savings_chart(const PackReport& r) {
                  R"(font-size="12" text-anchor="middle")");
   s += "</g>\n";
 
-  std::vector<MarginLabel> labels;
+  std::vector<svg::MarginLabel> labels;
   // Free sharing: a level, reached without retraining.
   const IdenticalPlan& id = r.identical;
   if (id.saved_bytes > 0) {
@@ -242,12 +225,9 @@ std::string savings_chart(const PackReport& r) {
   }
   s += "</g>\n";
 
-  std::stable_sort(labels.begin(), labels.end(), [](const MarginLabel& a, const MarginLabel& b) { return a.y < b.y; });
-  double next = y0 - 4;
+  svg::spread_labels(labels, 28, y0 - 4);
   s += R"(<g class="margin-labels" font-size="11">)";
-  for (MarginLabel& l : labels) {
-    l.y = std::max(l.y, next);
-    next = l.y + 28;
+  for (const svg::MarginLabel& l : labels) {
     s += svg::text(x0 + pw + 8, l.y, l.head, fmt::format(R"(font-weight="600" data-label="{}")", l.style));
     s += svg::text(x0 + pw + 8, l.y + 13, l.value, R"(fill="#333")");
   }

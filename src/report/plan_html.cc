@@ -95,16 +95,6 @@ std::string cards(const Plan& p) {
   return s;
 }
 
-// Decimal "nice" step (1, 2, 5 x 10^k) for about `target` ticks over `range`.
-double nice_step(double range, int target) {
-  const double raw = std::max(range / target, 1e-9);
-  const double p10 = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double f : {1.0, 2.0, 5.0}) {
-    if (f * p10 >= raw) return f * p10;
-  }
-  return 10 * p10;
-}
-
 // ---- 2. memory over one training step --------------------------------------------------------
 
 std::string memory_chart(const Plan& p, const PlanCurves& pc) {
@@ -122,7 +112,7 @@ std::string memory_chart(const Plan& p, const PlanCurves& pc) {
   const bool line_on_scale = line > 0 && line <= 2.5 * data_max;
   svg::ByteTicks ticks = svg::byte_ticks(std::max(data_max, line_on_scale ? line : 0.0) * 1.06, 6);
   const double y_max = ticks.top_bytes;
-  const double x_step = nice_step(x_max, 10);
+  const double x_step = svg::nice_step(x_max, 10);
   const double x_top = std::ceil(x_max / x_step - 1e-9) * x_step;
   auto X = [&](double ms) { return x0 + pw * ms / x_top; };
   auto Y = [&](double bytes) { return y0 + ph - ph * bytes / y_max; };

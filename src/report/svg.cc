@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace headroom::svg {
@@ -112,6 +113,30 @@ ByteTicks byte_ticks(double max_bytes, int target) {
 std::string tick_label(const ByteTicks& t, double bytes) {
   if (bytes == 0) return "0";
   return num(bytes / t.unit_bytes) + " " + t.unit;
+}
+
+double nice_step(double range, int target) {
+  const double raw = std::max(range / target, 1e-9);
+  const double p10 = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double f : {1.0, 2.0, 5.0}) {
+    if (f * p10 >= raw) return f * p10;
+  }
+  return 10 * p10;
+}
+
+int64_t nice_count_step(int64_t range, int target) {
+  // max(range, target) / target = max(range / target, 1): never a step below one.
+  const double range_at_least_target = std::max(static_cast<double>(range), static_cast<double>(target));
+  return std::max<int64_t>(1, static_cast<int64_t>(nice_step(range_at_least_target, target)));
+}
+
+void spread_labels(std::vector<MarginLabel>& labels, double gap, double top) {
+  std::stable_sort(labels.begin(), labels.end(), [](const MarginLabel& a, const MarginLabel& b) { return a.y < b.y; });
+  double next = top;
+  for (MarginLabel& l : labels) {
+    l.y = std::max(l.y, next);
+    next = l.y + gap;
+  }
 }
 
 }  // namespace headroom::svg

@@ -56,4 +56,17 @@ ByteTicks byte_ticks(double max_bytes, int target = 6);
 // "1.5 GiB", "512 MiB", "0 B" for a tick of `t`.
 std::string tick_label(const ByteTicks& t, double bytes);
 
+// A decimal "nice" step (1, 2 or 5 x 10^k) for about `target` ticks over 0..range.
+double nice_step(double range, int target);
+// The same for whole numbers (steps, groups): at least 1.
+int64_t nice_count_step(int64_t range, int target);
+
+// Labels in a chart's right margin: sorted by y and pushed down so that consecutive labels are
+// at least `gap` pixels apart, the first at `top` or below.
+struct MarginLabel {
+  double y = 0;
+  std::string head, value, style;
+};
+void spread_labels(std::vector<MarginLabel>& labels, double gap, double top);
+
 }  // namespace headroom::svg
