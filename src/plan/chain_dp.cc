@@ -20,6 +20,7 @@
 #endif
 
 #include "plan/chain_simulate.h"
+#include "plan/schedule_text.h"
 #include "util/format.h"
 #include "util/checked.h"
 
@@ -447,13 +448,6 @@ std::vector<ChainOp> reconstruct(const SlotArrays& c, const Table& tab, int memo
   return ops;
 }
 
-std::string ms_text(double v) {
-  std::ostringstream os;
-  os.precision(6);
-  os << v;
-  return os.str();
-}
-
 }  // namespace
 
 Chain discretize_chain(const Chain& chain, int64_t unit) {
@@ -555,26 +549,13 @@ std::string chain_plan_json(const ChainPlan& p) {
 
 std::string chain_plan_text(const ChainPlan& p) {
   std::ostringstream os;
-  os << "budget " << human_bytes(p.budget_bytes) << " (" << with_commas(p.budget_bytes)
-     << " bytes), " << p.slots << " slots of " << with_commas(p.unit_bytes) << " bytes\n";
-  os << "store everything needs " << human_bytes(p.store_all_bytes) << " ("
-     << with_commas(p.store_all_bytes) << " bytes); no-checkpoint makespan "
-     << ms_text(p.no_checkpoint_makespan_ms) << " ms\n";
+  os << budget_lines(p.budget_bytes, p.slots, p.unit_bytes, p.store_all_bytes, p.no_checkpoint_makespan_ms);
   if (!p.feasible) {
     os << "infeasible: no persistent schedule fits the budget at this slot count\n";
     return os.str();
   }
-  const double overhead = p.makespan_ms - p.no_checkpoint_makespan_ms;
-  os << "makespan " << ms_text(p.makespan_ms) << " ms (+" << ms_text(overhead) << " ms recomputed";
-  if (p.no_checkpoint_makespan_ms > 0)
-    os << ", +" << ms_text(100.0 * overhead / p.no_checkpoint_makespan_ms) << "%";
-  os << ")\n";
-  os << "peak " << human_bytes(p.peak_bytes) << " (" << with_commas(p.peak_bytes) << " bytes) of "
-     << human_bytes(p.budget_bytes) << "\n";
-  os << "schedule (" << p.schedule.size() << " ops):";
-  for (size_t k = 0; k < p.schedule.size(); ++k)
-    os << (k % 16 == 0 ? "\n  " : " ") << p.schedule[k];
-  os << "\n";
+  os << makespan_line(p.makespan_ms, p.no_checkpoint_makespan_ms);
+  os << peak_and_schedule_lines(p.peak_bytes, p.budget_bytes, p.schedule);
   return os.str();
 }
 

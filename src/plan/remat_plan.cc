@@ -8,17 +8,11 @@
 #include "plan/chain_dp.h"
 #include "plan/remat_simulate.h"
 #include "plan/remat_start.h"
+#include "plan/schedule_text.h"
 #include "util/format.h"
 
 namespace headroom {
 namespace {
-
-std::string ms_text(double v) {
-  std::ostringstream os;
-  os.precision(6);
-  os << v;
-  return os.str();
-}
 
 // An unrestricted solve of a graph with skip edges, in two phases (docs/ilp.md §4). Phase 1 solves
 // the persistent program (a subset of the unrestricted schedules, with a much tighter relaxation)
@@ -149,11 +143,7 @@ std::string remat_plan_json(const RematPlan& p) {
 
 std::string remat_plan_text(const RematPlan& p) {
   std::ostringstream os;
-  os << "budget " << human_bytes(p.budget_bytes) << " (" << with_commas(p.budget_bytes)
-     << " bytes), " << p.slots << " slots of " << with_commas(p.unit_bytes) << " bytes\n";
-  os << "store everything needs " << human_bytes(p.store_all_bytes) << " ("
-     << with_commas(p.store_all_bytes) << " bytes); no-checkpoint makespan "
-     << ms_text(p.no_checkpoint_makespan_ms) << " ms\n";
+  os << budget_lines(p.budget_bytes, p.slots, p.unit_bytes, p.store_all_bytes, p.no_checkpoint_makespan_ms);
   os << "status: " << remat_status_name(p.status);
   if (p.persistent) os << " (persistent schedules only)";
   os << "\n";
@@ -166,18 +156,9 @@ std::string remat_plan_text(const RematPlan& p) {
        << ms_text(p.bound_ms) << " ms if a schedule exists\n";
     return os.str();
   }
-  const double overhead = p.makespan_ms - p.no_checkpoint_makespan_ms;
-  os << "makespan " << ms_text(p.makespan_ms) << " ms (+" << ms_text(overhead) << " ms recomputed";
-  if (p.no_checkpoint_makespan_ms > 0)
-    os << ", +" << ms_text(100.0 * overhead / p.no_checkpoint_makespan_ms) << "%";
-  os << ")\n";
+  os << makespan_line(p.makespan_ms, p.no_checkpoint_makespan_ms);
   os << "best bound " << ms_text(p.bound_ms) << " ms, gap " << ms_text(p.gap_pct) << "%\n";
-  os << "peak " << human_bytes(p.peak_bytes) << " (" << with_commas(p.peak_bytes) << " bytes) of "
-     << human_bytes(p.budget_bytes) << "\n";
-  os << "schedule (" << p.schedule.size() << " ops):";
-  for (size_t k = 0; k < p.schedule.size(); ++k)
-    os << (k % 16 == 0 ? "\n  " : " ") << p.schedule[k];
-  os << "\n";
+  os << peak_and_schedule_lines(p.peak_bytes, p.budget_bytes, p.schedule);
   return os.str();
 }
 
