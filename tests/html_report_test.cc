@@ -36,6 +36,7 @@
 #include "report/html_report.h"
 #include "report/svg.h"
 #include "sim/simulate.h"
+#include "util/file.h"
 
 namespace headroom {
 namespace {

@@ -30,6 +30,7 @@
 #include "report/html_report.h"
 #include "report/pack_html.h"
 #include "report/plan_html.h"
+#include "util/file.h"
 
 namespace headroom {
 namespace {

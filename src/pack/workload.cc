@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "sim/device_catalog.h"
+#include "util/file.h"
 
 namespace headroom {
 namespace {
@@ -139,11 +138,9 @@ Result<Workload> parse_workload(std::string_view text, const std::string& origin
 }
 
 Result<Workload> read_workload_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<Workload>::failure(path + ": cannot read the workload file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_workload(ss.str(), path);
+  std::optional<std::string> text = read_file(path);
+  if (!text) return Result<Workload>::failure(path + ": cannot read the workload file");
+  return parse_workload(*text, path);
 }
 
 }  // namespace headroom

@@ -1,12 +1,12 @@
 #include "plan/chain_model.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "util/checked.h"
+#include "util/file.h"
 
 namespace headroom {
 namespace {
@@ -169,11 +169,9 @@ Result<Chain> parse_chain_json(std::string_view text, const std::string& source)
 }
 
 Result<Chain> load_chain_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<Chain>::failure("cannot read chain file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_chain_json(ss.str(), path);
+  std::optional<std::string> text = read_file(path);
+  if (!text) return Result<Chain>::failure("cannot read chain file '" + path + "'");
+  return parse_chain_json(*text, path);
 }
 
 std::string chain_json(const Chain& c) {

@@ -1,9 +1,9 @@
 // The graph model: validation, the JSON file (a chain file plus "preds"), and the op tokens.
 #include "plan/remat_graph.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "util/file.h"
 
 namespace headroom {
 namespace {
@@ -127,11 +127,9 @@ Result<RematGraph> parse_remat_graph_json(std::string_view text, const std::stri
 }
 
 Result<RematGraph> load_remat_graph_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<RematGraph>::failure("cannot read graph file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_remat_graph_json(ss.str(), path);
+  std::optional<std::string> text = read_file(path);
+  if (!text) return Result<RematGraph>::failure("cannot read graph file '" + path + "'");
+  return parse_remat_graph_json(*text, path);
 }
 
 std::string remat_graph_json(const RematGraph& g) {

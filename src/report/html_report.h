@@ -84,9 +84,4 @@ Result<std::string> html_report(const EstimateOptions& options, const HtmlReport
 // The page's style sheet, shared with the pack page (report/pack_html.h).
 std::string_view html_page_css();
 
-// Writes `content` to `path` atomically: to `path`.tmp, then renames it over `path`, so a failure
-// leaves no half-written file (and removes the .tmp). Returns the bytes written, or one line
-// naming the file and the system's reason.
-Result<int64_t> write_file_atomically(const std::string& path, const std::string& content);
-
 }  // namespace headroom

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "sim/gpus_json.h"  // generated from data/gpus.json
 #include "util/error.h"
+#include "util/file.h"
 #include "util/suggest.h"
 
 namespace headroom {
@@ -155,11 +154,9 @@ DeviceCatalog DeviceCatalog::from_json(std::string_view text_in, std::string_vie
 }
 
 DeviceCatalog DeviceCatalog::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("cannot read GPU catalog '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json(ss.str(), path);
+  std::optional<std::string> text = read_file(path);
+  if (!text) throw InputError(fmt::format("cannot read GPU catalog '{}'", path));
+  return from_json(*text, path);
 }
 
 const DeviceCatalog& DeviceCatalog::builtin() {
