@@ -38,6 +38,7 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
   e.exact_peak_bytes = sim.peak.bytes;
+  e.exact_at_peak = sim.at_peak;
   if (sim.peak.step >= 0) {
     const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
     e.peak_phase = st.phase;

@@ -29,6 +29,7 @@ struct Evaluation {
   bool feasible = false;
   int64_t peak_bytes = 0;      // what is compared with the budget
   int64_t exact_peak_bytes = 0;  // live tensor bytes (torch.cuda.max_memory_allocated, unrounded)
+  CategoryBytes exact_at_peak{};  // those bytes by category
   bool allocator_oom = false;  // the caching allocator ran out of the budget on the way
   IterationTime time;          // one optimizer step (all micro-batches)
   int64_t micro_batch = 0;

@@ -6,7 +6,6 @@
 #include "estimate/device_memory.h"
 #include "plan/model_chain.h"
 #include "sim/device_catalog.h"
-#include "sim/simulate.h"
 
 namespace headroom {
 namespace {
@@ -28,10 +27,6 @@ std::vector<LayerDecision> decisions_of(const Graph& g, const Candidate& c, bool
   return out;
 }
 
-bool faster(const StrategyResult& a, const StrategyResult& b) {
-  if (a.eval.time.total_ms != b.eval.time.total_ms) return a.eval.time.total_ms < b.eval.time.total_ms;
-  return a.eval.peak_bytes < b.eval.peak_bytes;
-}
 
 }  // namespace
 
@@ -95,12 +90,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
     plan.run = o;
     plan.constants = request.constants;
     plan.baseline = ctx.evaluate(Candidate{});
-    {
-      Program base = ctx.program(Candidate{});
-      SimResult sim = simulate(base);
-      plan.baseline_activation_bytes = sim.at_peak[static_cast<size_t>(Category::SavedActivations)] +
-                                       sim.at_peak[static_cast<size_t>(Category::Activations)];
-    }
+    plan.baseline_activation_bytes = plan.baseline.exact_at_peak[static_cast<size_t>(Category::SavedActivations)] +
+                                     plan.baseline.exact_at_peak[static_cast<size_t>(Category::Activations)];
     plan.stages = chain_stages(ctx.graph(0));
     if (!plan.stages.empty()) plan.chain = model_chain(ctx, plan.stages);
 
@@ -146,7 +137,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
     } else {
       const StrategyResult* best = nullptr;
       for (const StrategyResult& r : plan.alternatives) {
-        if (r.applicable && r.eval.feasible && (!best || faster(r, *best))) best = &r;
+        if (r.applicable && r.eval.feasible && (!best || better(r.eval, best->eval))) best = &r;
       }
       if (best) plan.chosen = *best;
     }

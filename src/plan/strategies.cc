@@ -8,9 +8,7 @@
 #include "util/error.h"
 
 namespace headroom {
-namespace {
 
-// Better of two results: feasible first, then faster, then smaller.
 bool better(const Evaluation& a, const Evaluation& b) {
   if (a.feasible != b.feasible) return a.feasible;
   if (a.feasible) {
@@ -19,6 +17,8 @@ bool better(const Evaluation& a, const Evaluation& b) {
   }
   return a.peak_bytes < b.peak_bytes;
 }
+
+namespace {
 
 StrategyResult evaluated(std::string name, PlanContext& ctx, Candidate c, std::string note = "") {
   StrategyResult r;

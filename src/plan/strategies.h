@@ -31,6 +31,9 @@ struct StrategyResult {
   bool single_tensor_optimizer = false;  // run with the single-tensor optimizer instead of foreach
 };
 
+// The better of two evaluations: feasible first, then faster, then smaller.
+bool better(const Evaluation& a, const Evaluation& b);
+
 // Per stage of `stages`: the saved activations it made that are alive at the end of the first
 // forward of `base`'s program, its boundary bytes, and its forward time on the cost model.
 std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& base, const std::vector<Stage>& stages);
