@@ -63,7 +63,13 @@ TEST(CostModel, LinearIsComputeBoundOnTheRoofline) {
 // MemoryPlan.OffloadFreesSavedActivationsUntilTheBackwardPrefetchesThem): each op costs 1 ms
 // of launch (compute ~ 0 on an infinitely fast GPU), each backward 2 ms, Adam-free SGD launches
 // 4 kernels per parameter tensor (4 tensors: 16 ms). Transfers are 32 bytes.
-IterationTime offload_timeline(double link_bytes_per_s) {
+struct OffloadRun {
+  MemoryPlan plan;
+  Graph g;
+  Program p;
+  CostModel m;
+};
+OffloadRun offload_run(double link_bytes_per_s) {
   EstimateOptions o;
   o.model = "mlp:layers=2,dim=4";
   o.batch = 2;
@@ -76,8 +82,11 @@ IterationTime offload_timeline(double link_bytes_per_s) {
   Program p = build_program(g, schedule_options(o));
   CostConstants c = exact_constants();
   c.launch_us = 1000;
-  CostModel m(round_gpu(1e30, 1e30, link_bytes_per_s), c);
-  return iteration_time(m, g, p, o.plan, OptimizerKind::Sgd, false, 1);
+  return {o.plan, std::move(g), std::move(p), CostModel(round_gpu(1e30, 1e30, link_bytes_per_s), c)};
+}
+IterationTime offload_timeline(double link_bytes_per_s) {
+  OffloadRun r = offload_run(link_bytes_per_s);
+  return iteration_time(r.m, r.g, r.p, r.plan, OptimizerKind::Sgd, false, 1);
 }
 
 TEST(CostModel, CopiesHiddenBehindComputeCostNothing) {
@@ -112,21 +121,10 @@ TEST(CostModel, StepTimesAreTheTimelineOfIterationTime) {
   // The program of SlowCopiesStallAtTheirDeadlines: the counted steps span its 41 ms, each step
   // ends where the next starts, and the stalls widen the steps that wait: step 1 [0, 1), step 2
   // [1, 5) (1 ms + 3 ms waiting for "0" out), step 3 [5, 9) (1 ms + 3 ms for "1" out).
-  EstimateOptions o;
-  o.model = "mlp:layers=2,dim=4";
-  o.batch = 2;
-  o.optimizer = OptimizerKind::Sgd;
-  o.foreach = false;
-  o.cublas_workspace_bytes = 0;
-  o.iterations = 1;
-  o.plan.offload = {1, 2};
-  Graph g = build_graph(o, 2);
-  Program p = build_program(g, schedule_options(o));
-  CostConstants c = exact_constants();
-  c.launch_us = 1000;
-  CostModel m(round_gpu(1e30, 1e30, 8000), c);
-  StepTimes t = step_times(m, g, p, o.plan, OptimizerKind::Sgd, false, 1);
-  IterationTime it = iteration_time(m, g, p, o.plan, OptimizerKind::Sgd, false, 1);
+  OffloadRun r = offload_run(8000);
+  const Program& p = r.p;
+  StepTimes t = step_times(r.m, r.g, p, r.plan, OptimizerKind::Sgd, false, 1);
+  IterationTime it = iteration_time(r.m, r.g, p, r.plan, OptimizerKind::Sgd, false, 1);
   ASSERT_EQ(t.start_ms.size(), p.steps.size());
   std::vector<size_t> counted;
   for (size_t s = 0; s < p.steps.size(); ++s) {
