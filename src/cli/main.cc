@@ -13,8 +13,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
-#include "frontends/onnx/onnx_import.h"
-#include "frontends/onnx/onnx_weights.h"
+#include "frontends/model_source.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "plan/planner.h"
@@ -124,21 +123,16 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
 }
 
-// An ONNX file as the model: every run imports it at that run's batch, with --dim bindings.
-void apply_onnx_loader(const EstimateArgs& a, EstimateOptions& o) {
-  if (!looks_like_onnx_path(a.model)) {
-    if (!a.dims.empty()) throw InputError("--dim applies to ONNX files; '" + a.model + "' is a built-in model");
-    return;
-  }
-  OnnxImportOptions io;
+// The frontend's own options (--dim, --allow-unknown); the library picks the frontend.
+void apply_model_source(const EstimateArgs& a, EstimateOptions& o) {
+  ModelSourceOptions src;
   for (const std::string& d : a.dims) {
     size_t eq = d.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError("--dim '" + d + "' is not NAME=VALUE");
-    io.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
+    src.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
   }
-  io.allow_unknown = a.allow_unknown;
-  io.infer_inplace = true;
-  o.graph_loader = onnx_graph_loader(a.model, io);
+  src.allow_unknown = a.allow_unknown;
+  select_frontend(o, src);
 }
 
 // "5%" or "0.05" -> 0.05; InputError outside 0-90%.
@@ -230,7 +224,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       }
     }
     apply_gpu_options(a, o, false);
-    apply_onnx_loader(a, o);
+    apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
   });
@@ -330,21 +324,7 @@ int run_pack(const PackArgs& a) {
     return p;
   });
   if (!o.ok()) return fail(o.error());
-  ModelLoader loader = [](const std::string& model, int64_t batch) {
-    if (!looks_like_onnx_path(model)) return load_builtin_model(model, batch);
-    OnnxImportOptions io;
-    io.batch = batch;
-    io.with_loss = false;
-    Result<Graph> g = import_onnx(model, io);
-    if (!g.ok()) throw InputError(g.error());
-    LoadedModel lm = loaded_from_graph(g.value());
-    // The values, for the bit-identical layer check; files without them are reported, not errors.
-    Result<WeightData> w = read_onnx_weights(model);
-    if (!w.ok()) throw InputError(w.error());
-    lm.weights = w.value();
-    return lm;
-  };
-  Result<PackReport> r = pack(o.value(), loader);
+  Result<PackReport> r = pack(o.value(), load_model_for_pack);
   if (!r.ok()) return fail(r.error());
   // The page first: if it cannot be written, nothing is printed and no half file is left.
   if (!a.html.empty()) {

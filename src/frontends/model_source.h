@@ -1,0 +1,41 @@
+// model_source: the one place that decides which frontend reads a model argument, so that the
+// CLI, the Python package and `pack` resolve "resnet50", "net.onnx" and (next) a Hugging Face
+// config.json the same way.
+//
+// Invariants: the choice depends only on the argument's text (and, for a directory, on whether it
+// holds a config.json), never on the options; options that belong to another frontend than the
+// chosen one are InputErrors naming the option (an option that does not apply is never ignored).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "estimate/estimate.h"
+#include "pack/pack.h"
+
+namespace headroom {
+
+enum class ModelSourceKind : uint8_t { Builtin, Onnx };
+
+// Options that only some frontends take.
+struct ModelSourceOptions {
+  // ONNX: NAME -> VALUE for symbolic input dimensions (--dim).
+  std::map<std::string, int64_t> dims;
+  // ONNX: unknown ops become elementwise Opaque ops (--allow-unknown).
+  bool allow_unknown = false;
+};
+
+// Which frontend reads `model`.
+ModelSourceKind model_source_kind(const std::string& model);
+
+// Sets options.graph_loader for `options.model` (left unset for built-in models, which
+// estimate() builds from the zoo). Throws InputError when `source` holds an option the chosen
+// frontend does not take.
+void select_frontend(EstimateOptions& options, const ModelSourceOptions& source);
+
+// pack's loader: every model argument, built-in or file, as an inference graph at a batch size
+// (ONNX files also with their weights' values, for the identical-layer check).
+LoadedModel load_model_for_pack(const std::string& model, int64_t batch);
+
+}  // namespace headroom
