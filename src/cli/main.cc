@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "estimate/estimate.h"
@@ -39,6 +40,11 @@ constexpr int kUsageError = 2;
 int fail(const std::string& message) {
   std::cerr << "headroom: " << message << "\n";
   return kUsageError;
+}
+
+// Every file a command writes is named on stderr (stdout carries the result, e.g. --json).
+void say_written(const std::string& path, int64_t bytes) {
+  std::cerr << "headroom: wrote " << path << " (" << human_bytes(bytes) << ")\n";
 }
 
 bool color_enabled() {
@@ -84,7 +90,7 @@ struct EstimateArgs {
   bool expandable_segments = false;
   std::string cublas_workspace;
   std::string conv_workspace;
-  std::string margin = "0%";
+  std::string margin = "5%";  // fit and the fits verdict; plan sets its own default (0%)
   // ONNX files
   std::vector<std::string> dims;
   bool allow_unknown = false;
@@ -110,6 +116,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
   cmd->add_option("--gpu", a.gpu, "GPU from the catalog (headroom gpus lists them)");
   cmd->add_option("--gpu-memory", a.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
+  cmd->add_option("--margin", a.margin, "with a GPU: memory kept free, e.g. 10% (default " + a.margin + "; 0% turns it off)");
   cmd->add_option("--cuda-context", a.cuda_context, "CUDA context size (default 254MiB, 616MiB with --eager-module-loading)");
   cmd->add_flag("--eager-module-loading", a.eager_loading, "CUDA_MODULE_LOADING=EAGER: a larger context");
   cmd->add_flag("--nccl", a.nccl, "add NCCL communicator memory (default 512MiB, --nccl-memory)");
@@ -223,6 +230,9 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
         o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
       }
     }
+    if (cmd->count("--margin") && a.gpu.empty() && a.gpu_memory.empty()) {
+      throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
+    }
     apply_gpu_options(a, o, false);
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
@@ -296,6 +306,7 @@ int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& ou
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
   if (!written.ok()) return fail(written.error());
+  say_written(output, written.value());
   return 0;
 }
 
@@ -330,6 +341,7 @@ int run_pack(const PackArgs& a) {
   if (!a.html.empty()) {
     Result<int64_t> written = write_file_atomically(a.html, pack_html(r.value()));
     if (!written.ok()) return fail(written.error());
+    say_written(a.html, written.value());
   }
   std::cout << (a.json ? pack_json(r.value()) : pack_text(r.value()));
   return 0;
@@ -365,10 +377,12 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     if (r.value().chain.fwd_ms.empty()) return fail("--export-chain: the model has no stages");
     Result<int64_t> written = write_file_atomically(export_chain, chain_json(r.value().chain));
     if (!written.ok()) return fail(written.error());
+    say_written(export_chain, written.value());
   }
   if (!html.empty()) {
     Result<int64_t> written = write_file_atomically(html, plan_html(r.value()));
     if (!written.ok()) return fail(written.error());
+    say_written(html, written.value());
   }
   std::cout << (a.json ? plan_json(r.value()) : plan_text(r.value()));
   return 0;
@@ -444,9 +458,43 @@ int run_models() {
   return 0;
 }
 
+// One line and one example per command: what bare `headroom` and `headroom help` print. README's
+// "Commands" block is this text (tests/cli_help_test.cc compares them).
+struct CommandHelp {
+  const char* usage;
+  const char* example;
+};
+const std::map<std::string, CommandHelp>& command_help() {
+  static const std::map<std::string, CommandHelp> help = {
+      {"estimate", {"estimate MODEL", "headroom estimate resnet50 --batch 32"}},
+      {"fit", {"fit MODEL --gpu NAME", "headroom fit gpt2 --gpu T4"}},
+      {"plan", {"plan MODEL --gpu NAME", "headroom plan gpt2 --batch 8 --gpu T4"}},
+      {"report", {"report MODEL -o FILE", "headroom report resnet50 -o report.html"}},
+      {"pack", {"pack MODEL...", "headroom pack resnet50 vgg16 --gpu T4"}},
+      {"models", {"models", "headroom models"}},
+      {"gpus", {"gpus", "headroom gpus"}},
+      {"help", {"help [COMMAND]", "headroom help plan"}},
+  };
+  return help;
+}
+
+std::string overview(const CLI::App& app) {
+  std::string s = "headroom " HEADROOM_VERSION ": how much GPU memory a model needs, before you run it\n\n";
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    auto it = command_help().find(sub->get_name());
+    HEADROOM_CHECK(it != command_help().end(), "no help line for command " + sub->get_name());
+    s += fmt::format("  {:<22} {}\n  {:<22}   e.g. {}\n", it->second.usage, sub->get_description(), "",
+                     it->second.example);
+  }
+  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,... or an .onnx file.\n"
+       "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
+  return s;
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{"headroom: how much GPU memory a model needs, before you run it"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", "headroom " HEADROOM_VERSION);
   EstimateArgs ea;
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
@@ -455,14 +503,13 @@ int main_impl(int argc, char** argv) {
   std::string vary = "batch";
   CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
   add_estimate_options(fitc, fa);
-  fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
+  pla.margin = "0%";  // a plan's budget is the whole GPU unless asked otherwise
   CLI::App* planc = app.add_subcommand("plan", "the fastest way to train within a memory budget (or --chain: the chain solver)");
   add_estimate_options(planc, pla, /*model_required=*/false);
-  planc->add_option("--margin", pla.margin, "memory kept free with --gpu, e.g. 5% (default 0%)");
   planc->add_option("--chain", chain_file, "chain model JSON (docs/chain-solver.md)");
   planc->add_option("--budget", chain_budget, "memory budget, e.g. 20GiB (default with --gpu: its memory)");
   planc->add_option("--strategy", plan_strategy,
@@ -493,8 +540,13 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  std::string help_topic;
+  CLI::App* helpc = app.add_subcommand("help", "this overview, or a command's options");
+  helpc->add_option("COMMAND", help_topic, "a command");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -503,6 +555,23 @@ int main_impl(int argc, char** argv) {
     std::string msg = e.what();
     if (msg.empty()) msg = "invalid arguments (see headroom --help)";
     return fail(msg);
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << overview(app);
+    return 0;
+  }
+  if (*helpc) {
+    if (help_topic.empty()) {
+      std::cout << overview(app);
+      return 0;
+    }
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == help_topic) {
+        std::cout << sub->help();
+        return 0;
+      }
+    }
+    return fail("help: unknown command '" + help_topic + "' (headroom help lists them)");
   }
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();

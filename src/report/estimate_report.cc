@@ -91,7 +91,11 @@ std::string device_text(const DeviceMemory& d, bool color) {
   s += fmt::format("  {:<34} {:>10}  (+{} over the allocated peak)\n", "reserved peak (caching allocator)",
                    human_bytes(d.reserved_peak_bytes), human_bytes(d.reserved_peak_bytes - d.allocated_peak_bytes));
   s += fmt::format("  {:<34} {:>10}\n", "device total (what nvidia-smi shows)", human_bytes(d.device_total_bytes));
-  if (d.usable_bytes != d.capacity_bytes) s += fmt::format("  {:<34} {:>10}\n", "usable with the margin", human_bytes(d.usable_bytes));
+  if (d.usable_bytes != d.capacity_bytes) {
+    const double margin = 1.0 - static_cast<double>(d.usable_bytes) / static_cast<double>(d.capacity_bytes);
+    s += fmt::format("  {:<34} {:>10}  (kept free: fragmentation drift over long runs, other processes, library growth; --margin 0% turns it off)\n",
+                     fmt::format("usable with a {:.0f}% margin", 100.0 * margin), human_bytes(d.usable_bytes));
+  }
   if (d.fits) {
     s += fmt::format("  {}fits{}, {} left\n", green, reset, human_bytes(d.headroom_bytes));
   } else {
