@@ -1,5 +1,6 @@
 // The `headroom` command: parses arguments, calls the library, prints. Every user error is one
 // line on stderr and exit code 2, with nothing on stdout.
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -8,12 +9,14 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/model_source.h"
+#include "measure/watch.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "plan/planner.h"
@@ -444,6 +447,67 @@ int run_models() {
   return 0;
 }
 
+// `watch`: NVML samples while a command runs (docs/gpu.md, "Measuring"). Exits with the
+// command's exit code once the summary is printed.
+struct WatchArgs {
+  std::string interval = "100ms";
+  std::string pid;
+  std::string samples;
+  std::string output;
+  std::string compare;
+  std::vector<std::string> command;
+};
+
+volatile sig_atomic_t g_interrupted = 0;
+
+int run_watch(const WatchArgs& a) {
+  std::optional<int64_t> predicted;
+  std::unique_ptr<Nvml> nvml;
+  Result<WatchOptions> o = capture_input_errors([&]() -> WatchOptions {
+    WatchOptions w;
+    w.interval_ms = parse_interval_ms(a.interval);
+    if (!a.pid.empty()) {
+      int64_t pid = parse_positive("--pid", a.pid);
+      if (pid > INT32_MAX) throw InputError("--pid " + a.pid + " is not a process id");
+      w.pid = static_cast<pid_t>(pid);
+    }
+    if (!a.samples.empty()) w.max_samples = parse_positive("--samples", a.samples);
+    w.command = a.command;
+    if (!a.output.empty()) (void)sample_format_for(a.output);
+    if (!a.compare.empty()) {
+      Result<int64_t> p = predicted_device_total(a.compare);
+      if (!p.ok()) throw InputError(p.error());
+      predicted = p.value();
+    }
+    nvml = Nvml::load();
+    return w;
+  });
+  if (!o.ok()) return fail(o.error());
+  WatchOptions w = o.value();
+  // Without a command, Ctrl-C ends the watch and still prints the summary; with one, the command
+  // gets the terminal's signal itself and the watch ends when it exits. The handler (not
+  // SIG_IGN) is reset to the default in the started command by exec.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = 1; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  w.interrupted = [] { return g_interrupted != 0; };
+  std::ofstream file;
+  if (!a.output.empty()) {
+    file.open(a.output, std::ios::binary | std::ios::trunc);
+    if (!file) return fail("-o " + a.output + ": cannot open the file for writing");
+  }
+  Result<WatchResult> r = watch(w, *nvml, a.output.empty() ? nullptr : &file,
+                                a.output.empty() ? SampleFormat::Csv : sample_format_for(a.output));
+  if (!r.ok()) {
+    if (!a.output.empty()) std::remove(a.output.c_str());  // no half-written file
+    return fail(r.error());
+  }
+  std::cout << watch_summary(r.value(), predicted) << std::flush;
+  return r.value().exit_code.value_or(0);
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{"headroom: how much GPU memory a model needs, before you run it"};
   app.require_subcommand(1);
@@ -493,6 +557,14 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  WatchArgs wa;
+  CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
+  watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
+  watchc->add_option("--pid", wa.pid, "watch a running process (and its children) instead of starting one");
+  watchc->add_option("--samples", wa.samples, "stop sampling after N samples");
+  watchc->add_option("-o,--output", wa.output, "write every sample to FILE.csv or FILE.jsonl");
+  watchc->add_option("--compare", wa.compare, "estimate --gpu --json output: print its device total beside the peak");
+  watchc->add_option("COMMAND", wa.command, "the command to run and watch, after --");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -523,6 +595,7 @@ int main_impl(int argc, char** argv) {
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);
+  if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }
 
