@@ -73,6 +73,8 @@ struct EstimateArgs {
   std::string device = "cuda";
   std::string dropout = "on";
   std::string loss = "default";
+  std::string zero_grad;
+  std::string framework;
   bool json = false;
   bool trace = false;
   int top = 10;
@@ -108,6 +110,8 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
+  cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
+  cmd->add_option("--framework", a.framework, "hf-trainer: a Hugging Face Trainer loop of PyTorch < 2.0 (adamw, no foreach, --zero-grad zeros)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
@@ -214,6 +218,20 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     else if (a.loss == "next-token") o.loss = LossKind::NextToken;
     else if (a.loss == "mse") o.loss = LossKind::Mse;
     else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
+    if (!a.framework.empty()) {
+      // Defaults of the loop; flags given explicitly still win.
+      if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");
+      if (o.mode != RunMode::Training) throw InputError("--framework hf-trainer applies to --mode train");
+      if (!cmd->count("--optimizer")) o.optimizer = OptimizerKind::AdamW;
+      if (!a.foreach && !a.no_foreach) o.foreach = false;
+      o.zero_grad = ZeroGrad::Zeros;
+    }
+    if (!a.zero_grad.empty()) {
+      auto z = parse_zero_grad(a.zero_grad);
+      if (!z) throw InputError("--zero-grad must be none or zeros, got '" + a.zero_grad + "'");
+      if (o.mode != RunMode::Training) throw InputError("--zero-grad applies to --mode train");
+      o.zero_grad = *z;
+    }
     if (a.top < 0) throw InputError("--top must not be negative");
     o.top_tensors = a.top;
     o.keep_program = a.trace;
