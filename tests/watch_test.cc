@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -74,7 +75,7 @@ TEST(WatchFormat, PeaksKeepTheFirstTimeAPeakIsReached) {
   int64_t proc[] = {0, 250, 250, 0};
   for (int k = 0; k < 4; ++k) {
     add_to_peaks(WatchSample{.t_ms = 50 * k, .device = 0, .device_used_bytes = used[k], .device_total_bytes = 1000,
-                             .process_used_bytes = proc[k]},
+                             .process_used_bytes = proc[k], .utilization = std::nullopt},
                  r);
   }
   ASSERT_EQ(r.devices.size(), 1u);
@@ -180,6 +181,26 @@ TEST_F(FakeNvml, ManyProcessesGrowTheBuffer) {
   std::vector<GpuProcessMemory> p = n->compute_processes(0);
   ASSERT_EQ(p.size(), 40u);
   EXPECT_EQ(p[39].used_bytes, 400);
+}
+
+// validation/nvml_probe.py (make validate-gpu's NVML reader, ctypes) against both fake layouts:
+// the same calls and structs as the C++ loader.
+TEST_F(FakeNvml, ValidationProbeReadsBothProcessLayouts) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  for (const char* lib : {HEADROOM_FAKE_NVML, HEADROOM_FAKE_NVML_V1}) {
+    use("1000 400 0 0 7=na " + std::to_string(getpid()) + "=300 11=5\n", lib);
+    std::string cmd = "cd " + std::string(HEADROOM_SOURCE_DIR) +
+                      "/validation && /usr/bin/python3 -c 'import nvml_probe; n = nvml_probe.Nvml(); "
+                      "print(n.ok, n.driver_version(), n.device_used(), n.process_used(" +
+                      std::to_string(getpid()) + "), n.process_used(7), n.process_used(12))'";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[256] = {};
+    std::string out = fgets(buf, sizeof buf, p) != nullptr ? buf : "";
+    EXPECT_EQ(pclose(p), 0) << lib;
+    // NVML_VALUE_NOT_AVAILABLE and an unlisted pid are both unknown (None).
+    EXPECT_EQ(out, "True 999.99 400 300 None None\n") << lib;
+  }
 }
 
 void expect_one_line_error(const CliRun& r, const std::string& fragment) {
