@@ -1,5 +1,6 @@
 // The `headroom` command: parses arguments, calls the library, prints. Every user error is one
 // line on stderr and exit code 2, with nothing on stdout.
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -15,6 +17,7 @@
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/model_source.h"
+#include "measure/watch.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "plan/planner.h"
@@ -76,6 +79,8 @@ struct EstimateArgs {
   std::string device = "cuda";
   std::string dropout = "on";
   std::string loss = "default";
+  std::string zero_grad;
+  std::string framework;
   bool json = false;
   bool trace = false;
   int top = 10;
@@ -111,6 +116,8 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
+  cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
+  cmd->add_option("--framework", a.framework, "hf-trainer: a Hugging Face Trainer loop of PyTorch < 2.0 (adamw, no foreach, --zero-grad zeros)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
@@ -218,6 +225,20 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     else if (a.loss == "next-token") o.loss = LossKind::NextToken;
     else if (a.loss == "mse") o.loss = LossKind::Mse;
     else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
+    if (!a.framework.empty()) {
+      // Defaults of the loop; flags given explicitly still win.
+      if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");
+      if (o.mode != RunMode::Training) throw InputError("--framework hf-trainer applies to --mode train");
+      if (!cmd->count("--optimizer")) o.optimizer = OptimizerKind::AdamW;
+      if (!a.foreach && !a.no_foreach) o.foreach = false;
+      o.zero_grad = ZeroGrad::Zeros;
+    }
+    if (!a.zero_grad.empty()) {
+      auto z = parse_zero_grad(a.zero_grad);
+      if (!z) throw InputError("--zero-grad must be none or zeros, got '" + a.zero_grad + "'");
+      if (o.mode != RunMode::Training) throw InputError("--zero-grad applies to --mode train");
+      o.zero_grad = *z;
+    }
     if (a.top < 0) throw InputError("--top must not be negative");
     o.top_tensors = a.top;
     o.keep_program = a.trace;
@@ -473,6 +494,7 @@ const std::map<std::string, CommandHelp>& command_help() {
       {"pack", {"pack MODEL...", "headroom pack resnet50 vgg16 --gpu T4"}},
       {"models", {"models", "headroom models"}},
       {"gpus", {"gpus", "headroom gpus"}},
+      {"watch", {"watch -- COMMAND", "headroom watch -o run.csv -- python train.py"}},
       {"help", {"help [COMMAND]", "headroom help plan"}},
   };
   return help;
@@ -489,6 +511,67 @@ std::string overview(const CLI::App& app) {
   s += "\nMODEL is a built-in model (headroom models), NAME:key=value,... or an .onnx file.\n"
        "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
   return s;
+}
+
+// `watch`: NVML samples while a command runs (docs/gpu.md, "Measuring"). Exits with the
+// command's exit code once the summary is printed.
+struct WatchArgs {
+  std::string interval = "100ms";
+  std::string pid;
+  std::string samples;
+  std::string output;
+  std::string compare;
+  std::vector<std::string> command;
+};
+
+volatile sig_atomic_t g_interrupted = 0;
+
+int run_watch(const WatchArgs& a) {
+  std::optional<int64_t> predicted;
+  std::unique_ptr<Nvml> nvml;
+  Result<WatchOptions> o = capture_input_errors([&]() -> WatchOptions {
+    WatchOptions w;
+    w.interval_ms = parse_interval_ms(a.interval);
+    if (!a.pid.empty()) {
+      int64_t pid = parse_positive("--pid", a.pid);
+      if (pid > INT32_MAX) throw InputError("--pid " + a.pid + " is not a process id");
+      w.pid = static_cast<pid_t>(pid);
+    }
+    if (!a.samples.empty()) w.max_samples = parse_positive("--samples", a.samples);
+    w.command = a.command;
+    if (!a.output.empty()) (void)sample_format_for(a.output);
+    if (!a.compare.empty()) {
+      Result<int64_t> p = predicted_device_total(a.compare);
+      if (!p.ok()) throw InputError(p.error());
+      predicted = p.value();
+    }
+    nvml = Nvml::load();
+    return w;
+  });
+  if (!o.ok()) return fail(o.error());
+  WatchOptions w = o.value();
+  // Without a command, Ctrl-C ends the watch and still prints the summary; with one, the command
+  // gets the terminal's signal itself and the watch ends when it exits. The handler (not
+  // SIG_IGN) is reset to the default in the started command by exec.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = 1; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  w.interrupted = [] { return g_interrupted != 0; };
+  std::ofstream file;
+  if (!a.output.empty()) {
+    file.open(a.output, std::ios::binary | std::ios::trunc);
+    if (!file) return fail("-o " + a.output + ": cannot open the file for writing");
+  }
+  Result<WatchResult> r = watch(w, *nvml, a.output.empty() ? nullptr : &file,
+                                a.output.empty() ? SampleFormat::Csv : sample_format_for(a.output));
+  if (!r.ok()) {
+    if (!a.output.empty()) std::remove(a.output.c_str());  // no half-written file
+    return fail(r.error());
+  }
+  std::cout << watch_summary(r.value(), predicted) << std::flush;
+  return r.value().exit_code.value_or(0);
 }
 
 int main_impl(int argc, char** argv) {
@@ -540,6 +623,14 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  WatchArgs wa;
+  CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
+  watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
+  watchc->add_option("--pid", wa.pid, "watch a running process (and its children) instead of starting one");
+  watchc->add_option("--samples", wa.samples, "stop sampling after N samples");
+  watchc->add_option("-o,--output", wa.output, "write every sample to FILE.csv or FILE.jsonl");
+  watchc->add_option("--compare", wa.compare, "estimate --gpu --json output: print its device total beside the peak");
+  watchc->add_option("COMMAND", wa.command, "the command to run and watch, after --");
   std::string help_topic;
   CLI::App* helpc = app.add_subcommand("help", "this overview, or a command's options");
   helpc->add_option("COMMAND", help_topic, "a command");
@@ -592,6 +683,7 @@ int main_impl(int argc, char** argv) {
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);
+  if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }
 

@@ -55,6 +55,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
     s.device.conv_workspace_bytes = o.conv_workspace_bytes;
   }
   s.iterations = o.iterations;
+  s.zero_grad = o.zero_grad;
   if (o.mode == RunMode::Training) s.plan = o.plan;
   return s;
 }

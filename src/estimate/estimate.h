@@ -37,6 +37,7 @@ struct EstimateOptions {
   RunMode mode = RunMode::Training;
   OptimizerKind optimizer = OptimizerKind::Adam;
   std::optional<bool> foreach;        // unset: the device's default implementation
+  ZeroGrad zero_grad = ZeroGrad::SetToNone;  // training: what zero_grad() after each step does
   Precision precision = Precision::Fp32;
   std::string device = "cuda";        // "cuda" or "cpu"
   std::optional<int64_t> micro_batch; // gradient accumulation: forward/backward at this size

@@ -64,6 +64,13 @@ void Interpreter::optimizer_step(int iteration) {
     }
   }
   end_step();
+  if (o_.zero_grad == ZeroGrad::Zeros) {
+    // _foreach_zero_ (or zero_()) on the kept gradients: in place, nothing allocated or freed.
+    begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=False)");
+    record_function();
+    end_step();
+    return;
+  }
   begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=True)");
   record_function();
   for (TensorId p : ps) {

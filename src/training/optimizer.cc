@@ -19,6 +19,15 @@ std::optional<OptimizerKind> parse_optimizer(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view zero_grad_name(ZeroGrad z) { return z == ZeroGrad::SetToNone ? "none" : "zeros"; }
+
+std::optional<ZeroGrad> parse_zero_grad(std::string_view name) {
+  for (ZeroGrad z : {ZeroGrad::SetToNone, ZeroGrad::Zeros}) {
+    if (zero_grad_name(z) == name) return z;
+  }
+  return std::nullopt;
+}
+
 int optimizer_state_tensors(OptimizerKind k) {
   switch (k) {
     case OptimizerKind::Sgd: return 0;
