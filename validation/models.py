@@ -828,7 +828,11 @@ def default_seq(name):
 
 
 def build(name, batch, seq=None, dropout=True, checkpoint=None):
-    """build_plain(), then activation checkpointing by `checkpoint` (a ckpt.py scheme) if given."""
+    """build_plain(), then activation checkpointing by `checkpoint` (a ckpt.py scheme) if given.
+    "captured:NAME" is a module of captured.py (known to headroom only through capture)."""
+    if name.startswith("captured:"):
+        import captured
+        return captured.build(name[len("captured:"):], batch)
     model, inputs, targets, loss_fn = build_plain(name, batch, seq, dropout)
     if checkpoint is not None:
         import ckpt
