@@ -823,6 +823,8 @@ class InceptionLoss(nn.Module):
 
 
 def default_seq(name):
+    if name.startswith("captured:"):
+        return None
     fam = family(name)
     return 128 if fam in ("bert", "gpt2", "llama") else None
 
