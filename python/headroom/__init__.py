@@ -14,7 +14,7 @@ import json
 from ._native import Error, InputError
 from . import _native
 
-__all__ = ["Error", "InputError", "Capture", "capture", "estimate", "fit", "plan", "report", "trace"]
+__all__ = ["Error", "InputError", "Capture", "Plan", "capture", "estimate", "fit", "plan", "report", "trace"]
 
 
 class Capture:
@@ -32,14 +32,20 @@ class Capture:
         first = self.trace.tensors[self.trace.inputs[0]].shape if self.trace.inputs else []
         self.batch = first[0] if first else 1
 
-    def graph(self, batch=None, dtype="float32", dropout=True):
-        """headroom's graph of the step (a _native.Graph) at `batch` (default: the inputs')."""
+    def lowering(self, batch=None, dtype="float32", dropout=True):
+        """The lowered step (lower.Lowering: the graph's op names, each call's ops)."""
         from .recorder import record
         from .lower import Lowering
         trace = self.trace
         if batch is not None and batch != self.batch:
             trace = record(self.model, self.example_inputs, self.loss_fn, self.mode, batch=batch)
-        return Lowering(trace, self.name, dtype, dropout).run(self.mode == "train")
+        low = Lowering(trace, self.name, dtype, dropout)
+        low.graph = low.run(self.mode == "train")
+        return low
+
+    def graph(self, batch=None, dtype="float32", dropout=True):
+        """headroom's graph of the step (a _native.Graph) at `batch` (default: the inputs')."""
+        return self.lowering(batch, dtype, dropout).graph
 
     @property
     def parameter_count(self):
@@ -127,16 +133,7 @@ def _resolve(model, example_inputs, options):
             raise Error("example_inputs and loss_fn were given to capture(); pass the capture alone")
         cap = model
     else:
-        try:
-            import torch
-        except ImportError:
-            raise Error("an nn.Module needs torch (Debian: python3-torch)") from None
-        if not isinstance(model, torch.nn.Module):
-            raise Error("model must be a built-in model name, an .onnx path, an nn.Module or a "
-                        "headroom.capture(...) result, got " + type(model).__name__)
-        if example_inputs is None:
-            raise Error("an nn.Module needs example_inputs")
-        cap = Capture(model, example_inputs, loss_fn, mode)
+        cap = _capture_for(model, example_inputs, loss_fn, mode)
     options["batch"] = cap.batch
     return cap.name, cap._loader, _pairs(options)
 
@@ -153,12 +150,66 @@ def fit(model, example_inputs=None, vary="batch", **options):
     return json.loads(_native.fit_json(name, pairs, loader, vary))
 
 
+class Plan(dict):
+    """`headroom plan --json`, parsed, and for a module: apply(model) rewrites it to follow the
+    plan's checkpointing (apply.py); `applied` then holds the checkpoint ranges really applied and
+    their re-simulated estimate."""
+
+    def __init__(self, d, capture, options):
+        super().__init__(d)
+        self._capture = capture
+        self._options = options
+        self.applied = None
+
+    def apply(self, model):
+        from . import apply as ap
+        if self._capture is None:
+            raise Error("plan.apply needs a plan made for an nn.Module")
+        if not self.get("feasible"):
+            raise Error("plan.apply: the plan is not feasible")
+        if self.get("decisions", {}).get("micro_batches", 1) != 1:
+            raise Error("plan.apply: gradient accumulation (micro_batches > 1) is not applied yet")
+        recompute = ap.recomputed_ops(self)
+        low = self._capture.lowering()
+        mops = ap.ModuleOps(low)
+        chosen = ap.choose(model, mops, recompute)
+        ranges = ap.ranges(mops, chosen, model)
+        ap.apply_segments(model, chosen)
+        options = dict(self._options)
+        options["checkpoint"] = ranges
+        self.applied = dict(checkpoint=ranges, estimate=estimate(self._capture, **options))
+        return model
+
+
 def plan(model, example_inputs=None, budget=None, activation_budget=None, strategy="auto", cost_gpu=None, **options):
-    """The fastest plan that fits: `headroom plan --json`, parsed."""
+    """The fastest plan that fits: `headroom plan --json`, parsed (a Plan: a dict with apply())."""
+    cap = None
+    if not isinstance(model, str):
+        options = dict(options)
+        loss_fn = options.pop("loss_fn", None)
+        if "batch" in options:
+            raise Error("batch is read from example_inputs for a module")
+        cap = model if isinstance(model, Capture) else _capture_for(model, example_inputs, loss_fn,
+                                                                     options.get("mode", "train"))
+        model, example_inputs = cap, None
     name, loader, pairs = _resolve(model, example_inputs, options)
-    return json.loads(_native.plan_json(name, pairs, loader, _text("budget", budget or ""),
-                                        _text("activation_budget", activation_budget or ""),
-                                        _text("strategy", strategy), _text("cost_gpu", cost_gpu or "")))
+    d = json.loads(_native.plan_json(name, pairs, loader, _text("budget", budget or ""),
+                                     _text("activation_budget", activation_budget or ""),
+                                     _text("strategy", strategy), _text("cost_gpu", cost_gpu or "")))
+    return Plan(d, cap, options)
+
+
+def _capture_for(model, example_inputs, loss_fn, mode):
+    try:
+        import torch
+    except ImportError:
+        raise Error("an nn.Module needs torch (Debian: python3-torch)") from None
+    if not isinstance(model, torch.nn.Module):
+        raise Error("model must be a built-in model name, an .onnx path, an nn.Module or a "
+                    "headroom.capture(...) result, got " + type(model).__name__)
+    if example_inputs is None:
+        raise Error("an nn.Module needs example_inputs")
+    return Capture(model, example_inputs, loss_fn, mode)
 
 
 def trace(model, example_inputs=None, **options):

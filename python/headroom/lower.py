@@ -114,7 +114,9 @@ class Lowering:
             if info.role in ("parameter", "buffer", "frozen") and info.tid not in self.ids:
                 self._declare(info)
         self._holds(loss_wanted)
-        return b.finish()
+        g = b.finish()
+        self.graph_op_names = g.op_names()
+        return g
 
     def _holds(self, loss_wanted):
         t = self.t
