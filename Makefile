@@ -18,6 +18,7 @@ demo: build
 # The importer fuzz run comes first so that ctest's summary is the last thing printed.
 test: build fuzz-smoke
 	@scripts/install-deps.sh browser
+	@scripts/install-deps.sh validate
 	@ctest --preset $(PRESET) -j $(JOBS)
 
 fuzz-smoke:

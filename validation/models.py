@@ -823,12 +823,18 @@ class InceptionLoss(nn.Module):
 
 
 def default_seq(name):
+    if name.startswith("captured:"):
+        return None
     fam = family(name)
     return 128 if fam in ("bert", "gpt2", "llama") else None
 
 
 def build(name, batch, seq=None, dropout=True, checkpoint=None):
-    """build_plain(), then activation checkpointing by `checkpoint` (a ckpt.py scheme) if given."""
+    """build_plain(), then activation checkpointing by `checkpoint` (a ckpt.py scheme) if given.
+    "captured:NAME" is a module of captured.py (known to headroom only through capture)."""
+    if name.startswith("captured:"):
+        import captured
+        return captured.build(name[len("captured:"):], batch)
     model, inputs, targets, loss_fn = build_plain(name, batch, seq, dropout)
     if checkpoint is not None:
         import ckpt

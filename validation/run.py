@@ -36,14 +36,23 @@ METHOD = ("torch.profiler(profile_memory=True) [memory] events of the c10 CPU al
           "counting posix_memalign calls made from libc10.so")
 
 
-def worker(case_id):
+def case_list(suite):
+    """The cases of a suite: the built-in models (cases.py) or captured modules (captured.py)."""
+    if suite == "captured":
+        import captured
+        return captured.CASES
+    import cases
+    return cases.CASES
+
+
+def worker(case_id, suite="builtin"):
     """Runs one case in this process and prints 'RESULT <json>'."""
     import torch
     import torchvision
 
     import cases
     import memtrace
-    c = next(c for c in cases.CASES if c["id"] == case_id)
+    c = next(c for c in case_list(suite) if c["id"] == case_id)
     t0 = time.time()
     rec, rp, info = memtrace.run_case(c)
     m = memtrace.analyze(c, rec, rp)
@@ -83,9 +92,9 @@ def run_proof():
     return res
 
 
-def run_one(c):
+def run_one(c, suite="builtin"):
     t0 = time.time()
-    p = subprocess.run([PY, os.path.abspath(__file__), "--worker", c["id"]], env=_env(),
+    p = subprocess.run([PY, os.path.abspath(__file__), "--worker", c["id"], "--suite", suite], env=_env(),
                        capture_output=True, text=True)
     res = None
     for line in p.stdout.splitlines():
@@ -101,7 +110,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", action="append", default=None,
                     help="run cases whose id contains this substring (repeatable: any of them)")
-    ap.add_argument("--out", default=os.path.join(HERE, "measured.json"))
+    ap.add_argument("--suite", choices=("builtin", "captured"), default="builtin",
+                    help="builtin (cases.py -> measured.json) or captured modules (captured.py -> captured.json)")
+    ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="with --only: do not merge into existing --out")
     ap.add_argument("--list", action="store_true", help="list case ids and exit")
@@ -109,10 +120,13 @@ def main():
     ap.add_argument("--skip-proof", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker)
+        return worker(a.worker, a.suite)
+    if a.out is None:
+        a.out = os.path.join(HERE, "captured.json" if a.suite == "captured" else "measured.json")
+    all_cases = case_list(a.suite)
 
     import cases
-    sel = [c for c in cases.CASES if a.only is None or any(o in c["id"] for o in a.only)]
+    sel = [c for c in all_cases if a.only is None or any(o in c["id"] for o in a.only)]
     if a.list:
         for c in sel:
             print(c["id"])
@@ -155,7 +169,7 @@ def main():
             c = take()
             if c is None:
                 return
-            r = run_one(c)
+            r = run_one(c, a.suite)
             with lock:
                 budget[0] += cases.heavy_gb(c)
                 results[c["id"]] = r
@@ -195,7 +209,7 @@ def main():
         e["measured"] = r["measured"]
         entries[cid] = e
         timings[cid] = dict(r["timing"], wall=r["wall"])
-    order = {c["id"]: i for i, c in enumerate(cases.CASES)}
+    order = {c["id"]: i for i, c in enumerate(all_cases)}
     ordered = sorted(entries.values(), key=lambda e: order.get(e["id"], 1 << 30))
     import torch
     import torchvision

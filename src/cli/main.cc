@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,6 +33,7 @@
 #include "report/pack_html.h"
 #include "report/plan_html.h"
 #include "util/file.h"
+#include "options/run_args.h"
 
 namespace headroom {
 namespace {
@@ -54,73 +54,35 @@ bool color_enabled() {
   return isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 }
 
-// A positive integer option, parsed strictly: "abc", "-3", "1e3" and values past 64 bits are
-// errors that name the option.
-int64_t parse_positive(const std::string& option, const std::string& text) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) throw InputError(option + " " + text + " does not fit in 64 bits");
-  if (ec != std::errc() || end != text.data() + text.size() || v <= 0) {
-    throw InputError(option + " must be a positive integer, got '" + text + "'");
-  }
-  return v;
-}
-
+// The CLI's view of the shared options (options/run_args.h): CLI11 binds the text fields of
+// `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
-  std::string model;
-  std::string batch = "1";
-  std::string seq;
-  std::string mode = "train";
-  std::string optimizer = "adam";
-  bool foreach = false;
-  bool no_foreach = false;
-  std::string precision = "fp32";
-  std::string micro_batch;
-  std::string device = "cuda";
-  std::string dropout = "on";
-  std::string loss = "default";
-  std::string zero_grad;
-  std::string framework;
+  RunArgs run;
+  std::string seq, micro_batch;
   bool json = false;
   bool trace = false;
-  int top = 10;
-  // GPU
-  std::string gpu;
-  std::string gpu_memory;
-  std::string cuda_context;
-  bool eager_loading = false;
-  bool nccl = false;
-  std::string nccl_memory;
-  std::string max_split_size_mb;
-  bool expandable_segments = false;
-  std::string cublas_workspace;
-  std::string conv_workspace;
-  std::string margin = "5%";  // fit and the fits verdict; plan sets its own default (0%)
-  // ONNX files
-  std::vector<std::string> dims;
-  bool allow_unknown = false;
-  std::vector<std::string> checkpoints;
 };
 
-void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
+void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = true) {
+  RunArgs& a = e.run;
   CLI::Option* model = cmd->add_option("MODEL", a.model, "built-in model, e.g. resnet50 or mlp:layers=16,dim=1024");
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
-  cmd->add_option("--seq", a.seq, "sequence length for sequence models");
+  cmd->add_option("--seq", e.seq, "sequence length for sequence models");
   cmd->add_option("--mode", a.mode, "infer or train (default train)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
   cmd->add_option("--precision", a.precision, "fp32, amp-fp16, amp-bf16 or bf16 (default fp32)");
-  cmd->add_option("--micro-batch", a.micro_batch, "gradient accumulation: forward/backward at this size");
+  cmd->add_option("--micro-batch", e.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
   cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
   cmd->add_option("--framework", a.framework, "hf-trainer: a Hugging Face Trainer loop of PyTorch < 2.0 (adamw, no foreach, --zero-grad zeros)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
-  cmd->add_flag("--json", a.json, "print one JSON object");
-  cmd->add_flag("--trace", a.trace, "print every simulated allocation and free (for comparing with a measured trace)");
+  cmd->add_flag("--json", e.json, "print one JSON object");
+  cmd->add_flag("--trace", e.trace, "print every simulated allocation and free (for comparing with a measured trace)");
   cmd->add_option("--gpu", a.gpu, "GPU from the catalog (headroom gpus lists them)");
   cmd->add_option("--gpu-memory", a.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   cmd->add_option("--margin", a.margin, "with a GPU: memory kept free, e.g. 10% (default " + a.margin + "; 0% turns it off)");
@@ -137,128 +99,19 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
 }
 
-// The frontend's own options (--dim, --allow-unknown); the library picks the frontend.
-void apply_model_source(const EstimateArgs& a, EstimateOptions& o) {
-  ModelSourceOptions src;
-  for (const std::string& d : a.dims) {
-    size_t eq = d.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("--dim '" + d + "' is not NAME=VALUE");
-    src.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
-  }
-  src.allow_unknown = a.allow_unknown;
-  select_frontend(o, src);
+// The shared options as parsed, with the options given only sometimes filled in.
+RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
+  RunArgs a = e.run;
+  if (cmd->count("--seq")) a.seq = e.seq;
+  if (cmd->count("--micro-batch")) a.micro_batch = e.micro_batch;
+  a.optimizer_given = cmd->count("--optimizer") > 0;
+  a.margin_given = cmd->count("--margin") > 0;
+  a.keep_program = e.trace;
+  return a;
 }
 
-// "5%" or "0.05" -> 0.05; InputError outside 0-90%.
-double parse_margin(const std::string& text) {
-  std::string t = text;
-  bool pct = !t.empty() && t.back() == '%';
-  if (pct) t.pop_back();
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size()) throw InputError("--margin '" + text + "' is not a percentage");
-  if (pct || v > 1.0) v /= 100.0;
-  if (!(v >= 0.0 && v <= 0.9)) throw InputError("--margin must be between 0% and 90%, got '" + text + "'");
-  return v;
-}
-
-// "30%" or "0.3": a fraction in (0, 1].
-double parse_fraction(const std::string& flag, const std::string& text) {
-  std::string t = text;
-  bool pct = !t.empty() && t.back() == '%';
-  if (pct) t.pop_back();
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size()) throw InputError(flag + " '" + text + "' is not a percentage");
-  if (pct) v /= 100.0;
-  if (!(v > 0.0 && v <= 1.0)) throw InputError(flag + " must be above 0% and at most 100%, got '" + text + "'");
-  return v;
-}
-
-void apply_gpu_options(const EstimateArgs& a, EstimateOptions& o, bool required) {
-  bool any = !a.gpu.empty() || !a.gpu_memory.empty();
-  if (a.gpu == "all" && !required) return;  // fit runs every catalog GPU itself
-  if (!any) {
-    if (required) throw InputError("give a GPU: --gpu NAME (see headroom gpus) or --gpu-memory SIZE");
-    return;
-  }
-  GpuOptions g;
-  g.gpu = a.gpu;
-  if (!a.gpu.empty()) (void)DeviceCatalog::builtin().find(a.gpu);
-  if (!a.gpu_memory.empty()) g.gpu_memory = parse_memory_size(a.gpu_memory);
-  if (!a.cuda_context.empty()) g.context_bytes = parse_memory_size(a.cuda_context);
-  g.lazy_module_loading = !a.eager_loading;
-  g.nccl = a.nccl;
-  if (!a.nccl_memory.empty()) g.nccl_bytes = parse_memory_size(a.nccl_memory);
-  if (!a.max_split_size_mb.empty()) g.allocator.max_split_size_bytes = parse_positive("--max-split-size-mb", a.max_split_size_mb) << 20;
-  g.allocator.expandable_segments = a.expandable_segments;
-  g.margin = parse_margin(a.margin);
-  o.gpu = g;
-}
-
-Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
-  return capture_input_errors([&]() -> EstimateOptions {
-    EstimateOptions o;
-    o.model = a.model;
-    o.batch = parse_positive("--batch", a.batch);
-    if (cmd->count("--seq")) o.seq = parse_positive("--seq", a.seq);
-    if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer") o.mode = RunMode::Inference;
-    else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
-    auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
-    o.optimizer = *opt;
-    if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
-    if (a.foreach) o.foreach = true;
-    if (a.no_foreach) o.foreach = false;
-    auto prec = parse_precision(a.precision);
-    if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
-    o.precision = *prec;
-    if (cmd->count("--micro-batch")) o.micro_batch = parse_positive("--micro-batch", a.micro_batch);
-    if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
-    o.device = a.device;
-    if (a.dropout == "on") o.dropout = true;
-    else if (a.dropout == "off") o.dropout = false;
-    else throw InputError("--dropout must be on or off, got '" + a.dropout + "'");
-    if (a.loss == "default") o.loss = LossKind::Default;
-    else if (a.loss == "cross-entropy") o.loss = LossKind::CrossEntropy;
-    else if (a.loss == "next-token") o.loss = LossKind::NextToken;
-    else if (a.loss == "mse") o.loss = LossKind::Mse;
-    else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
-    if (!a.framework.empty()) {
-      // Defaults of the loop; flags given explicitly still win.
-      if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");
-      if (o.mode != RunMode::Training) throw InputError("--framework hf-trainer applies to --mode train");
-      if (!cmd->count("--optimizer")) o.optimizer = OptimizerKind::AdamW;
-      if (!a.foreach && !a.no_foreach) o.foreach = false;
-      o.zero_grad = ZeroGrad::Zeros;
-    }
-    if (!a.zero_grad.empty()) {
-      auto z = parse_zero_grad(a.zero_grad);
-      if (!z) throw InputError("--zero-grad must be none or zeros, got '" + a.zero_grad + "'");
-      if (o.mode != RunMode::Training) throw InputError("--zero-grad applies to --mode train");
-      o.zero_grad = *z;
-    }
-    if (a.top < 0) throw InputError("--top must not be negative");
-    o.top_tensors = a.top;
-    o.keep_program = a.trace;
-    if (!a.cublas_workspace.empty()) o.cublas_workspace_bytes = parse_memory_size(a.cublas_workspace);
-    if (!a.conv_workspace.empty()) {
-      if (a.conv_workspace == "none") o.conv_workspace = ConvWorkspace::None;
-      else if (a.conv_workspace == "activation") o.conv_workspace = ConvWorkspace::Activation;
-      else {
-        o.conv_workspace = ConvWorkspace::Fixed;
-        o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
-      }
-    }
-    if (cmd->count("--margin") && a.gpu.empty() && a.gpu_memory.empty()) {
-      throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
-    }
-    apply_gpu_options(a, o, false);
-    apply_model_source(a, o);
-    o.checkpoint_ranges = a.checkpoints;
-    return o;
-  });
+Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd) {
+  return to_estimate_options(run_args(e, cmd));
 }
 
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
@@ -279,10 +132,10 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
   if (!o.ok()) return fail(o.error());
   if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
-  if (a.gpu == "all") {
+  if (a.run.gpu == "all") {
     for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) gpus.push_back(g.name);
   } else {
-    gpus.push_back(a.gpu);
+    gpus.push_back(a.run.gpu);
   }
   std::vector<FitResult> results;
   // Progress on stderr, only for --gpu all on a terminal; "\r\033[K" rewrites the line.
@@ -292,11 +145,11 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
   };
   for (const std::string& name : gpus) {
     if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, results.size() + 1, gpus.size()) << std::flush;
-    EstimateArgs one = a;
+    RunArgs one = a.run;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
       EstimateOptions e = o.value();
-      apply_gpu_options(one, e, true);
+      apply_gpu_args(one, e, true);
       return e;
     });
     if (!oo.ok()) {
@@ -590,7 +443,7 @@ int main_impl(int argc, char** argv) {
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
-  pla.margin = "0%";  // a plan's budget is the whole GPU unless asked otherwise
+  pla.run.margin = "0%";  // a plan's budget is the whole GPU unless asked otherwise
   CLI::App* planc = app.add_subcommand("plan", "the fastest way to train within a memory budget (or --chain: the chain solver)");
   add_estimate_options(planc, pla, /*model_required=*/false);
   planc->add_option("--chain", chain_file, "chain model JSON (docs/chain-solver.md)");
@@ -671,11 +524,11 @@ int main_impl(int argc, char** argv) {
   if (*planc) {
     if (!plan_html_file.empty() && (!graph_file.empty() || !chain_file.empty())) return fail("--html applies to plan MODEL");
     if (!graph_file.empty()) {
-      if (!pla.model.empty() || !chain_file.empty()) return fail("give one of MODEL, --chain FILE or --graph FILE");
+      if (!pla.run.model.empty() || !chain_file.empty()) return fail("give one of MODEL, --chain FILE or --graph FILE");
       return run_plan_graph(graph_file, chain_budget, chain_slots, graph_time_limit, graph_persistent, pla.json);
     }
-    if (!chain_file.empty() || pla.model.empty()) {
-      if (!pla.model.empty()) return fail("give a MODEL or --chain FILE, not both");
+    if (!chain_file.empty() || pla.run.model.empty()) {
+      if (!pla.run.model.empty()) return fail("give a MODEL or --chain FILE, not both");
       return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
     }
     if (!chain_slots.empty()) return fail("--slots applies to --chain and --graph");

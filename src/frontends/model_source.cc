@@ -12,6 +12,12 @@ ModelSourceKind model_source_kind(const std::string& model) {
 }
 
 void select_frontend(EstimateOptions& options, const ModelSourceOptions& source) {
+  if (source.captured) {
+    if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");
+    if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files, not to a captured module");
+    options.graph_loader = source.captured;
+    return;
+  }
   switch (model_source_kind(options.model)) {
     case ModelSourceKind::Builtin:
       if (!source.dims.empty()) {
@@ -29,6 +35,7 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       options.graph_loader = onnx_graph_loader(options.model, io);
       return;
     }
+    case ModelSourceKind::Captured: break;  // never chosen from text
   }
 }
 

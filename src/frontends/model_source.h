@@ -3,11 +3,13 @@
 // config.json the same way.
 //
 // Invariants: the choice depends only on the argument's text (and, for a directory, on whether it
-// holds a config.json), never on the options; options that belong to another frontend than the
+// holds a config.json), never on the options, except that a program captured from PyTorch (the
+// Python package's headroom.capture) is the source whenever one is handed in; options that belong to another frontend than the
 // chosen one are InputErrors naming the option (an option that does not apply is never ignored).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -16,7 +18,7 @@
 
 namespace headroom {
 
-enum class ModelSourceKind : uint8_t { Builtin, Onnx };
+enum class ModelSourceKind : uint8_t { Builtin, Onnx, Captured };
 
 // Options that only some frontends take.
 struct ModelSourceOptions {
@@ -24,6 +26,9 @@ struct ModelSourceOptions {
   std::map<std::string, int64_t> dims;
   // ONNX: unknown ops become elementwise Opaque ops (--allow-unknown).
   bool allow_unknown = false;
+  // A program captured from an nn.Module (python/headroom/capture.py): builds the graph for each
+  // run's BuildConfig. Set, it is the model source and the model argument is its display name.
+  std::function<Graph(const BuildConfig&)> captured;
 };
 
 // Which frontend reads `model`.

@@ -638,6 +638,12 @@ std::vector<TensorId> GraphBuilder::chunk(const std::string& name, TensorId x, i
   return out;
 }
 
+void GraphBuilder::hold_until(TensorId t, OpId until) {
+  HEADROOM_CHECK(until >= 0 && until < op_count(), "a hold must end at an op already written");
+  if (tensor(t).producer != kNone && until <= tensor(t).producer) return;
+  g_.holds.push_back({t, until});
+}
+
 void GraphBuilder::release_holds(size_t scope) {
   HEADROOM_CHECK(scope <= pending_holds_.size(), "scopes must nest");
   OpId last = static_cast<OpId>(g_.ops.size()) - 1;

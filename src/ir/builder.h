@@ -170,6 +170,12 @@ class GraphBuilder {
   size_t open_scope() const { return pending_holds_.size(); }
   void hold(TensorId t) { pending_holds_.push_back(t); }
   void release_holds(size_t scope);
+  // A Python reference recorded rather than written: t stays referenced until op `until` finishes
+  // (a captured module, where the lifetime of every tensor was observed). No-op when `until` is
+  // not after t's producer.
+  void hold_until(TensorId t, OpId until);
+  // How many ops have been written; the last one is op_count() - 1.
+  OpId op_count() const { return static_cast<OpId>(g_.ops.size()); }
 
   const Tensor& tensor(TensorId id) const { return g_.tensor(id); }
   const std::vector<int64_t>& shape(TensorId id) const { return g_.tensor(id).shape; }

@@ -75,8 +75,13 @@ Graph build_mobilenet_v2(const ModelSpec& spec, const BuildConfig& cfg) {
   x = conv_bn_relu6(b, "features." + std::to_string(index++), x, 1280, 1, 1, 1);
   x = b.adaptive_avg_pool2d("adaptive_avg_pool2d", x, 1, 1);
   x = b.flatten("flatten", x, 1);
+  // x = self.classifier(x): the caller's x (the pooled features) lives until the Sequential
+  // returns, past the dropout (found by capturing the torchvision module, python/tests).
+  size_t classifier_scope = b.open_scope();
+  b.hold(x);
   x = b.dropout("classifier.0", x, 0.2 * cfg.dropout_scale);
   x = b.linear("classifier.1", x, classes);
+  b.release_holds(classifier_scope);
   b.mark_output(x);
   b.begin_loss();
   b.set_loss(add_loss(b, x, LossKind::CrossEntropy, cfg));

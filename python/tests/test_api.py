@@ -1,0 +1,101 @@
+"""headroom.estimate/fit/plan/report on built-in models equal the CLI's JSON and files, and bad
+input is one headroom.Error with the CLI's message."""
+import os
+
+import pytest
+
+import headroom
+from conftest import cli_json, run_cli
+
+
+def test_estimate_equals_cli_json():
+    py = headroom.estimate("resnet50", batch=4, mode="train", optimizer="adamw", device="cpu", foreach=False)
+    assert py == cli_json("estimate", "resnet50", "--batch", "4", "--mode", "train", "--optimizer", "adamw",
+                          "--device", "cpu", "--no-foreach", "--json")
+
+
+def test_estimate_with_gpu_options_equals_cli_json():
+    py = headroom.estimate("mlp:layers=4,dim=256", batch=8, gpu="T4", expandable_segments=True, micro_batch=2)
+    assert py == cli_json("estimate", "mlp:layers=4,dim=256", "--batch", "8", "--gpu", "T4",
+                          "--expandable-segments", "--micro-batch", "2", "--json")
+
+
+def test_fit_equals_cli_json():
+    assert headroom.fit("resnet18", gpu="T4") == cli_json("fit", "resnet18", "--gpu", "T4", "--json")
+
+
+def test_plan_equals_cli_json():
+    py = headroom.plan("mlp:layers=8,dim=512", batch=64, budget="40MiB", device="cpu")
+    assert py == cli_json("plan", "mlp:layers=8,dim=512", "--batch", "64", "--budget", "40MiB", "--device", "cpu",
+                          "--json")
+
+
+def test_report_writes_the_cli_page(tmp_path):
+    ours, theirs = tmp_path / "py.html", tmp_path / "cli.html"
+    headroom.report("resnet18", batch=2, path=str(ours))
+    code, _, err = run_cli("report", "resnet18", "--batch", "2", "-o", str(theirs))
+    assert code == 0, err
+    assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_optimizer_instance_and_class():
+    torch = pytest.importorskip("torch")
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    by_name = headroom.estimate("resnet18", optimizer="momentum", foreach=True)
+    assert headroom.estimate("resnet18", optimizer=torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True)) == by_name
+    assert headroom.estimate("resnet18", optimizer=torch.optim.AdamW) == headroom.estimate("resnet18", optimizer="adamw")
+    with pytest.raises(headroom.Error, match="amsgrad"):
+        headroom.estimate("resnet18", optimizer=torch.optim.Adam(p, amsgrad=True))
+
+
+@pytest.mark.parametrize("options,flags", [
+    ({"mode": "fast"}, ["--mode", "fast"]),
+    ({"batch": 0}, ["--batch", "0"]),
+    ({"precision": "fp8"}, ["--precision", "fp8"]),
+    ({"gpu": "NoSuchGPU"}, ["--gpu", "NoSuchGPU"]),
+])
+def test_bad_values_carry_the_cli_message(options, flags):
+    code, out, err = run_cli("estimate", "resnet18", *flags)
+    assert code == 2 and out == ""
+    with pytest.raises(headroom.InputError) as e:
+        headroom.estimate("resnet18", **options)
+    assert "headroom: " + str(e.value) + "\n" == err
+
+
+def test_unknown_model_carries_the_cli_message():
+    code, _, err = run_cli("estimate", "resnet5000")
+    with pytest.raises(headroom.Error) as e:
+        headroom.estimate("resnet5000")
+    assert "headroom: " + str(e.value) + "\n" == err
+
+
+def test_unknown_option_names_it():
+    with pytest.raises(headroom.Error, match="unknown option 'batchsize'"):
+        headroom.estimate("resnet18", batchsize=4)
+
+
+def test_bad_flag_value_names_it():
+    with pytest.raises(headroom.Error, match="nccl must be True or False"):
+        headroom.estimate("resnet18", gpu="T4", nccl="yes")
+
+
+def test_report_write_failure_leaves_nothing(tmp_path):
+    target = tmp_path / "missing-dir" / "r.html"
+    with pytest.raises(headroom.Error):
+        headroom.report("resnet18", path=str(target))
+    assert not target.exists()
+
+
+def test_not_a_model():
+    with pytest.raises(headroom.Error, match="model must be"):
+        headroom.estimate(42)
+
+
+def test_example_inputs_with_a_builtin_model():
+    with pytest.raises(headroom.Error, match="apply to an nn.Module"):
+        headroom.estimate("resnet18", example_inputs=(1,))
+
+
+def test_error_hierarchy():
+    assert issubclass(headroom.InputError, headroom.Error)
+    assert issubclass(headroom.Error, Exception)

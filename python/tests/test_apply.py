@@ -1,0 +1,77 @@
+"""plan.apply(model): the plan's checkpointing applied to the user's module through
+torch.utils.checkpoint, measured on CPU with the validation harness (validation/applied.py, a fresh
+process per measurement) against the plan's predicted peak, with the gradients of the unplanned
+step."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import headroom  # noqa: E402
+
+SOURCE = os.environ.get("HEADROOM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "validation"))
+import applied  # noqa: E402
+
+
+def measure(*args):
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    p = subprocess.run([sys.executable, os.path.join(SOURCE, "validation", "applied.py"), *args],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def test_applied_plan_measures_its_predicted_peak():
+    # Without a plan the prediction is exact (the premise), and so is the planned step: the plan
+    # checkpoints Sequential children 1..9 and the measured peak is the plan's, to the byte.
+    plain = measure("mlp-seq")
+    assert plain["measured"] == plain["predicted"]
+    planned = measure("mlp-seq", "--budget", "30MiB")
+    assert planned["checkpoint"] == ["1..9"]
+    assert planned["measured"] == planned["predicted"] == planned["plan_peak"]
+    assert planned["measured"] < plain["measured"]
+
+
+def test_applied_plan_keeps_the_gradients():
+    model, x, y = applied.mlp_seq()
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    plan = headroom.plan(model, x, loss_fn=loss_fn, budget="30MiB", strategy="checkpoint", device="cpu",
+                         optimizer="sgd")
+    reference, _, _ = applied.mlp_seq()
+    planned, _, _ = applied.mlp_seq()
+    plan.apply(planned)
+    loss_fn(reference(x)).backward()
+    loss_fn(planned(x)).backward()
+    for (name, a), (_, b) in zip(reference.named_parameters(), planned.named_parameters()):
+        assert torch.equal(a.grad, b.grad), name
+
+
+def test_apply_needs_a_module_plan():
+    plan = headroom.plan("mlp:layers=4,dim=64", budget="1GiB", device="cpu")
+    with pytest.raises(headroom.Error, match="needs a plan made for an nn.Module"):
+        plan.apply(torch.nn.Linear(2, 2))
+
+
+def test_runs_that_no_module_covers_are_reported_as_applied():
+    # torchvision's ResNet calls bn1, relu and maxpool from its own forward, not from a
+    # Sequential: a planned run across them is applied module by module, and `applied` says so
+    # with the re-simulated peak of what was applied.
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(8, 3, 128, 128), torch.randint(0, 10, (8,))
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    plan = headroom.plan(model, x, loss_fn=loss_fn, budget="130MiB", strategy="checkpoint", device="cpu",
+                         optimizer="sgd")
+    assert plan["decisions"]["recomputed_runs"] == ["bn1 .. maxpool (3 ops)"]
+    plan.apply(torchvision.models.resnet18(num_classes=10))
+    assert plan.applied["checkpoint"] == ["bn1..bn1", "relu..relu", "maxpool..maxpool"]
+    again = headroom.estimate(model, x, loss_fn=loss_fn, device="cpu", optimizer="sgd",
+                              checkpoint=plan.applied["checkpoint"])
+    assert plan.applied["estimate"] == again

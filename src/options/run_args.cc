@@ -1,0 +1,220 @@
+#include "options/run_args.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <map>
+
+#include "frontends/model_source.h"
+#include "sim/device_catalog.h"
+#include "util/format.h"
+
+namespace headroom {
+
+int64_t parse_positive(const std::string& option, const std::string& text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) throw InputError(option + " " + text + " does not fit in 64 bits");
+  if (ec != std::errc() || end != text.data() + text.size() || v <= 0) {
+    throw InputError(option + " must be a positive integer, got '" + text + "'");
+  }
+  return v;
+}
+
+double parse_margin(const std::string& text) {
+  std::string t = text;
+  bool pct = !t.empty() && t.back() == '%';
+  if (pct) t.pop_back();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size()) throw InputError("--margin '" + text + "' is not a percentage");
+  if (pct || v > 1.0) v /= 100.0;
+  if (!(v >= 0.0 && v <= 0.9)) throw InputError("--margin must be between 0% and 90%, got '" + text + "'");
+  return v;
+}
+
+double parse_fraction(const std::string& flag, const std::string& text) {
+  std::string t = text;
+  bool pct = !t.empty() && t.back() == '%';
+  if (pct) t.pop_back();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size()) throw InputError(flag + " '" + text + "' is not a percentage");
+  if (pct) v /= 100.0;
+  if (!(v > 0.0 && v <= 1.0)) throw InputError(flag + " must be above 0% and at most 100%, got '" + text + "'");
+  return v;
+}
+
+void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required) {
+  bool any = !a.gpu.empty() || !a.gpu_memory.empty();
+  if (a.gpu == "all" && !required) return;  // fit runs every catalog GPU itself
+  if (!any) {
+    if (required) throw InputError("give a GPU: --gpu NAME (see headroom gpus) or --gpu-memory SIZE");
+    return;
+  }
+  GpuOptions g;
+  g.gpu = a.gpu;
+  if (!a.gpu.empty()) (void)DeviceCatalog::builtin().find(a.gpu);
+  if (!a.gpu_memory.empty()) g.gpu_memory = parse_memory_size(a.gpu_memory);
+  if (!a.cuda_context.empty()) g.context_bytes = parse_memory_size(a.cuda_context);
+  g.lazy_module_loading = !a.eager_loading;
+  g.nccl = a.nccl;
+  if (!a.nccl_memory.empty()) g.nccl_bytes = parse_memory_size(a.nccl_memory);
+  if (!a.max_split_size_mb.empty()) {
+    g.allocator.max_split_size_bytes = parse_positive("--max-split-size-mb", a.max_split_size_mb) << 20;
+  }
+  g.allocator.expandable_segments = a.expandable_segments;
+  g.margin = parse_margin(a.margin);
+  o.gpu = g;
+}
+
+namespace {
+
+// The frontend's own options (--dim, --allow-unknown, a captured program); the library picks the
+// frontend.
+void apply_model_source(const RunArgs& a, EstimateOptions& o) {
+  ModelSourceOptions src;
+  for (const std::string& d : a.dims) {
+    size_t eq = d.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--dim '" + d + "' is not NAME=VALUE");
+    src.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
+  }
+  src.allow_unknown = a.allow_unknown;
+  src.captured = a.captured;
+  select_frontend(o, src);
+}
+
+}  // namespace
+
+Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
+  return capture_input_errors([&]() -> EstimateOptions {
+    EstimateOptions o;
+    o.model = a.model;
+    o.batch = parse_positive("--batch", a.batch);
+    if (a.seq) o.seq = parse_positive("--seq", *a.seq);
+    if (a.mode == "train") o.mode = RunMode::Training;
+    else if (a.mode == "infer") o.mode = RunMode::Inference;
+    else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
+    auto opt = parse_optimizer(a.optimizer);
+    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
+    o.optimizer = *opt;
+    if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
+    if (a.foreach) o.foreach = true;
+    if (a.no_foreach) o.foreach = false;
+    auto prec = parse_precision(a.precision);
+    if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
+    o.precision = *prec;
+    if (a.micro_batch) o.micro_batch = parse_positive("--micro-batch", *a.micro_batch);
+    if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
+    o.device = a.device;
+    if (a.dropout == "on") o.dropout = true;
+    else if (a.dropout == "off") o.dropout = false;
+    else throw InputError("--dropout must be on or off, got '" + a.dropout + "'");
+    if (a.loss == "default") o.loss = LossKind::Default;
+    else if (a.loss == "cross-entropy") o.loss = LossKind::CrossEntropy;
+    else if (a.loss == "next-token") o.loss = LossKind::NextToken;
+    else if (a.loss == "mse") o.loss = LossKind::Mse;
+    else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
+    if (!a.framework.empty()) {
+      // Defaults of the loop; options given explicitly still win.
+      if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");
+      if (o.mode != RunMode::Training) throw InputError("--framework hf-trainer applies to --mode train");
+      if (!a.optimizer_given) o.optimizer = OptimizerKind::AdamW;
+      if (!a.foreach && !a.no_foreach) o.foreach = false;
+      o.zero_grad = ZeroGrad::Zeros;
+    }
+    if (!a.zero_grad.empty()) {
+      auto z = parse_zero_grad(a.zero_grad);
+      if (!z) throw InputError("--zero-grad must be none or zeros, got '" + a.zero_grad + "'");
+      if (o.mode != RunMode::Training) throw InputError("--zero-grad applies to --mode train");
+      o.zero_grad = *z;
+    }
+    if (a.top < 0) throw InputError("--top must not be negative");
+    o.top_tensors = a.top;
+    o.keep_program = a.keep_program;
+    if (!a.cublas_workspace.empty()) o.cublas_workspace_bytes = parse_memory_size(a.cublas_workspace);
+    if (!a.conv_workspace.empty()) {
+      if (a.conv_workspace == "none") o.conv_workspace = ConvWorkspace::None;
+      else if (a.conv_workspace == "activation") o.conv_workspace = ConvWorkspace::Activation;
+      else {
+        o.conv_workspace = ConvWorkspace::Fixed;
+        o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
+      }
+    }
+    if (a.margin_given && a.gpu.empty() && a.gpu_memory.empty()) {
+      throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
+    }
+    apply_gpu_args(a, o, false);
+    apply_model_source(a, o);
+    o.checkpoint_ranges = a.checkpoints;
+    return o;
+  });
+}
+
+namespace {
+
+bool parse_flag(const std::string& name, const std::string& value) {
+  if (value == "true") return true;
+  if (value == "false") return false;
+  throw InputError(name + " must be True or False, got '" + value + "'");
+}
+
+}  // namespace
+
+void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) {
+  using Setter = std::function<void(RunArgs&, const std::string&)>;
+  static const std::map<std::string, Setter> setters = {
+      {"batch", [](RunArgs& r, const std::string& v) { r.batch = v; }},
+      {"seq", [](RunArgs& r, const std::string& v) { r.seq = v; }},
+      {"mode", [](RunArgs& r, const std::string& v) { r.mode = v; }},
+      {"optimizer",
+       [](RunArgs& r, const std::string& v) {
+         r.optimizer = v;
+         r.optimizer_given = true;
+       }},
+      {"zero_grad", [](RunArgs& r, const std::string& v) { r.zero_grad = v; }},
+      {"framework", [](RunArgs& r, const std::string& v) { r.framework = v; }},
+      {"foreach",
+       [](RunArgs& r, const std::string& v) {
+         bool on = parse_flag("foreach", v);
+         r.foreach = on;
+         r.no_foreach = !on;
+       }},
+      {"precision", [](RunArgs& r, const std::string& v) { r.precision = v; }},
+      {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
+      {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},
+      {"dropout", [](RunArgs& r, const std::string& v) { r.dropout = v; }},
+      {"loss", [](RunArgs& r, const std::string& v) { r.loss = v; }},
+      {"top",
+       [](RunArgs& r, const std::string& v) {
+         int64_t n = 0;
+         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+         if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > 1000000) {
+           throw InputError("top must be a count, got '" + v + "'");
+         }
+         r.top = static_cast<int>(n);
+       }},
+      {"gpu", [](RunArgs& r, const std::string& v) { r.gpu = v; }},
+      {"gpu_memory", [](RunArgs& r, const std::string& v) { r.gpu_memory = v; }},
+      {"cuda_context", [](RunArgs& r, const std::string& v) { r.cuda_context = v; }},
+      {"eager_module_loading", [](RunArgs& r, const std::string& v) { r.eager_loading = parse_flag("eager_module_loading", v); }},
+      {"nccl", [](RunArgs& r, const std::string& v) { r.nccl = parse_flag("nccl", v); }},
+      {"nccl_memory", [](RunArgs& r, const std::string& v) { r.nccl_memory = v; }},
+      {"max_split_size_mb", [](RunArgs& r, const std::string& v) { r.max_split_size_mb = v; }},
+      {"expandable_segments", [](RunArgs& r, const std::string& v) { r.expandable_segments = parse_flag("expandable_segments", v); }},
+      {"cublas_workspace", [](RunArgs& r, const std::string& v) { r.cublas_workspace = v; }},
+      {"conv_workspace", [](RunArgs& r, const std::string& v) { r.conv_workspace = v; }},
+      {"margin",
+       [](RunArgs& r, const std::string& v) {
+         r.margin = v;
+         r.margin_given = true;
+       }},
+      {"dim", [](RunArgs& r, const std::string& v) { r.dims.push_back(v); }},
+      {"allow_unknown", [](RunArgs& r, const std::string& v) { r.allow_unknown = parse_flag("allow_unknown", v); }},
+      {"checkpoint", [](RunArgs& r, const std::string& v) { r.checkpoints.push_back(v); }},
+  };
+  auto it = setters.find(name);
+  if (it == setters.end()) throw InputError("unknown option '" + name + "'");
+  it->second(a, value);
+}
+
+}  // namespace headroom

@@ -1,0 +1,86 @@
+// run_args: the options of `estimate`, `fit`, `plan` and `report` as the user writes them (CLI
+// flags or Python keyword arguments, as text), validated and turned into EstimateOptions in one
+// place, so that the CLI and the Python package accept and reject the same things with the same
+// one-line messages.
+//
+// Invariants: every field is text (or a flag) exactly as given; nothing is interpreted until
+// to_estimate_options(), which throws nothing and returns the first problem as an InputError
+// message naming the option. The model argument goes through select_frontend
+// (frontends/model_source.h), never decided here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/estimate.h"
+#include "util/error.h"
+
+namespace headroom {
+
+struct RunArgs {
+  std::string model;
+  std::string batch = "1";
+  std::optional<std::string> seq;
+  std::string mode = "train";
+  std::string optimizer = "adam";
+  bool foreach = false;
+  bool no_foreach = false;
+  std::string precision = "fp32";
+  std::optional<std::string> micro_batch;
+  std::string device = "cuda";
+  std::string dropout = "on";
+  std::string loss = "default";
+  std::string zero_grad;   // none | zeros; "" leaves the default (none)
+  std::string framework;   // hf-trainer: that loop's defaults, under the options given explicitly
+  bool optimizer_given = false;  // --optimizer was written (a framework's default does not override it)
+  int top = 10;
+  bool keep_program = false;  // --trace and report keep the simulated program
+  // GPU
+  std::string gpu;
+  std::string gpu_memory;
+  std::string cuda_context;
+  bool eager_loading = false;
+  bool nccl = false;
+  std::string nccl_memory;
+  std::string max_split_size_mb;
+  bool expandable_segments = false;
+  std::string cublas_workspace;
+  std::string conv_workspace;
+  // Kept free with a GPU: 5% for estimate's verdict and fit (fragmentation drift, other processes,
+  // library growth); plan's CLI default is 0%. Given without a GPU: an InputError.
+  std::string margin = "5%";
+  bool margin_given = false;
+  // ONNX files
+  std::vector<std::string> dims;  // NAME=VALUE
+  bool allow_unknown = false;
+  std::vector<std::string> checkpoints;
+  // A program captured from PyTorch (the Python package's capture): builds the graph for a run's
+  // BuildConfig. Set, it is the model source and `model` is only its display name.
+  std::function<Graph(const BuildConfig&)> captured;
+};
+
+// A positive integer option, parsed strictly: "abc", "-3", "1e3" and values past 64 bits are
+// InputErrors that name the option.
+int64_t parse_positive(const std::string& option, const std::string& text);
+// "5%" or "0.05" -> 0.05; InputError outside 0-90%.
+double parse_margin(const std::string& text);
+// "30%" or "0.3": a fraction in (0, 1]; InputError naming `flag` otherwise.
+double parse_fraction(const std::string& flag, const std::string& text);
+
+// The GPU options (--gpu, --gpu-memory, allocator and context flags) into o.gpu. `required`: a GPU
+// must be given (fit). --gpu all is left for fit to expand.
+void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required);
+
+// Everything, model source included. The first problem comes back as one line.
+Result<EstimateOptions> to_estimate_options(const RunArgs& a);
+
+// Sets one option by its keyword name as the Python package spells it (the CLI flag without the
+// dashes, '-' as '_': "micro_batch", "gpu_memory", "eager_module_loading"...). Flags take "true" or
+// "false"; foreach "false" means --no-foreach; "dim" and "checkpoint" append. An unknown name or a
+// flag value other than true/false is an InputError naming it.
+void set_run_arg(RunArgs& a, const std::string& name, const std::string& value);
+
+}  // namespace headroom

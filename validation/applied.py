@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Measures a module trained as is and with a headroom plan applied (plan.apply: checkpointing),
+with the harness of memtrace.py, in this fresh process, and prints one JSON object with the
+measured and predicted CPU peaks of both (python/tests/test_apply.py runs it).
+
+    PYTHONPATH=build/release/python /usr/bin/python3 validation/applied.py mlp-seq --budget 30MiB
+"""
+import argparse
+import gc
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import memtrace  # noqa: E402
+
+
+def mlp_seq():
+    """A 16-layer ReLU MLP as one nn.Sequential, batch 2048: activations dominate the peak."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(256, 256)]
+    for _ in range(12):
+        layers += [nn.ReLU(), nn.Linear(256, 256)]
+    layers += [nn.ReLU(), nn.Linear(256, 10)]
+    return nn.Sequential(*layers), torch.randn(2048, 256), torch.randint(0, 10, (2048,))
+
+
+MODELS = {"mlp-seq": mlp_seq}
+
+
+def measure(name, ranges_from_plan, budget):
+    import headroom
+    model, x, y = MODELS[name]()
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    options = dict(device="cpu", optimizer="sgd", foreach=False)
+    plan = None
+    if ranges_from_plan:
+        plan = headroom.plan(model, x, loss_fn=loss_fn, budget=budget, strategy="checkpoint", **options)
+        predicted = None
+    else:
+        predicted = headroom.estimate(model, x, loss_fn=loss_fn, **options)["peak_bytes"]
+    del model, x, y
+    gc.collect()
+    rec = memtrace.Recorder(use_shim=False)
+    with rec:
+        model, x, y = MODELS[name]()
+        if plan is not None:
+            plan.apply(model)
+            predicted = plan.applied["estimate"]["peak_bytes"]
+        opt = memtrace.make_optimizer("sgd", model.parameters(), False)
+        gc.collect()
+        gc.disable()
+        rec.mark("P:baseline")
+        for s in (1, 2):
+            rec.mark(f"P:step{s}:forward")
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            rec.mark(f"P:step{s}:backward")
+            loss.backward()
+            del out, loss
+            rec.mark(f"P:step{s}:optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        rec.mark("P:end")
+        gc.enable()
+    rp = memtrace.Replay(rec.trace, rec.marks)
+    m = memtrace.analyze(dict(mode="train"), rec, rp)
+    out = dict(measured=m["peak_bytes"], predicted=predicted, phase=m["peak_phase"])
+    if plan is not None:
+        out.update(plan_peak=plan["peak_bytes"], checkpoint=plan.applied["checkpoint"])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=sorted(MODELS))
+    ap.add_argument("--budget", default=None, help="plan under this budget and apply it")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    print(json.dumps(measure(a.model, a.budget is not None, a.budget), sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

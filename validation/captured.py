@@ -1,0 +1,149 @@
+"""Validation cases beyond the built-in models: nn.Modules that headroom only knows through
+capture (python/headroom), measured with the same harness as the built-in cases and predicted by
+headroom.estimate(model, inputs, loss_fn=...) (python/tests/test_validation.py).
+
+    /usr/bin/python3 validation/run.py --suite captured      # -> validation/captured.json
+
+A case's model is "captured:<name>" with <name> a key of MODELS; build() returns what
+memtrace.run_case needs: (model, inputs, targets, loss_fn(out, targets)).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import cases as _cases
+
+
+class HeldIntermediate(nn.Module):
+    """A forward whose Python locals keep intermediates alive past their last use: `stem` and
+    `a` are referenced until forward returns (eager PyTorch frees neither earlier)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 32, 3, padding=1)
+        self.conv1 = nn.Conv2d(32, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 32, 3, padding=1)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        stem = self.stem(x)
+        a = torch.relu(self.conv1(stem))
+        b = torch.relu(self.conv2(a))
+        pooled = F.adaptive_avg_pool2d(b, 1)
+        return self.head(torch.flatten(pooled, 1))
+
+
+class TwoHeads(nn.Module):
+    """Two outputs and a loss over both: classification and a regression of the features."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+                                  nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(inplace=True))
+        self.cls = nn.Linear(32, 10)
+        self.reg = nn.Conv2d(32, 4, 1)
+
+    def forward(self, x):
+        f = self.body(x)
+        return self.cls(torch.flatten(F.adaptive_avg_pool2d(f, 1), 1)), self.reg(f)
+
+
+class MLPBlock(nn.Module):
+    """Pre-norm residual MLP blocks (LayerNorm, Linear, GELU, Dropout) on token sequences."""
+
+    def __init__(self, dim=128, layers=3):
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(layers))
+        self.up = nn.ModuleList(nn.Linear(dim, 4 * dim) for _ in range(layers))
+        self.down = nn.ModuleList(nn.Linear(4 * dim, dim) for _ in range(layers))
+        self.drop = nn.Dropout(0.1)
+        self.out = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        for norm, up, down in zip(self.norms, self.up, self.down):
+            x = x + self.drop(down(F.gelu(up(norm(x)))))
+        return self.out(x.mean(dim=1))
+
+
+def _tv(name, **kw):
+    import torchvision.models as tvm
+    return getattr(tvm, name)(weights=None, **kw)
+
+
+def _frozen_backbone():
+    m = _tv("resnet18")
+    for p in m.parameters():
+        p.requires_grad_(False)
+    m.fc = nn.Linear(512, 10)
+    return m
+
+
+def _ce(out, y):
+    return F.cross_entropy(out, y)
+
+
+def _two_heads_loss(out, y):
+    logits, reg = out
+    return F.cross_entropy(logits, y[0]) + F.mse_loss(reg, y[1])
+
+
+# name -> (builder, input shape without the batch, targets(batch), loss_fn)
+MODELS = {
+    "resnext50_32x4d": (lambda: _tv("resnext50_32x4d"), (3, 64, 64), "classes", _ce),
+    "wide_resnet50_2": (lambda: _tv("wide_resnet50_2"), (3, 64, 64), "classes", _ce),
+    "shufflenet_v2_x0_5": (lambda: _tv("shufflenet_v2_x0_5"), (3, 64, 64), "classes", _ce),
+    "squeezenet1_0": (lambda: _tv("squeezenet1_0"), (3, 96, 96), "classes", _ce),
+    "squeezenet1_1": (lambda: _tv("squeezenet1_1"), (3, 96, 96), "classes", _ce),
+    "mnasnet0_5": (lambda: _tv("mnasnet0_5"), (3, 64, 64), "classes", _ce),
+    "regnet_y_400mf": (lambda: _tv("regnet_y_400mf"), (3, 64, 64), "classes", _ce),
+    "regnet_x_400mf": (lambda: _tv("regnet_x_400mf"), (3, 64, 64), "classes", _ce),
+    "resnet18-frozen-backbone": (_frozen_backbone, (3, 64, 64), "classes10", _ce),
+    "held-intermediate": (HeldIntermediate, (3, 32, 32), "classes10", _ce),
+    "two-heads": (TwoHeads, (3, 32, 32), "two-heads", _two_heads_loss),
+    "mlp-blocks": (MLPBlock, (16, 128), "classes10", _ce),
+}
+
+
+def targets(kind, batch):
+    if kind == "classes":
+        return torch.randint(0, 1000, (batch,))
+    if kind == "classes10":
+        return torch.randint(0, 10, (batch,))
+    if kind == "two-heads":
+        return (torch.randint(0, 10, (batch,)), torch.randn(batch, 4, 16, 16))
+    raise ValueError(kind)
+
+
+def build(name, batch):
+    """-> (model, inputs, targets, loss_fn(out, targets)), the model in train mode."""
+    make, shape, kind, loss_fn = MODELS[name]
+    model = make()
+    model.train()
+    return model, torch.randn(batch, *shape), targets(kind, batch), loss_fn
+
+
+# mnasnet's classifier uses nn.Dropout(inplace=True), which capture does not map: inference only.
+INFER_ONLY = {"mnasnet0_5"}
+
+
+def _cases_for(name):
+    out = [_cases.case("captured:" + name, "infer", 2)]
+    if name in INFER_ONLY:
+        return out
+    out += [_cases.case("captured:" + name, "train", 2, None, o, f) for o, f in (("sgd", False), ("adam", True))]
+    return out
+
+
+CASES = [c for name in MODELS for c in _cases_for(name)]
+
+
+def predict(case):
+    """headroom's peak for a case, through capture (needs the headroom package on sys.path)."""
+    import headroom
+    torch.manual_seed(0)
+    model, x, y, loss_fn = build(case["model"][len("captured:"):], case["batch"])
+    options = dict(mode=case["mode"], device="cpu")
+    if case["mode"] == "train":
+        options.update(optimizer=case["optimizer"], foreach=case["foreach"])
+        return headroom.estimate(model, x, loss_fn=lambda out: loss_fn(out, y), **options)
+    return headroom.estimate(model, x, **options)
