@@ -89,6 +89,10 @@ struct EstimateArgs {
   std::vector<std::string> dims;
   bool allow_unknown = false;
   std::vector<std::string> checkpoints;
+  // Hugging Face configs
+  std::string prompt;
+  std::string new_tokens;
+  std::string attention;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -96,11 +100,14 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", a.seq, "sequence length for sequence models");
-  cmd->add_option("--mode", a.mode, "infer or train (default train)");
+  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs)");
+  cmd->add_option("--prompt", a.prompt, "generate: prompt tokens");
+  cmd->add_option("--new-tokens", a.new_tokens, "generate: tokens to generate");
+  cmd->add_option("--attention", a.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
-  cmd->add_option("--precision", a.precision, "fp32, amp-fp16, amp-bf16 or bf16 (default fp32)");
+  cmd->add_option("--precision", a.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16 (default fp32; Hugging Face configs: their torch_dtype)");
   cmd->add_option("--micro-batch", a.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
@@ -124,8 +131,9 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
 }
 
 // The frontend's own options (--dim, --allow-unknown); the library picks the frontend.
-void apply_model_source(const EstimateArgs& a, EstimateOptions& o) {
+void apply_model_source(const EstimateArgs& a, const CLI::App* cmd, EstimateOptions& o) {
   ModelSourceOptions src;
+  src.precision_given = cmd->count("--precision") > 0;
   for (const std::string& d : a.dims) {
     size_t eq = d.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError("--dim '" + d + "' is not NAME=VALUE");
@@ -189,8 +197,20 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     o.batch = parse_positive("--batch", a.batch);
     if (cmd->count("--seq")) o.seq = parse_positive("--seq", a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer") o.mode = RunMode::Inference;
-    else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
+    else if (a.mode == "infer" || a.mode == "generate") o.mode = RunMode::Inference;
+    else throw InputError("--mode must be infer, train or generate, got '" + a.mode + "'");
+    if (a.mode == "generate") {
+      if (!cmd->count("--prompt") || !cmd->count("--new-tokens")) throw InputError("--mode generate needs --prompt N and --new-tokens M");
+      o.generation = GenerationOptions{parse_positive("--prompt", a.prompt), parse_positive("--new-tokens", a.new_tokens)};
+    } else if (cmd->count("--prompt") || cmd->count("--new-tokens")) {
+      throw InputError(std::string(cmd->count("--prompt") ? "--prompt" : "--new-tokens") + " applies to --mode generate");
+    }
+    if (cmd->count("--attention")) {
+      if (a.attention == "eager") o.attention = AttentionKind::Eager;
+      else if (a.attention == "sdpa") o.attention = AttentionKind::Sdpa;
+      else if (a.attention == "flash") o.attention = AttentionKind::Flash;
+      else throw InputError("--attention must be eager, sdpa or flash, got '" + a.attention + "'");
+    }
     auto opt = parse_optimizer(a.optimizer);
     if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
     o.optimizer = *opt;
@@ -198,7 +218,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     if (a.foreach) o.foreach = true;
     if (a.no_foreach) o.foreach = false;
     auto prec = parse_precision(a.precision);
-    if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
+    if (!prec) throw InputError("--precision must be fp32, fp16, bf16, amp-fp16 or amp-bf16, got '" + a.precision + "'");
     o.precision = *prec;
     if (cmd->count("--micro-batch")) o.micro_batch = parse_positive("--micro-batch", a.micro_batch);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
@@ -224,7 +244,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       }
     }
     apply_gpu_options(a, o, false);
-    apply_model_source(a, o);
+    apply_model_source(a, cmd, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
   });

@@ -1,5 +1,7 @@
 #include "frontends/model_source.h"
 
+#include "frontends/hf/hf_config.h"
+#include "frontends/hf/hf_frontend.h"
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/onnx/onnx_weights.h"
 #include "util/error.h"
@@ -8,11 +10,28 @@ namespace headroom {
 
 ModelSourceKind model_source_kind(const std::string& model) {
   if (looks_like_onnx_path(model)) return ModelSourceKind::Onnx;
+  if (looks_like_hf_config(model)) return ModelSourceKind::HuggingFace;
   return ModelSourceKind::Builtin;
 }
 
 void select_frontend(EstimateOptions& options, const ModelSourceOptions& source) {
-  switch (model_source_kind(options.model)) {
+  const ModelSourceKind kind = model_source_kind(options.model);
+  if (kind != ModelSourceKind::HuggingFace) {
+    if (options.generation) throw InputError("--mode generate needs a Hugging Face config.json; '" + options.model + "' is not one");
+    if (options.attention != AttentionKind::Default) throw InputError("--attention applies to Hugging Face configs; '" + options.model + "' is not one");
+  }
+  switch (kind) {
+    case ModelSourceKind::HuggingFace: {
+      if (!source.dims.empty()) throw InputError("--dim applies to ONNX files; '" + options.model + "' is a Hugging Face config");
+      if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files; '" + options.model + "' is a Hugging Face config");
+      HfLoader l = hf_graph_loader(options.model);
+      options.graph_loader = l.load;
+      if (!source.precision_given && l.torch_dtype) {
+        if (*l.torch_dtype == DType::BF16) options.precision = Precision::Bf16;
+        if (*l.torch_dtype == DType::F16) options.precision = Precision::Fp16;
+      }
+      return;
+    }
     case ModelSourceKind::Builtin:
       if (!source.dims.empty()) {
         throw InputError("--dim applies to ONNX files; '" + options.model + "' is a built-in model");
@@ -34,6 +53,12 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
 
 LoadedModel load_model_for_pack(const std::string& model, int64_t batch) {
   if (model_source_kind(model) == ModelSourceKind::Builtin) return load_builtin_model(model, batch);
+  if (model_source_kind(model) == ModelSourceKind::HuggingFace) {
+    BuildConfig cfg;
+    cfg.batch = batch;
+    cfg.inference = true;
+    return loaded_from_graph(hf_graph_loader(model).load(cfg));
+  }
   OnnxImportOptions io;
   io.batch = batch;
   io.with_loss = false;

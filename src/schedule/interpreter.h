@@ -226,6 +226,7 @@ class Interpreter {
   std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
   std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
+  std::vector<bool> kv_cache_;           // per tensor: its storage is a KV cache (Graph::kv_cache)
   std::vector<BufferId> fresh_;          // buffers the current op made
   // Offloading state per buffer.
   struct OffloadCandidate {

@@ -21,6 +21,21 @@ ModelSpec parse_model_spec(const std::string& text);
 
 enum class LossKind : uint8_t { Default, CrossEntropy, NextToken, Mse };
 
+// Generation (--mode generate) as transformers' generate() runs it with a DynamicCache: forward 0
+// is the prefill of `prompt` tokens, forward i (1 <= i < new_tokens) decodes one token with a cache
+// of prompt + i - 1 tokens. A graph holds the forwards first..last; one that starts after the
+// prefill takes what generate() carries between forwards (the cache, the token ids, the last
+// logits) as inputs.
+struct GenerationWindow {
+  int64_t prompt = 0;
+  int64_t new_tokens = 0;
+  int64_t first = 0, last = 0;
+};
+
+// How attention runs (transformers' attn_implementation): eager materialises the scores and
+// probabilities; sdpa and flash call one fused kernel (see docs/llm.md for the rules).
+enum class AttentionKind : uint8_t { Default, Eager, Sdpa, Flash };
+
 // What every builder needs besides its own parameters.
 struct BuildConfig {
   int64_t batch = 1;
@@ -33,6 +48,8 @@ struct BuildConfig {
   // it: inception_v3 skips its aux head in eval, nn.MultiheadAttention takes its fused fast path
   // (torch._native_multi_head_attention) under eval + no_grad.
   bool inference = false;
+  std::optional<GenerationWindow> generation;  // Hugging Face decoders only
+  AttentionKind attention = AttentionKind::Default;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that

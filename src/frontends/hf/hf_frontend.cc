@@ -1,0 +1,26 @@
+#include "frontends/hf/hf_frontend.h"
+
+#include "frontends/hf/hf_decoder.h"
+#include "frontends/zoo/registry.h"
+#include "util/error.h"
+
+namespace headroom {
+
+HfLoader hf_graph_loader(const std::string& path) {
+  HfModel m = read_hf_config(path);
+  HfLoader l;
+  l.torch_dtype = m.torch_dtype;
+  l.load = [m](const BuildConfig& cfg) -> Graph {
+    if (!m.zoo_spec.empty()) {
+      if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");
+      if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
+      Graph g = build_model(m.zoo_spec, cfg);
+      g.model = m.path;
+      return g;
+    }
+    return build_hf_decoder(m.decoder, m.path, cfg);
+  };
+  return l;
+}
+
+}  // namespace headroom
