@@ -164,3 +164,43 @@ TEST(HfConfig, FrontendChoiceAndDefaultPrecision) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Every shipped decoder config estimates in each mode and attention (small sizes: the point is
+// that every family's forward builds and simulates; the numbers are pinned elsewhere).
+TEST(HfConfig, EveryFamilyRunsInEveryModeAndAttention) {
+  for (const char* name : {"llama-2-7b", "llama-3-8b", "mistral-7b-v0.1", "mixtral-8x7b", "qwen2-7b", "gemma-7b",
+                           "gemma-2-9b", "phi-3-mini-4k", "pythia-6.9b", "falcon-7b"}) {
+    for (AttentionKind a : {AttentionKind::Eager, AttentionKind::Sdpa, AttentionKind::Flash}) {
+      EstimateOptions o;
+      o.model = config(name);
+      o.attention = a;
+      ModelSourceOptions src;
+      src.precision_given = true;
+      select_frontend(o, src);
+      o.precision = Precision::Bf16;
+      o.mode = RunMode::Inference;
+      o.seq = 8;
+      Result<Estimate> e = estimate(o);
+      ASSERT_TRUE(e.ok()) << name << ": " << e.error();
+      EXPECT_GT(e.value().peak_bytes, e.value().weights_bytes) << name;
+      o.seq.reset();
+      o.generation = GenerationOptions{6, 4};
+      e = estimate(o);
+      ASSERT_TRUE(e.ok()) << name << ": " << e.error();
+      EXPECT_GT(e.value().kv_cache_bytes, 0) << name;
+      o.generation.reset();
+      o.mode = RunMode::Training;
+      o.seq = 4;
+      o.iterations = 1;
+      o.optimizer = OptimizerKind::Sgd;
+      e = estimate(o);
+      ASSERT_TRUE(e.ok()) << name << ": " << e.error();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headroom
