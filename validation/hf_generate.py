@@ -213,7 +213,7 @@ def build_model(cfg):
 
         def forward(self, input_ids, past_key_values):
             inputs_embeds = self.embed_tokens(input_ids)
-            past_seen_tokens = past_key_values.get_seq_length()
+            past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0
             cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])
             position_ids = cache_position.unsqueeze(0)
             causal_mask = self._update_causal_mask(inputs_embeds, cache_position, past_seen_tokens)

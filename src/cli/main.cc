@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "estimate/estimate.h"
@@ -93,6 +94,8 @@ struct EstimateArgs {
   std::string prompt;
   std::string new_tokens;
   std::string attention;
+  std::string lora;
+  std::vector<std::string> freeze;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -104,6 +107,8 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--prompt", a.prompt, "generate: prompt tokens");
   cmd->add_option("--new-tokens", a.new_tokens, "generate: tokens to generate");
   cmd->add_option("--attention", a.attention, "Hugging Face configs: eager, sdpa (default) or flash");
+  cmd->add_option("--lora", a.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
+  cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
@@ -141,6 +146,44 @@ void apply_model_source(const EstimateArgs& a, const CLI::App* cmd, EstimateOpti
   }
   src.allow_unknown = a.allow_unknown;
   select_frontend(o, src);
+}
+
+// "r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05": targets take every following item
+// without '=' (module names contain no '=').
+LoraConfig parse_lora(const std::string& text) {
+  LoraConfig l;
+  bool have_r = false, have_targets = false, in_targets = false;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      if (!in_targets || item.empty()) throw InputError("--lora '" + text + "': '" + item + "' is not KEY=VALUE");
+      l.targets.push_back(item);
+      continue;
+    }
+    in_targets = false;
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "r") {
+      l.r = parse_positive("--lora r", value);
+      have_r = true;
+    } else if (key == "alpha" || key == "dropout") {
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !(v >= 0.0) || (key == "dropout" && v >= 1.0)) {
+        throw InputError("--lora " + key + " must be a number" + (key == "dropout" ? " in [0, 1)" : " >= 0") + ", got '" + value + "'");
+      }
+      (key == "alpha" ? l.alpha : l.dropout) = v;
+    } else if (key == "targets") {
+      if (value.empty()) throw InputError("--lora targets= is empty");
+      l.targets = {value};
+      have_targets = in_targets = true;
+    } else {
+      throw InputError("--lora: unknown key '" + key + "' (r, alpha, targets, dropout)");
+    }
+  }
+  if (!have_r || !have_targets) throw InputError("--lora needs r=N and targets=NAME[,NAME...]");
+  return l;
 }
 
 // "5%" or "0.05" -> 0.05; InputError outside 0-90%.
@@ -205,6 +248,8 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     } else if (cmd->count("--prompt") || cmd->count("--new-tokens")) {
       throw InputError(std::string(cmd->count("--prompt") ? "--prompt" : "--new-tokens") + " applies to --mode generate");
     }
+    if (cmd->count("--lora")) o.lora = parse_lora(a.lora);
+    o.freeze = a.freeze;
     if (cmd->count("--attention")) {
       if (a.attention == "eager") o.attention = AttentionKind::Eager;
       else if (a.attention == "sdpa") o.attention = AttentionKind::Sdpa;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 
 #include "frontends/zoo/registry.h"
 #include "training/autocast.h"
@@ -28,6 +29,30 @@ std::optional<Precision> parse_precision(std::string_view s) {
   return std::nullopt;
 }
 
+void apply_freeze(Graph& g, const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    std::regex re;
+    try {
+      re = std::regex(pattern);
+    } catch (const std::regex_error&) {
+      throw InputError("--freeze '" + pattern + "' is not a regular expression");
+    }
+    bool any = false;
+    for (Tensor& t : g.tensors) {
+      // named_parameters() lists a tied parameter once, under its first name.
+      if (t.role == TensorRole::Parameter && t.tied_to == kNone && std::regex_search(t.name, re)) {
+        t.frozen = true;
+        any = true;
+      }
+    }
+    if (!any) throw InputError("--freeze '" + pattern + "' matches no parameter of " + g.model);
+  }
+  // A tied parameter is the same tensor as the one it is tied to.
+  for (Tensor& t : g.tensors) {
+    if (t.tied_to != kNone) t.frozen = g.tensors[static_cast<size_t>(t.tied_to)].frozen;
+  }
+}
+
 Graph build_graph(const EstimateOptions& o, int64_t batch) {
   BuildConfig cfg;
   cfg.batch = batch;
@@ -37,7 +62,12 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.inference = o.mode == RunMode::Inference;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : o.precision == Precision::Fp16 ? DType::F16 : DType::F32;
   cfg.attention = o.attention;
+  cfg.lora = o.lora;
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
+  apply_freeze(g, o.freeze);
+  if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {
+    throw InputError("every parameter is frozen: a training step has nothing to train");
+  }
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
   // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
   if (o.precision == Precision::AmpBf16) return apply_autocast(g, DType::BF16, /*grad_scaler=*/false);
@@ -65,6 +95,7 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   Estimate e;
   e.options = o;
   e.parameter_count = g.parameter_count();
+  e.trainable_parameter_count = g.trainable_parameter_count();
   e.weights_bytes = g.weights_bytes();
   e.input_bytes = g.input_bytes();
   e.peak_bytes = sim.peak.bytes;

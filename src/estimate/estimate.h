@@ -71,6 +71,10 @@ struct EstimateOptions {
   // Generation (mode Inference; Hugging Face decoders only).
   std::optional<GenerationOptions> generation;
   AttentionKind attention = AttentionKind::Default;  // Hugging Face decoders only
+  std::optional<LoraConfig> lora;                     // Hugging Face decoders only
+  // --freeze: parameters whose name matches one of these regular expressions (searched, not
+  // anchored) get requires_grad=False. Each must match at least one parameter.
+  std::vector<std::string> freeze;
 };
 
 struct BufferAtPeak {
@@ -100,6 +104,7 @@ struct Estimate {
   int64_t micro_batch = 0;        // resolved (== batch without accumulation)
   int micro_batches = 1;
   int64_t parameter_count = 0;
+  int64_t trainable_parameter_count = 0;  // without frozen parameters (--freeze, --lora)
   int64_t weights_bytes = 0;
   int64_t input_bytes = 0;
   int64_t peak_bytes = 0;
@@ -127,6 +132,8 @@ Result<Estimate> estimate(const EstimateOptions& options);
 
 // The pieces, for tools that reuse them (fit, plan, tests).
 Graph build_graph(const EstimateOptions& options, int64_t batch);
+// --freeze: marks matching parameters frozen; InputError on a bad pattern or one matching nothing.
+void apply_freeze(Graph& g, const std::vector<std::string>& patterns);
 ScheduleOptions schedule_options(const EstimateOptions& options);
 Estimate summarize(const EstimateOptions& options, const Graph& g, const Program& p, const SimResult& sim);
 // Resolves "first..last" op-name ranges into plan.checkpoints (sorted); InputError on unknown

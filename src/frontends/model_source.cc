@@ -19,6 +19,7 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
   if (kind != ModelSourceKind::HuggingFace) {
     if (options.generation) throw InputError("--mode generate needs a Hugging Face config.json; '" + options.model + "' is not one");
     if (options.attention != AttentionKind::Default) throw InputError("--attention applies to Hugging Face configs; '" + options.model + "' is not one");
+    if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; '" + options.model + "' is not one");
   }
   switch (kind) {
     case ModelSourceKind::HuggingFace: {

@@ -59,6 +59,10 @@ struct Tensor {
   // x.transpose(-2, -1) of a contiguous x: not contiguous, but matmul folds its batch dimensions
   // with a view and BLAS reads the transposed matrices in place (no copy).
   bool transposed_matrix = false;
+  // A parameter with requires_grad=False (--freeze, a LoRA base model): counted in
+  // parameter_count(), but no gradient, no optimizer state, and autograd saves nothing for it.
+  bool frozen = false;
+  bool requires_grad() const { return role == TensorRole::Parameter && !frozen; }
 
   int64_t numel() const;  // checked
   int64_t bytes() const;  // checked
@@ -133,6 +137,7 @@ struct Graph {
   bool is_weight(TensorId id) const;  // parameter or buffer
 
   int64_t parameter_count() const;  // tied parameters count once
+  int64_t trainable_parameter_count() const;  // parameters that are not frozen
   int64_t weights_bytes() const;     // parameters + buffers, tied ones once
   int64_t input_bytes() const;       // inputs + targets
 

@@ -53,8 +53,9 @@ std::string estimate_text(const Estimate& e, bool color) {
     s += ", inference";
   }
   s += fmt::format(", {}, device {}\n", precision_name(o.precision), o.device);
-  s += fmt::format("parameters {} | weights {} | inputs {} | {} ops\n\n", with_commas(e.parameter_count),
-                   human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
+  s += fmt::format("parameters {}", with_commas(e.parameter_count));
+  if (e.trainable_parameter_count != e.parameter_count) s += fmt::format(" ({} trainable)", with_commas(e.trainable_parameter_count));
+  s += fmt::format(" | weights {} | inputs {} | {} ops\n\n", human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
                    with_commas(e.peak_bytes), phase_name(e.peak_phase));
   if (e.peak_iteration > 0) s += fmt::format(" of step {}", e.peak_iteration);
@@ -140,6 +141,7 @@ std::string estimate_json(const Estimate& e) {
   j["device"] = o.device;
   j["micro_batch"] = e.micro_batch;
   j["parameter_count"] = e.parameter_count;
+  j["trainable_parameter_count"] = e.trainable_parameter_count;
   j["weights_bytes"] = e.weights_bytes;
   j["input_bytes"] = e.input_bytes;
   j["peak_bytes"] = e.peak_bytes;

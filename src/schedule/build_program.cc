@@ -125,7 +125,7 @@ void Interpreter::setup() {
 void Interpreter::forward(int iteration, int micro, Phase phase) {
   const bool grad_mode = phase == Phase::Forward;
   requires_grad_.assign(g_.tensors.size(), false);
-  for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.role == TensorRole::Parameter;
+  for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.requires_grad();
   nodes_.assign(g_.ops.size(), Node{});
   grad_.assign(g_.tensors.size(), GradValue{});
   redirect_.assign(g_.tensors.size(), kNone);

@@ -1,6 +1,8 @@
 #include "frontends/hf/hf_decoder.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "frontends/zoo/losses.h"
 #include "frontends/zoo/transformer_common.h"
@@ -59,8 +61,26 @@ NormParams norm_params(GraphBuilder& b, const HfDecoderConfig& c, const std::str
   return {b.parameter(m + ".weight", {c.hidden}), kNone};
 }
 
+// nn.Linear's parameters, and with LoRA on this module peft's lora_A / lora_B after them
+// (lora.Linear registers base_layer, then lora_A and lora_B). `used` collects matched targets.
+LinearParams linear_params_lora(GraphBuilder& b, const std::optional<LoraConfig>& lora, std::set<std::string>& used,
+                                const std::string& module, int64_t in, int64_t out, bool bias) {
+  LinearParams p = linear_params(b, module, in, out, bias);
+  if (!lora) return p;
+  const std::string leaf = module.substr(module.rfind('.') + 1);
+  if (std::find(lora->targets.begin(), lora->targets.end(), leaf) == lora->targets.end()) return p;
+  used.insert(leaf);
+  p.lora_a = b.parameter(module + ".lora_A.default.weight", {lora->r, in});
+  p.lora_b = b.parameter(module + ".lora_B.default.weight", {out, lora->r});
+  return p;
+}
+
 // The model's __init__, module by module (parameter order = named_parameters()).
-Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n) {
+Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const std::optional<LoraConfig>& lora,
+               std::set<std::string>& lora_used) {
+  auto linear_params = [&](GraphBuilder& bb, const std::string& module, int64_t in, int64_t out, bool bias) {
+    return linear_params_lora(bb, lora, lora_used, module, in, out, bias);
+  };
   Params p;
   const int64_t h = c.hidden, q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
   p.embed = b.parameter(n.embed + ".weight", {c.vocab, h});
@@ -139,8 +159,9 @@ struct Cache {
 class Forward {
  public:
   // `inference`: no autograd (the memory-efficient kernel then computes no logsumexp).
-  Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference)
-      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference) {}
+  Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference,
+          const std::optional<LoraConfig>& lora)
+      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(lora) {}
 
   // One model call on `ids` [B, S] with `past` cached tokens; `cache` null: use_cache=False.
   // Returns the final hidden states [B, S, H] (the caller applies lm_head).
@@ -178,12 +199,11 @@ class Forward {
     size_t scope = b_.open_scope();
     b_.hold(hidden);
     const auto s = b_.shape(hidden);
-    TensorId x = hidden;
-    if (keep > 0) {  // hidden_states[:, -num_logits_to_keep:, :]
-      x = b_.slice(pre + "keep.slice", x, 0, 0, s[0]);
-      x = b_.slice(pre + "keep.slice", x, 1, s[1] - keep, s[1]);
-      x = b_.slice(pre + "keep.slice", x, 2, 0, s[2]);
-    }
+    // hidden_states[:, -num_logits_to_keep:, :] (0 keeps all: three full-range slices, whose
+    // backward still allocates a gradient each).
+    TensorId x = b_.slice(pre + "keep.slice", hidden, 0, 0, s[0]);
+    x = b_.slice(pre + "keep.slice", x, 1, keep > 0 ? s[1] - keep : 0, s[1]);
+    x = b_.slice(pre + "keep.slice", x, 2, 0, s[2]);
     TensorId out = b_.linear_with(pre + n_.lm_head, x, p_.lm_head);
     if (c_.final_logit_softcap > 0.0) {
       out = b_.div_scalar(pre + "final_logit_softcapping.div", out, c_.final_logit_softcap);
@@ -401,15 +421,15 @@ class Forward {
     const int64_t hd = c_.head_dim, q_out = c_.heads * hd, kv_out = c_.kv_heads * hd;
     TensorId q, k, v;
     if (c_.qkv == HfQkv::Separate) {
-      q = apply_linear(b_, m + "." + n_.q, hidden, lp.q);
-      k = apply_linear(b_, m + "." + n_.k, hidden, lp.k);
-      v = apply_linear(b_, m + "." + n_.v, hidden, lp.v);
+      q = linear(m + "." + n_.q, hidden, lp.q);
+      k = linear(m + "." + n_.k, hidden, lp.k);
+      v = linear(m + "." + n_.v, hidden, lp.v);
       q = b_.transpose(m + ".q.transpose", b_.view(m + ".q.view", q, {batch, seq, c_.heads, hd}), 1, 2);
       k = b_.transpose(m + ".k.transpose", b_.view(m + ".k.view", k, {batch, seq, c_.kv_heads, hd}), 1, 2);
       v = b_.transpose(m + ".v.transpose", b_.view(m + ".v.view", v, {batch, seq, c_.kv_heads, hd}), 1, 2);
       return {q, k, v};
     }
-    TensorId qkv = apply_linear(b_, m + "." + n_.qkv, hidden, lp.qkv);
+    TensorId qkv = linear(m + "." + n_.qkv, hidden, lp.qkv);
     if (c_.qkv == HfQkv::Interleaved) {
       // gpt_neox: qkv.view(B, S, heads, 3 * head_dim); q = qkv[..., :hd].permute(0, 2, 1, 3), ...
       qkv = b_.view(m + ".qkv.view", qkv, {batch, seq, c_.heads, 3 * hd});
@@ -461,7 +481,7 @@ class Forward {
       out = eager() ? eager_attention(m, q, k, v, mask) : sdpa(m, q, k, v);
     }
     out = b_.reshape(m + ".attn_output.reshape", out, {batch, seq, c_.heads * hd});
-    out = apply_linear(b_, m + "." + n_.o, out, lp.o);
+    out = linear(m + "." + n_.o, out, lp.o);
     b_.release_holds(scope);
     return out;
   }
@@ -521,6 +541,23 @@ class Forward {
                      {{{s[0], s[2], s[1], s[3]}, b_.tensor(q).dtype}, {{s[0], s[1], s[2]}, DType::F32}})[0];
   }
 
+  // nn.Linear, or peft's lora.Linear: result = base_layer(x); result = result +
+  // lora_B(lora_A(dropout(x))) * scaling (scaling = lora_alpha / r; dropout is nn.Identity at 0).
+  TensorId linear(const std::string& m, TensorId x, const LinearParams& p) {
+    if (p.lora_a == kNone) return apply_linear(b_, m, x, p);
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    TensorId result = apply_linear(b_, m + ".base_layer", x, p);
+    TensorId d = x;
+    if (lora_->dropout > 0.0) d = b_.dropout(m + ".lora_dropout", x, lora_->dropout);
+    TensorId a = b_.linear_with(m + ".lora_A", d, p.lora_a);
+    TensorId up = b_.linear_with(m + ".lora_B", a, p.lora_b);
+    up = b_.mul_scalar(m + ".scaling", up, lora_->alpha / static_cast<double>(lora_->r));
+    TensorId out = b_.add(m + ".add", result, up);
+    b_.release_holds(scope);
+    return out;
+  }
+
   TensorId act(const std::string& m, TensorId x) {
     return c_.gelu ? b_.gelu(m, x, /*approximate_tanh=*/c_.norm == HfNorm::GemmaRms) : b_.silu(m, x);
   }
@@ -532,18 +569,18 @@ class Forward {
     if (c_.fused_gate_up) {
       // up_states = gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);
       // up_states = up_states * act(gate); down_proj(up_states)
-      TensorId gu = apply_linear(b_, m + ".gate_up_proj", x, lp.gate_up);
+      TensorId gu = linear(m + ".gate_up_proj", x, lp.gate_up);
       std::vector<TensorId> parts = b_.chunk(m + ".chunk", gu, 2, -1);
       b_.hold(parts[1]);
       TensorId h = b_.mul(m + ".mul", parts[1], act(m + ".activation_fn", parts[0]));
-      out = apply_linear(b_, m + ".down_proj", h, lp.down);
+      out = linear(m + ".down_proj", h, lp.down);
     } else if (c_.gated_mlp) {
-      TensorId gate = act(m + ".act_fn", apply_linear(b_, m + ".gate_proj", x, lp.gate));
-      TensorId up = apply_linear(b_, m + ".up_proj", x, lp.up);
-      out = apply_linear(b_, m + ".down_proj", b_.mul(m + ".mul", gate, up), lp.down);
+      TensorId gate = act(m + ".act_fn", linear(m + ".gate_proj", x, lp.gate));
+      TensorId up = linear(m + ".up_proj", x, lp.up);
+      out = linear(m + ".down_proj", b_.mul(m + ".mul", gate, up), lp.down);
     } else {
-      TensorId h = act(m + ".act", apply_linear(b_, m + "." + n_.fc1, x, lp.up));
-      out = apply_linear(b_, m + "." + n_.fc2, h, lp.down);
+      TensorId h = act(m + ".act", linear(m + "." + n_.fc1, x, lp.up));
+      out = linear(m + "." + n_.fc2, h, lp.down);
     }
     b_.release_holds(scope);
     return out;
@@ -589,9 +626,9 @@ class Forward {
       b_.hold(where[1]);
       TensorId state = b_.opaque(x_name + ".index", {flat, where[1]}, {{{n, s[2]}, dtype()}})[0];
       const LayerParams::Expert& ex = lp.experts[static_cast<size_t>(e)];
-      TensorId h = act(x_name + ".act_fn", apply_linear(b_, x_name + ".w1", state, ex.w1));
-      h = b_.mul(x_name + ".mul", h, apply_linear(b_, x_name + ".w3", state, ex.w3));
-      h = apply_linear(b_, x_name + ".w2", h, ex.w2);
+      TensorId h = act(x_name + ".act_fn", linear(x_name + ".w1", state, ex.w1));
+      h = b_.mul(x_name + ".mul", h, linear(x_name + ".w3", state, ex.w3));
+      h = linear(x_name + ".w2", h, ex.w2);
       TensorId scale = b_.opaque(x_name + ".routing_weights.index", {weights, where[1], where[0]}, {{{n, 1}, dtype()}})[0];
       h = b_.mul(x_name + ".mul_routing", h, scale);
       final_states = b_.opaque(x_name + ".index_add_", {final_states, where[1], h}, {{{tokens, s[2]}, dtype()}}, inplace)[0];
@@ -608,6 +645,7 @@ class Forward {
   Names n_;
   AttentionKind attention_;
   bool inference_;
+  const std::optional<LoraConfig>& lora_;
 };
 
 AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg, const std::string& model) {
@@ -618,15 +656,31 @@ AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg
   return a;
 }
 
+void check_lora_targets(const std::optional<LoraConfig>& lora, const std::set<std::string>& used, const std::string& model) {
+  if (!lora) return;
+  for (const std::string& t : lora->targets) {
+    if (!used.count(t)) throw InputError("--lora targets: " + model + " has no nn.Linear named '" + t + "'");
+  }
+}
+
+// peft's mark_only_lora_as_trainable: requires_grad=False on everything but lora_ parameters.
+void freeze_all_but_adapters(Graph& g) {
+  for (Tensor& t : g.tensors) {
+    if (t.role == TensorRole::Parameter && t.name.find(".lora_") == std::string::npos) t.frozen = true;
+  }
+}
+
 // One forward with use_cache=False: all logits; training adds ForCausalLMLoss.
 Graph build_single(const HfDecoderConfig& c, const std::string& model, const BuildConfig& cfg) {
   const int64_t seq = sequence_length(cfg, 128, c.max_positions, model, "max_position_embeddings");
   GraphBuilder b(model, cfg.dtype);
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
-  Params p = declare(b, c, names_of(c));
+  std::set<std::string> lora_used;
+  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_lora_targets(cfg.lora, lora_used, model);
   TensorId ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg.lora);
   TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), 0);
   b.mark_output(logits);
   if (!cfg.inference) {
@@ -635,7 +689,9 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
     TensorId lf = b.tensor(logits).dtype == DType::F32 ? logits : b.cast("loss.logits.float", logits, DType::F32);
     b.set_loss(add_loss(b, lf, LossKind::NextToken, cfg));
   }
-  return b.finish();
+  Graph g = b.finish();
+  if (cfg.lora) freeze_all_but_adapters(g);
+  return g;
 }
 
 std::string forward_prefix(int64_t f) { return f == 0 ? "prefill." : "decode" + std::to_string(f) + "."; }
@@ -659,8 +715,10 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
   GraphBuilder b(model, cfg.dtype);
   b.set_dim("batch", batch);
   b.set_dim("seq", w.prompt);
-  Params p = declare(b, c, names_of(c));
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true);
+  std::set<std::string> lora_used;
+  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_lora_targets(cfg.lora, lora_used, model);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg.lora);
   TensorId prompt = b.input("input_ids", {batch, w.prompt}, DType::I64);  // the caller keeps it
   Cache cache;
   cache.k.assign(static_cast<size_t>(c.layers), kNone);
@@ -743,7 +801,9 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
   if (previous_ids != kNone) b.mark_output(previous_ids);
   b.mark_output(last_logits);
   b.mark_output(last_tokens);
-  return b.finish();
+  Graph g = b.finish();
+  if (cfg.lora) freeze_all_but_adapters(g);
+  return g;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/dtype.h"
 
@@ -36,6 +37,16 @@ struct GenerationWindow {
 // probabilities; sdpa and flash call one fused kernel (see docs/llm.md for the rules).
 enum class AttentionKind : uint8_t { Default, Eager, Sdpa, Flash };
 
+// LoRA adapters as peft's LoraConfig describes them (r, lora_alpha, target_modules,
+// lora_dropout): every nn.Linear whose name ends in a target gets lora_A [r, in] and
+// lora_B [out, r]; the base model is frozen (peft's mark_only_lora_as_trainable).
+struct LoraConfig {
+  int64_t r = 8;
+  double alpha = 8.0;
+  std::vector<std::string> targets;
+  double dropout = 0.0;
+};
+
 // What every builder needs besides its own parameters.
 struct BuildConfig {
   int64_t batch = 1;
@@ -50,6 +61,7 @@ struct BuildConfig {
   bool inference = false;
   std::optional<GenerationWindow> generation;  // Hugging Face decoders only
   AttentionKind attention = AttentionKind::Default;
+  std::optional<LoraConfig> lora;  // Hugging Face decoders only
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that
