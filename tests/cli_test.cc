@@ -41,7 +41,7 @@ TEST(Cli, BadNumbersAndOptions) {
   expect_usage_error("estimate gpt2 --mode infer --prompt 4", "--prompt applies to --mode generate");
   expect_usage_error("estimate gpt2 --attention eager", "--attention applies to Hugging Face configs");
   expect_usage_error("estimate gpt2 --attention fast", "--attention must be eager, sdpa or flash");
-  expect_usage_error("estimate resnet18 --optimizer lion", "--optimizer must be");
+  expect_usage_error("estimate resnet18 --optimizer lamb", "--optimizer must be");
   expect_usage_error("estimate resnet18 --precision fp8", "--precision must be");
   expect_usage_error("estimate resnet18 --device tpu", "--device must be cuda or cpu");
   expect_usage_error("estimate resnet18 --foreach --no-foreach", "contradict");

@@ -109,7 +109,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--attention", a.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--lora", a.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
   cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
+  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
   cmd->add_option("--precision", a.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16 (default fp32; Hugging Face configs: their torch_dtype)");
@@ -257,7 +257,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       else throw InputError("--attention must be eager, sdpa or flash, got '" + a.attention + "'");
     }
     auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
+    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor, got '" + a.optimizer + "'");
     o.optimizer = *opt;
     if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
     if (a.foreach) o.foreach = true;

@@ -79,7 +79,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.mode = o.mode;
   s.optimizer = o.optimizer;
   s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
-  s.foreach = o.foreach.value_or(s.device.default_foreach);
+  s.foreach = optimizer_has_foreach(o.optimizer) && o.foreach.value_or(s.device.default_foreach);
   if (o.device == "cuda") {
     if (o.gpu && !o.gpu->gpu.empty()) s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
     if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;
@@ -229,6 +229,9 @@ Estimate estimate_generation(const EstimateOptions& o) {
 
 Result<Estimate> estimate(const EstimateOptions& o) {
   return capture_input_errors([&]() -> Estimate {
+    if (o.foreach && !optimizer_has_foreach(o.optimizer)) {
+      throw InputError("--foreach / --no-foreach apply to sgd, momentum, adam and adamw, not " + std::string(optimizer_name(o.optimizer)));
+    }
     if (o.generation) {
       if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
       if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");

@@ -170,6 +170,8 @@ class Interpreter {
   std::vector<TensorId> trainable() const;
 
   void optimizer_step(int iteration);
+  // bitsandbytes 8-bit AdamW (paged or not), Lion and Adafactor: their state and temporaries.
+  void fine_tuning_optimizer_step(const std::vector<TensorId>& ps);
 
   // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
   // 288-byte RecordFunction holder, both freed before the work starts.
