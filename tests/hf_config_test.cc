@@ -99,6 +99,37 @@ TEST(HfConfig, Gpt2AndBertGoThroughTheZooBuilders) {
   EXPECT_EQ(params("bert-base-uncased"), 109'482'240 + 1'538);
 }
 
+TEST(HfConfig, T5BaseParameterCountAndModes) {
+  // T5-base (t5-base, T5ForConditionalGeneration: 222,903,552): d_model 768, 12 heads of 64,
+  // d_ff 3072, 12 + 12 blocks, vocab 32128, lm_head tied to `shared`.
+  //   shared 32128 x 768 = 24,674,304
+  //   encoder block: q,k,v,o 4 x 768^2 = 2,359,296; wi, wo 2 x 768 x 3072 = 4,718,592;
+  //     2 layer norms 1,536 = 7,079,424 (x 12 = 84,953,088); relative bias 32 x 12 = 384;
+  //     final norm 768 -> 84,954,240
+  //   decoder block: + EncDecAttention 2,359,296 and its norm 768 = 9,439,488 (x 12 =
+  //     113,273,856); relative bias 384; final norm 768 -> 113,275,008
+  //   24,674,304 + 84,954,240 + 113,275,008 = 222,903,552
+  EXPECT_EQ(params("t5-base"), 222'903'552);
+  for (RunMode mode : {RunMode::Inference, RunMode::Training}) {
+    EstimateOptions o;
+    o.model = config("t5-base");
+    select_frontend(o, {});
+    o.mode = mode;
+    o.seq = 64;
+    Result<Estimate> e = estimate(o);
+    ASSERT_TRUE(e.ok()) << e.error();
+    EXPECT_GT(e.value().peak_bytes, e.value().weights_bytes);
+  }
+  EstimateOptions g;
+  g.model = config("t5-base");
+  g.generation = GenerationOptions{8, 4};
+  g.mode = RunMode::Inference;
+  select_frontend(g, {});
+  Result<Estimate> e = estimate(g);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("not t5"), std::string::npos) << e.error();
+}
+
 std::string write_config(const std::string& name, const std::string& body) {
   auto dir = std::filesystem::path(HEADROOM_BINARY_DIR) / "hf_config_test" / name;
   std::filesystem::create_directories(dir);
@@ -107,11 +138,12 @@ std::string write_config(const std::string& name, const std::string& body) {
 }
 
 TEST(HfConfig, BadConfigsAreOneLineErrors) {
+  std::string mamba = write_config("mamba", R"({"model_type": "mamba", "hidden_size": 64})");
   try {
-    hf_graph_loader(config("t5-base"));
+    hf_graph_loader(mamba);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("model_type 't5' is not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model_type 'mamba' is not supported"), std::string::npos) << e.what();
   }
   std::string dir = write_config("missing", R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2})");
   try {
@@ -124,9 +156,9 @@ TEST(HfConfig, BadConfigsAreOneLineErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("missing field 'num_attention_heads'"), std::string::npos) << r.err;
-  r = run_cli("estimate " + config("t5-base"));
+  r = run_cli("estimate " + mamba);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("model_type 't5'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model_type 'mamba'"), std::string::npos) << r.err;
   r = run_cli("estimate " + config("nope"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.err;

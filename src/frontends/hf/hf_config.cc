@@ -168,6 +168,7 @@ HfDecoderConfig read_decoder(HfFamily family, const std::string& model_type, con
     }
     case HfFamily::Gpt2:
     case HfFamily::Bert:
+    case HfFamily::T5:
       break;
   }
   if (c.head_dim == 0) {
@@ -196,6 +197,7 @@ const FamilyName kFamilies[] = {
     {"qwen2", HfFamily::Qwen2},   {"gemma", HfFamily::Gemma},     {"gemma2", HfFamily::Gemma2},
     {"phi3", HfFamily::Phi3},     {"gpt_neox", HfFamily::GptNeox}, {"falcon", HfFamily::Falcon},
     {"gpt2", HfFamily::Gpt2},     {"bert", HfFamily::Bert},       {"roberta", HfFamily::Bert},
+    {"t5", HfFamily::T5},
 };
 
 std::string config_path(const std::string& arg) {
@@ -252,6 +254,25 @@ HfModel read_hf_config(const std::string& arg) {
                              ",max_pos=" + std::to_string(f.integer("max_position_embeddings")) +
                              ",type_vocab=" + std::to_string(f.integer("type_vocab_size", 2));
     m.zoo_spec = bert;
+    return m;
+  }
+  if (m.family == HfFamily::T5) {
+    // T5Config: num_decoder_layers defaults to num_layers, tie_word_embeddings to true;
+    // feed_forward_proj "relu" (T5) or "gated-gelu" (T5 v1.1, flan-t5).
+    T5Config& t = m.t5;
+    t.d_model = f.integer("d_model");
+    t.d_kv = f.integer("d_kv");
+    t.d_ff = f.integer("d_ff");
+    t.layers = f.integer("num_layers");
+    t.decoder_layers = f.integer("num_decoder_layers", t.layers);
+    t.heads = f.integer("num_heads");
+    t.vocab = f.integer("vocab_size");
+    t.buckets = f.integer("relative_attention_num_buckets", 32);
+    t.tie_embeddings = f.boolean("tie_word_embeddings", true);
+    t.dropout = f.number("dropout_rate", 0.1);
+    const std::string proj = f.has("feed_forward_proj") ? f.text("feed_forward_proj") : "relu";
+    if (proj == "gated-gelu") t.gated = true;
+    else if (proj != "relu") throw InputError(path + ": feed_forward_proj '" + proj + "' is not relu or gated-gelu");
     return m;
   }
   m.decoder = read_decoder(m.family, model_type, f);

@@ -11,11 +11,12 @@
 #include <optional>
 #include <string>
 
+#include "frontends/hf/hf_t5.h"
 #include "ir/dtype.h"
 
 namespace headroom {
 
-enum class HfFamily : uint8_t { Llama, Mistral, Mixtral, Qwen2, Gemma, Gemma2, Phi3, GptNeox, Falcon, Gpt2, Bert };
+enum class HfFamily : uint8_t { Llama, Mistral, Mixtral, Qwen2, Gemma, Gemma2, Phi3, GptNeox, Falcon, Gpt2, Bert, T5 };
 
 enum class HfNorm : uint8_t {
   Rms,        // LlamaRMSNorm: weight * (x.float() * rsqrt(mean(x^2) + eps)).to(dtype)
@@ -58,6 +59,7 @@ struct HfModel {
   HfFamily family = HfFamily::Llama;
   HfDecoderConfig decoder;         // decoder families
   std::string zoo_spec;            // gpt2 / bert: "gpt2:hidden=...,..."
+  T5Config t5;                     // t5
   std::optional<DType> torch_dtype;
 };
 

@@ -1,6 +1,7 @@
 #include "frontends/hf/hf_frontend.h"
 
 #include "frontends/hf/hf_decoder.h"
+#include "frontends/hf/hf_t5.h"
 #include "frontends/zoo/registry.h"
 #include "util/error.h"
 
@@ -19,6 +20,7 @@ HfLoader hf_graph_loader(const std::string& path) {
       g.model = m.path;
       return g;
     }
+    if (m.family == HfFamily::T5) return build_hf_t5(m.t5, m.path, cfg);
     return build_hf_decoder(m.decoder, m.path, cfg);
   };
   return l;
