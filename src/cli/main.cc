@@ -58,7 +58,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch;
+  std::string seq, micro_batch, prompt, new_tokens, attention, lora;
   bool json = false;
   bool trace = false;
 };
@@ -69,11 +69,16 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", e.seq, "sequence length for sequence models");
-  cmd->add_option("--mode", a.mode, "infer or train (default train)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
+  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs)");
+  cmd->add_option("--prompt", e.prompt, "generate: prompt tokens");
+  cmd->add_option("--new-tokens", e.new_tokens, "generate: tokens to generate");
+  cmd->add_option("--attention", e.attention, "Hugging Face configs: eager, sdpa (default) or flash");
+  cmd->add_option("--lora", e.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
+  cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
+  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
-  cmd->add_option("--precision", a.precision, "fp32, amp-fp16, amp-bf16 or bf16 (default fp32)");
+  cmd->add_option("--precision", a.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16 (default fp32; Hugging Face configs: their torch_dtype)");
   cmd->add_option("--micro-batch", e.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
@@ -104,7 +109,12 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   RunArgs a = e.run;
   if (cmd->count("--seq")) a.seq = e.seq;
   if (cmd->count("--micro-batch")) a.micro_batch = e.micro_batch;
+  if (cmd->count("--prompt")) a.prompt = e.prompt;
+  if (cmd->count("--new-tokens")) a.new_tokens = e.new_tokens;
+  if (cmd->count("--attention")) a.attention = e.attention;
+  if (cmd->count("--lora")) a.lora = e.lora;
   a.optimizer_given = cmd->count("--optimizer") > 0;
+  a.precision_given = cmd->count("--precision") > 0;
   a.margin_given = cmd->count("--margin") > 0;
   a.keep_program = e.trace;
   return a;
@@ -361,7 +371,8 @@ std::string overview(const CLI::App& app) {
     s += fmt::format("  {:<22} {}\n  {:<22}   e.g. {}\n", it->second.usage, sub->get_description(), "",
                      it->second.example);
   }
-  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,... or an .onnx file.\n"
+  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,..., an .onnx file, or a Hugging Face\n"
+       "config.json (or the checkpoint folder holding one).\n"
        "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
   return s;
 }

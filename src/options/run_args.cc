@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <cmath>
 #include <map>
+#include <sstream>
 
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
@@ -80,10 +82,47 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
   }
   src.allow_unknown = a.allow_unknown;
   src.captured = a.captured;
+  src.precision_given = a.precision_given;
   select_frontend(o, src);
 }
 
 }  // namespace
+
+LoraConfig parse_lora(const std::string& text) {
+  LoraConfig l;
+  bool have_r = false, have_targets = false, in_targets = false;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      if (!in_targets || item.empty()) throw InputError("--lora '" + text + "': '" + item + "' is not KEY=VALUE");
+      l.targets.push_back(item);
+      continue;
+    }
+    in_targets = false;
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "r") {
+      l.r = parse_positive("--lora r", value);
+      have_r = true;
+    } else if (key == "alpha" || key == "dropout") {
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !(v >= 0.0) || !std::isfinite(v) || (key == "dropout" && v >= 1.0)) {
+        throw InputError("--lora " + key + " must be a number" + (key == "dropout" ? " in [0, 1)" : " >= 0") + ", got '" + value + "'");
+      }
+      (key == "alpha" ? l.alpha : l.dropout) = v;
+    } else if (key == "targets") {
+      if (value.empty()) throw InputError("--lora targets= is empty");
+      l.targets = {value};
+      have_targets = in_targets = true;
+    } else {
+      throw InputError("--lora: unknown key '" + key + "' (r, alpha, targets, dropout)");
+    }
+  }
+  if (!have_r || !have_targets) throw InputError("--lora needs r=N and targets=NAME[,NAME...]");
+  return l;
+}
 
 Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
   return capture_input_errors([&]() -> EstimateOptions {
@@ -92,16 +131,30 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
     o.batch = parse_positive("--batch", a.batch);
     if (a.seq) o.seq = parse_positive("--seq", *a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer") o.mode = RunMode::Inference;
-    else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
+    else if (a.mode == "infer" || a.mode == "generate") o.mode = RunMode::Inference;
+    else throw InputError("--mode must be infer, train or generate, got '" + a.mode + "'");
+    if (a.mode == "generate") {
+      if (!a.prompt || !a.new_tokens) throw InputError("--mode generate needs --prompt N and --new-tokens M");
+      o.generation = GenerationOptions{parse_positive("--prompt", *a.prompt), parse_positive("--new-tokens", *a.new_tokens)};
+    } else if (a.prompt || a.new_tokens) {
+      throw InputError(std::string(a.prompt ? "--prompt" : "--new-tokens") + " applies to --mode generate");
+    }
+    if (a.lora) o.lora = parse_lora(*a.lora);
+    o.freeze = a.freeze;
+    if (a.attention) {
+      if (*a.attention == "eager") o.attention = AttentionKind::Eager;
+      else if (*a.attention == "sdpa") o.attention = AttentionKind::Sdpa;
+      else if (*a.attention == "flash") o.attention = AttentionKind::Flash;
+      else throw InputError("--attention must be eager, sdpa or flash, got '" + *a.attention + "'");
+    }
     auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
+    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor, got '" + a.optimizer + "'");
     o.optimizer = *opt;
     if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
     if (a.foreach) o.foreach = true;
     if (a.no_foreach) o.foreach = false;
     auto prec = parse_precision(a.precision);
-    if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
+    if (!prec) throw InputError("--precision must be fp32, fp16, bf16, amp-fp16 or amp-bf16, got '" + a.precision + "'");
     o.precision = *prec;
     if (a.micro_batch) o.micro_batch = parse_positive("--micro-batch", *a.micro_batch);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
@@ -179,7 +232,16 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
          r.foreach = on;
          r.no_foreach = !on;
        }},
-      {"precision", [](RunArgs& r, const std::string& v) { r.precision = v; }},
+      {"precision",
+       [](RunArgs& r, const std::string& v) {
+         r.precision = v;
+         r.precision_given = true;
+       }},
+      {"prompt", [](RunArgs& r, const std::string& v) { r.prompt = v; }},
+      {"new_tokens", [](RunArgs& r, const std::string& v) { r.new_tokens = v; }},
+      {"attention", [](RunArgs& r, const std::string& v) { r.attention = v; }},
+      {"lora", [](RunArgs& r, const std::string& v) { r.lora = v; }},
+      {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},
       {"dropout", [](RunArgs& r, const std::string& v) { r.dropout = v; }},
