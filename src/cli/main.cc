@@ -6,8 +6,11 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <iostream>
 #include <string>
 
@@ -29,6 +32,7 @@
 #include "report/html_report.h"
 #include "report/pack_html.h"
 #include "report/plan_html.h"
+#include "util/checked.h"
 #include "util/file.h"
 
 namespace headroom {
@@ -36,9 +40,28 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+// Messages may quote names from files or the command line: control bytes are escaped so that
+// every error stays one line.
 int fail(const std::string& message) {
-  std::cerr << "headroom: " << message << "\n";
+  std::cerr << "headroom: " << escape_control(message) << "\n";
   return kUsageError;
+}
+
+// An option given with an empty value (`--gpu ''`) is an error, never "not given".
+std::optional<std::string> empty_option_value(const CLI::App* cmd) {
+  for (const CLI::Option* opt : cmd->get_options()) {
+    if (opt->count() == 0 || opt->get_type_size_max() == 0) continue;  // not given, or a flag
+    for (const std::string& v : opt->results()) {
+      if (v.empty()) {
+        std::string name = opt->get_name(false, true);
+        return (name.empty() ? opt->get_name() : name) + " needs a value, got ''";
+      }
+    }
+  }
+  for (const CLI::App* sub : cmd->get_subcommands()) {
+    if (auto e = empty_option_value(sub)) return e;
+  }
+  return std::nullopt;
 }
 
 bool color_enabled() {
@@ -161,9 +184,13 @@ double parse_fraction(const std::string& flag, const std::string& text) {
   return v;
 }
 
-void apply_gpu_options(const EstimateArgs& a, EstimateOptions& o, bool required) {
+// `gpu_all`: the command is fit, which runs every catalog GPU itself for --gpu all.
+void apply_gpu_options(const EstimateArgs& a, EstimateOptions& o, bool required, bool gpu_all = false) {
   bool any = !a.gpu.empty() || !a.gpu_memory.empty();
-  if (a.gpu == "all" && !required) return;  // fit runs every catalog GPU itself
+  if (a.gpu == "all") {
+    if (!gpu_all) throw InputError("--gpu all applies to fit; give one GPU (see headroom gpus)");
+    if (!required) return;
+  }
   if (!any) {
     if (required) throw InputError("give a GPU: --gpu NAME (see headroom gpus) or --gpu-memory SIZE");
     return;
@@ -176,13 +203,16 @@ void apply_gpu_options(const EstimateArgs& a, EstimateOptions& o, bool required)
   g.lazy_module_loading = !a.eager_loading;
   g.nccl = a.nccl;
   if (!a.nccl_memory.empty()) g.nccl_bytes = parse_memory_size(a.nccl_memory);
-  if (!a.max_split_size_mb.empty()) g.allocator.max_split_size_bytes = parse_positive("--max-split-size-mb", a.max_split_size_mb) << 20;
+  if (!a.max_split_size_mb.empty()) {
+    g.allocator.max_split_size_bytes = checked_mul(parse_positive("--max-split-size-mb", a.max_split_size_mb),
+                                                   int64_t{1} << 20, "--max-split-size-mb in bytes");
+  }
   g.allocator.expandable_segments = a.expandable_segments;
   g.margin = parse_margin(a.margin);
   o.gpu = g;
 }
 
-Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
+Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd, bool gpu_all = false) {
   return capture_input_errors([&]() -> EstimateOptions {
     EstimateOptions o;
     o.model = a.model;
@@ -223,7 +253,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
         o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
       }
     }
-    apply_gpu_options(a, o, false);
+    apply_gpu_options(a, o, false, gpu_all);
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
@@ -244,7 +274,7 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, /*gpu_all=*/true);
   if (!o.ok()) return fail(o.error());
   if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
@@ -265,7 +295,7 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
       EstimateOptions e = o.value();
-      apply_gpu_options(one, e, true);
+      apply_gpu_options(one, e, true, true);
       return e;
     });
     if (!oo.ok()) {
@@ -504,6 +534,7 @@ int main_impl(int argc, char** argv) {
     if (msg.empty()) msg = "invalid arguments (see headroom --help)";
     return fail(msg);
   }
+  if (auto empty = empty_option_value(&app)) return fail(*empty);
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary);
@@ -526,12 +557,24 @@ int main_impl(int argc, char** argv) {
   return fail("no command (see headroom --help)");
 }
 
+// Output lost to a full disk or a closed pipe is an error: exit 2 with one line, never 0.
+int finish_stdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::string why = errno != 0 ? std::strerror(errno) : "write error";
+    std::cerr << "headroom: cannot write to standard output: " << why << "\n";
+    return code == 0 ? kUsageError : code;
+  }
+  return code;
+}
+
 }  // namespace
 }  // namespace headroom
 
 int main(int argc, char** argv) {
   try {
-    return headroom::main_impl(argc, argv);
+    return headroom::finish_stdout(headroom::main_impl(argc, argv));
   } catch (const headroom::InputError& e) {
     return headroom::fail(e.what());
   } catch (const std::exception& e) {
