@@ -38,7 +38,9 @@ BENCHMARK(BM_ImportBertBase)->Unit(benchmark::kMillisecond);
 void BM_ImportGpt2(benchmark::State& s) { import_file(s, "gpt2_training.onnx"); }
 BENCHMARK(BM_ImportGpt2)->Unit(benchmark::kMillisecond);
 
-std::string chain_model(int64_t nodes) {
+// adds_only: every node is Add(running value, input), so with in-place inference each writes
+// the previous one's storage and the storage chain is as long as the graph.
+std::string chain_model(int64_t nodes, bool adds_only = false) {
   onnx::ModelProto m;
   m.set_ir_version(7);
   auto* opset = m.add_opset_import();
@@ -56,7 +58,7 @@ std::string chain_model(int64_t nodes) {
     onnx::NodeProto* n = g->add_node();
     std::string out = "t" + std::to_string(i);
     n->set_name("n" + std::to_string(i));
-    if (i % 2 == 0) {
+    if (i % 2 == 0 && !adds_only) {
       n->set_op_type("Relu");
       n->add_input(prev);
     } else {
@@ -88,6 +90,27 @@ BENCHMARK(BM_ImportChain)
     ->RangeMultiplier(10)
     ->Range(1000, 100000)
     ->Complexity()
+    ->Unit(benchmark::kMillisecond);
+
+// A chain of Adds with in-place inference: every Add writes its input's storage, so the storage
+// chain grows with the graph (issue 18: quadratic before storage_writable's memo, 20k
+// nodes 4.7 s). Must stay linear: 10k and 100k nodes.
+void BM_ImportChainInPlace(benchmark::State& state) {
+  const std::string bytes = chain_model(state.range(0), /*adds_only=*/true);
+  OnnxImportOptions o;
+  o.batch = 8;
+  o.infer_inplace = true;
+  for (auto _ : state) {
+    Result<Graph> g = import_onnx_bytes(bytes, o, "chain.onnx");
+    if (!g.ok()) state.SkipWithError(g.error().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_ImportChainInPlace)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Complexity(benchmark::oN)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

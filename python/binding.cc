@@ -75,7 +75,7 @@ std::string trace_text(const std::string& model, const std::vector<std::pair<std
 std::string fit_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
-  EstimateOptions o = unwrap(to_estimate_options(a));
+  EstimateOptions o = unwrap(to_estimate_options(a, /*gpu_all=*/true));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {
@@ -89,7 +89,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
     one.gpu = name;
     FitOptions f;
     f.estimate = o;
-    apply_gpu_args(one, f.estimate, true);
+    apply_gpu_args(one, f.estimate, /*required=*/true, /*gpu_all=*/true);
     f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
     results.push_back(unwrap(fit(f)));
   }

@@ -138,7 +138,7 @@ TEST(ChainModel, OneLineNamingEachProblem) {
   EXPECT_EQ(error_of("[1, 2]"), "chain: expected a JSON object, got array");
   EXPECT_EQ(error_of("{\"fwd_ms\": [1,"), "chain: not valid JSON (byte 15)");
   EXPECT_EQ(load_chain_file("/nonexistent/chain.json").error(),
-            "cannot read chain file '/nonexistent/chain.json'");
+            "cannot read chain file '/nonexistent/chain.json': No such file or directory");
 }
 
 TEST(ChainModel, Tokens) {

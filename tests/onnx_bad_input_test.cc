@@ -331,6 +331,86 @@ TEST(OnnxBadInput, ConvolutionRanksDisagree) {
   EXPECT_ERROR_HAS(error_of(r), "bad.onnx: node 'conv' (Conv): ");
 }
 
+// ONNX's shape inference divides by `strides` (and DepthToSpace's `blocksize`) without checking:
+// a 115-byte model with strides 0 killed the process with SIGFPE before headroom saw it. Window,
+// group, block, scale and axis attributes are now checked before inference runs.
+TEST(OnnxBadInput, ZeroStridesIsAnErrorNotSigfpe) {
+  auto conv = [](const char* op, const std::vector<int64_t>& strides) {
+    OnnxModel m;
+    m.input("x", {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
+    m.initializer("w", {4, 3, 3, 3});
+    if (std::string(op) == "Conv" || std::string(op) == "ConvTranspose") {
+      m.node(op, {"x", "w"}, {"y"}, "conv").ints("strides", strides);
+    } else {
+      m.node(op, {"x"}, {"y"}, "conv").ints("kernel_shape", {3, 3}).ints("strides", strides);
+    }
+    m.output("y");
+    return m;
+  };
+  for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"}) {
+    EXPECT_EQ(error_of(conv(op, {0, 1})),
+              std::string("bad.onnx: node 'conv' (") + op +
+                  ") attribute 'strides' [0,1] holds 0; each value must be in [1, 2147483648]");
+  }
+  EXPECT_ERROR_HAS(error_of(conv("Conv", {-1, 1})), "attribute 'strides' [-1,1] holds -1");
+  EXPECT_ERROR_HAS(error_of(conv("MaxPool", {1, 1, 1})),
+                   "attribute 'strides' [1,1,1] has 3 values, expected 2 (one per spatial axis)");
+  EXPECT_ERROR_HAS(error_of(conv("Conv", {int64_t{1} << 40, 1})), "attribute 'strides'");
+
+  OnnxModel dz = conv("Conv", {0, 0});
+  dz.proto().mutable_graph()->mutable_node(0)->mutable_attribute(0)->set_name("dilations");
+  EXPECT_ERROR_HAS(error_of(dz), "bad.onnx: node 'conv' (Conv) attribute 'dilations' [0,0] holds 0");
+
+  OnnxModel p;
+  p.input("x", {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
+  p.node("MaxPool", {"x"}, {"y"}, "pool").ints("kernel_shape", {3, 3}).ints("pads", {1, 1});
+  p.output("y");
+  EXPECT_ERROR_HAS(error_of(p), "bad.onnx: node 'pool' (MaxPool) attribute 'pads' [1,1] has 2 values, expected 4");
+  OnnxModel neg;
+  neg.input("x", {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
+  neg.node("MaxPool", {"x"}, {"y"}, "pool").ints("kernel_shape", {3, 3}).ints("pads", {0, -1, 0, 0});
+  neg.output("y");
+  EXPECT_ERROR_HAS(error_of(neg), "attribute 'pads' [0,-1,0,0] holds -1");
+
+  OnnxModel g;
+  g.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  g.initializer("w", {4, 4, 3, 3});
+  g.node("Conv", {"x", "w"}, {"y"}, "conv").i("group", 0);
+  g.output("y");
+  EXPECT_EQ(error_of(g), "bad.onnx: node 'conv' (Conv) attribute 'group' is 0; it must be in [1, 2147483648]");
+
+  OnnxModel b;
+  b.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  b.node("DepthToSpace", {"x"}, {"y"}, "d2s").i("blocksize", 0);
+  b.output("y");
+  EXPECT_ERROR_HAS(error_of(b), "bad.onnx: node 'd2s' (DepthToSpace) attribute 'blocksize' is 0");
+
+  OnnxModel a;
+  a.input("x", {std::string("batch"), int64_t{4}});
+  a.node("ReduceMean", {"x"}, {"y"}, "sum").ints("axes", {1, 1});
+  a.output("y");
+  EXPECT_ERROR_HAS(error_of(a), "bad.onnx: node 'sum' (ReduceMean) attribute 'axes' [1,1] repeats axis 1");
+  OnnxModel t;
+  t.input("x", {std::string("batch"), int64_t{4}});
+  t.node("Transpose", {"x"}, {"y"}, "t").ints("perm", {0, 1000000});
+  t.output("y");
+  EXPECT_ERROR_HAS(error_of(t), "bad.onnx: node 't' (Transpose) attribute 'perm' [0,1000000] holds axis 1000000, out of range");
+
+  OnnxModel u(7);
+  u.input("x", {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{8}});
+  auto* n = u.proto().mutable_graph()->add_node();
+  n->set_op_type("Upsample");
+  n->set_name("up");
+  n->add_input("x");
+  n->add_output("y");
+  auto* sc = n->add_attribute();
+  sc->set_name("scales");
+  sc->set_type(onnx::AttributeProto::FLOATS);
+  for (float f : {1.0f, 1.0f, 0.0f, 2.0f}) sc->add_floats(f);
+  u.output("y");
+  EXPECT_ERROR_HAS(error_of(u), "bad.onnx: node 'up' (Upsample) attribute 'scales' holds 0");
+}
+
 TEST(OnnxBadInput, BadOptions) {
   OnnxImportOptions o = opts();
   o.batch = 0;

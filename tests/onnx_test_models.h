@@ -120,7 +120,9 @@ class OnnxModel {
     int64_t n = 1;
     for (int64_t d : dims) {
       t->add_dims(d);
-      n *= d;
+      // Dims meant to overflow (OnnxBadInput.OverflowingDims) come without inline data: wrap
+      // without undefined behaviour and never use n then.
+      n = static_cast<int64_t>(static_cast<uint64_t>(n) * static_cast<uint64_t>(d));
     }
     if (w == Weights::Inline) {
       t->set_raw_data(

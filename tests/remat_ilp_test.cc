@@ -192,7 +192,7 @@ TEST(RematGraph, FileErrorsNameTheField) {
   Result<RematGraph> missing = parse_remat_graph_json(R"({"fwd_ms": [1]})");
   EXPECT_EQ(missing.error(), "graph: missing field 'bwd_ms'");
   EXPECT_EQ(load_remat_graph_file("/nonexistent.json").error(),
-            "cannot read graph file '/nonexistent.json'");
+            "cannot read graph file '/nonexistent.json': No such file or directory");
   Result<RematGraph> ex =
       load_remat_graph_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/graph-example.json");
   EXPECT_TRUE(ex.ok()) << ex.error();
@@ -441,7 +441,7 @@ TEST(RematCli, PlanGraph) {
   EXPECT_NE(yes.out.find("status: optimal"), std::string::npos) << yes.out;
   testing::CliRun bad = testing::run_cli("plan --graph /nonexistent.json --budget 1GiB");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_EQ(bad.err, "headroom: cannot read graph file '/nonexistent.json'\n");
+  EXPECT_EQ(bad.err, "headroom: cannot read graph file '/nonexistent.json': No such file or directory\n");
   testing::CliRun limit = testing::run_cli("plan --graph " + file + " --budget 1GiB --time-limit 0");
   EXPECT_EQ(limit.code, 2);
   EXPECT_EQ(limit.err, "headroom: --time-limit 0 is not a positive number of seconds\n");

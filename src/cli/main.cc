@@ -6,9 +6,12 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -32,6 +35,7 @@
 #include "report/html_report.h"
 #include "report/pack_html.h"
 #include "report/plan_html.h"
+#include "util/checked.h"
 #include "util/file.h"
 #include "options/run_args.h"
 
@@ -40,14 +44,33 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+// Messages may quote names from files or the command line: control bytes are escaped so that
+// every error stays one line.
 int fail(const std::string& message) {
-  std::cerr << "headroom: " << message << "\n";
+  std::cerr << "headroom: " << escape_control(message) << "\n";
   return kUsageError;
 }
 
 // Every file a command writes is named on stderr (stdout carries the result, e.g. --json).
 void say_written(const std::string& path, int64_t bytes) {
   std::cerr << "headroom: wrote " << path << " (" << human_bytes(bytes) << ")\n";
+}
+
+// An option given with an empty value (`--gpu ''`) is an error, never "not given".
+std::optional<std::string> empty_option_value(const CLI::App* cmd) {
+  for (const CLI::Option* opt : cmd->get_options()) {
+    if (opt->count() == 0 || opt->get_type_size_max() == 0) continue;  // not given, or a flag
+    for (const std::string& v : opt->results()) {
+      if (v.empty()) {
+        std::string name = opt->get_name(false, true);
+        return (name.empty() ? opt->get_name() : name) + " needs a value, got ''";
+      }
+    }
+  }
+  for (const CLI::App* sub : cmd->get_subcommands()) {
+    if (auto e = empty_option_value(sub)) return e;
+  }
+  return std::nullopt;
 }
 
 bool color_enabled() {
@@ -120,8 +143,8 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   return a;
 }
 
-Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd) {
-  return to_estimate_options(run_args(e, cmd));
+Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, bool gpu_all = false) {
+  return to_estimate_options(run_args(e, cmd), gpu_all);
 }
 
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
@@ -138,7 +161,7 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, /*gpu_all=*/true);
   if (!o.ok()) return fail(o.error());
   if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
@@ -159,7 +182,7 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary)
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
       EstimateOptions e = o.value();
-      apply_gpu_args(one, e, true);
+      apply_gpu_args(one, e, /*required=*/true, /*gpu_all=*/true);
       return e;
     });
     if (!oo.ok()) {
@@ -511,6 +534,7 @@ int main_impl(int argc, char** argv) {
     if (msg.empty()) msg = "invalid arguments (see headroom --help)";
     return fail(msg);
   }
+  if (auto empty = empty_option_value(&app)) return fail(*empty);
   if (app.get_subcommands().empty()) {
     std::cout << overview(app);
     return 0;
@@ -551,12 +575,24 @@ int main_impl(int argc, char** argv) {
   return fail("no command (see headroom --help)");
 }
 
+// Output lost to a full disk or a closed pipe is an error: exit 2 with one line, never 0.
+int finish_stdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::string why = errno != 0 ? std::strerror(errno) : "write error";
+    std::cerr << "headroom: cannot write to standard output: " << why << "\n";
+    return code == 0 ? kUsageError : code;
+  }
+  return code;
+}
+
 }  // namespace
 }  // namespace headroom
 
 int main(int argc, char** argv) {
   try {
-    return headroom::main_impl(argc, argv);
+    return headroom::finish_stdout(headroom::main_impl(argc, argv));
   } catch (const headroom::InputError& e) {
     return headroom::fail(e.what());
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 
 #include "measure/process.h"
 #include "util/file.h"
+#include "util/json_input.h"
 #include "util/format.h"
 
 namespace headroom {
@@ -179,10 +180,10 @@ Result<WatchResult> watch(const WatchOptions& o, const Nvml& nvml, std::ostream*
 
 Result<int64_t> predicted_device_total(const std::string& path) {
   return capture_input_errors([&]() -> int64_t {
-    std::optional<std::string> text = read_file(path);
-    if (!text) throw InputError("--compare " + path + ": cannot read the file");
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) throw InputError("--compare " + path + ": not a JSON object");
+    Result<std::string> text = read_input_file(path, "estimate JSON", kMaxJsonFileBytes);
+    if (!text.ok()) throw InputError("--compare " + text.error());
+    nlohmann::json j = parse_json_input(text.value(), "--compare " + path);
+    if (!j.is_object()) throw InputError("--compare " + path + ": not a JSON object");
     auto it = j.find("device_total_bytes");
     if (it == j.end()) {
       throw InputError("--compare " + path + ": no device_total_bytes (write it with headroom estimate ... --gpu NAME --json)");

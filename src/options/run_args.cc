@@ -8,6 +8,7 @@
 
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
+#include "util/checked.h"
 #include "util/format.h"
 
 namespace headroom {
@@ -46,9 +47,12 @@ double parse_fraction(const std::string& flag, const std::string& text) {
   return v;
 }
 
-void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required) {
+void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required, bool gpu_all) {
   bool any = !a.gpu.empty() || !a.gpu_memory.empty();
-  if (a.gpu == "all" && !required) return;  // fit runs every catalog GPU itself
+  if (a.gpu == "all") {
+    if (!gpu_all) throw InputError("--gpu all applies to fit; give one GPU (see headroom gpus)");
+    if (!required) return;  // fit runs every catalog GPU itself
+  }
   if (!any) {
     if (required) throw InputError("give a GPU: --gpu NAME (see headroom gpus) or --gpu-memory SIZE");
     return;
@@ -62,7 +66,8 @@ void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required) {
   g.nccl = a.nccl;
   if (!a.nccl_memory.empty()) g.nccl_bytes = parse_memory_size(a.nccl_memory);
   if (!a.max_split_size_mb.empty()) {
-    g.allocator.max_split_size_bytes = parse_positive("--max-split-size-mb", a.max_split_size_mb) << 20;
+    g.allocator.max_split_size_bytes = checked_mul(parse_positive("--max-split-size-mb", a.max_split_size_mb),
+                                                   int64_t{1} << 20, "--max-split-size-mb in bytes");
   }
   g.allocator.expandable_segments = a.expandable_segments;
   g.margin = parse_margin(a.margin);
@@ -124,7 +129,7 @@ LoraConfig parse_lora(const std::string& text) {
   return l;
 }
 
-Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
+Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all) {
   return capture_input_errors([&]() -> EstimateOptions {
     EstimateOptions o;
     o.model = a.model;
@@ -196,7 +201,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
     if (a.margin_given && a.gpu.empty() && a.gpu_memory.empty()) {
       throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
     }
-    apply_gpu_args(a, o, false);
+    apply_gpu_args(a, o, false, gpu_all);
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
@@ -276,6 +281,8 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
   };
   auto it = setters.find(name);
   if (it == setters.end()) throw InputError("unknown option '" + name + "'");
+  // As on the command line: an empty value is an error, never "not given".
+  if (value.empty()) throw InputError(name + " needs a value, got ''");
   it->second(a, value);
 }
 

@@ -78,14 +78,15 @@ double parse_fraction(const std::string& flag, const std::string& text);
 
 // The GPU options (--gpu, --gpu-memory, allocator and context flags) into o.gpu. `required`: a GPU
 // must be given (fit). --gpu all is left for fit to expand.
-void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required);
+// `gpu_all`: the command is fit, which expands --gpu all itself; elsewhere --gpu all is an error.
+void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required, bool gpu_all = false);
 
 // "r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05": targets take every following item
 // without '=' (module names contain no '='). InputError naming what is wrong.
 LoraConfig parse_lora(const std::string& text);
 
 // Everything, model source included. The first problem comes back as one line.
-Result<EstimateOptions> to_estimate_options(const RunArgs& a);
+Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all = false);
 
 // Sets one option by its keyword name as the Python package spells it (the CLI flag without the
 // dashes, '-' as '_': "micro_batch", "gpu_memory", "eager_module_loading"...). Flags take "true" or

@@ -120,8 +120,8 @@ SwapConfig swap_config(const PackReport& rep, const std::vector<ModelLayers>& la
     c.models[i].blocks.push_back(static_cast<int32_t>(c.blocks.size()));
     c.blocks.push_back({sm.label + (sharing == Sharing::None ? "" : ":rest"), rest_bytes[i], rest_tensors[i]});
     c.models[i].arrivals_ns = arrivals[i];
-    c.models[i].exec_ns = static_cast<int64_t>(std::llround(sm.exec_s * 1e9));
-    c.models[i].deadline_ns = static_cast<int64_t>(std::llround(sm.latency_target_s * 1e9));
+    c.models[i].exec_ns = checked_round(sm.exec_s * 1e9, "an execution time in nanoseconds");
+    c.models[i].deadline_ns = checked_round(sm.latency_target_s * 1e9, "a latency target in nanoseconds");
   }
   return c;
 }
@@ -213,7 +213,7 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
 
   // Arrivals: one random stream per workload entry (its position), so the same seed gives the
   // same trace on every run and platform.
-  const int64_t window_ns = static_cast<int64_t>(std::llround(w.window_s * 1e9));
+  const int64_t window_ns = checked_round(w.window_s * 1e9, "the window in nanoseconds");
   std::vector<std::vector<int64_t>> arrivals;
   int64_t total = 0;
   for (size_t i = 0; i < w.models.size(); ++i) {
@@ -230,7 +230,7 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
       a = periodic_arrivals(*wm.fps, window_ns, wm.phase_s);
     } else {
       for (double t : *wm.arrivals_s) {
-        int64_t ns = static_cast<int64_t>(std::llround(t * 1e9));
+        int64_t ns = checked_round(t * 1e9, "an arrival time in nanoseconds");
         if (ns < window_ns) a.push_back(ns);
       }
     }

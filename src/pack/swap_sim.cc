@@ -13,7 +13,7 @@
 namespace headroom {
 namespace {
 
-int64_t to_ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
+int64_t to_ns(double seconds) { return checked_round(seconds * 1e9, "a time in nanoseconds"); }
 
 // splitmix64 finalizer: decorrelates the seeds of the per-model streams.
 uint64_t mix(uint64_t x) {
@@ -189,20 +189,21 @@ SwapResult simulate_swaps(const SwapConfig& c) {
       }
     }
     last_use[m] = t.start_ns;
-    t.finish_ns = t.start_ns + t.load_ns + c.models[m].exec_ns;
+    t.finish_ns = checked_add(checked_add(t.start_ns, t.load_ns, "a request's finish time"),
+                              c.models[m].exec_ns, "a request's finish time");
     gpu_free = t.finish_ns;
 
     SwapModelStats& s = r.models[m];
     if (t.bytes_loaded > 0) ++s.loads;
-    s.bytes_moved += t.bytes_loaded;
-    s.load_wait_ns += t.load_ns;
+    s.bytes_moved = checked_add(s.bytes_moved, t.bytes_loaded, "the bytes moved");
+    s.load_wait_ns = checked_add(s.load_wait_ns, t.load_ns, "the load wait");
     int64_t latency = t.finish_ns - t.arrival_ns;
     latencies[m].push_back(latency);
     if (latency > c.models[m].deadline_ns) ++s.deadline_misses;
     if (t.finish_ns <= c.window_ns) ++s.finished_in_window;
-    r.bytes_moved += t.bytes_loaded;
-    r.load_wait_ns += t.load_ns;
-    r.exec_ns += c.models[m].exec_ns;
+    r.bytes_moved = checked_add(r.bytes_moved, t.bytes_loaded, "the bytes moved");
+    r.load_wait_ns = checked_add(r.load_wait_ns, t.load_ns, "the load wait");
+    r.exec_ns = checked_add(r.exec_ns, c.models[m].exec_ns, "the execution time");
     r.makespan_ns = t.finish_ns;
     r.trace.push_back(std::move(t));
   }

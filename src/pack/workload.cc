@@ -8,6 +8,7 @@
 
 #include "sim/device_catalog.h"
 #include "util/file.h"
+#include "util/json_input.h"
 
 namespace headroom {
 namespace {
@@ -20,11 +21,16 @@ void reject_unknown(const json& obj, const std::set<std::string>& known, const s
   }
 }
 
+// Every number of a workload (ms, us, GB/s, requests per second, a fraction) is at most 1e9:
+// 1e9 ms is the longest window (1e6 s), and the bound keeps every time in int64 nanoseconds.
+constexpr double kMaxWorkloadNumber = 1e9;
+
 double positive(const json& obj, const char* key, const std::string& where, bool allow_zero = false) {
   const json& v = obj.at(key);
   double d = v.is_number() ? v.get<double>() : -1;
-  if (!v.is_number() || !std::isfinite(d) || d < 0 || (!allow_zero && d == 0)) {
-    throw InputError(fmt::format("{}: '{}' must be a {} number", where, key, allow_zero ? "non-negative" : "positive"));
+  if (!v.is_number() || !std::isfinite(d) || d < 0 || (!allow_zero && d == 0) || d > kMaxWorkloadNumber) {
+    throw InputError(fmt::format("{}: '{}' must be a {} number up to 1e9", where, key,
+                                 allow_zero ? "non-negative" : "positive"));
   }
   return d;
 }
@@ -62,8 +68,9 @@ WorkloadModel parse_model(const json& m, const std::string& where) {
     if (!a.is_array()) throw InputError(here + ": 'arrivals_ms' must be an array of times");
     std::vector<double> times;
     for (const json& t : a) {
-      if (!t.is_number() || t.get<double>() < 0 || !std::isfinite(t.get<double>())) {
-        throw InputError(here + ": 'arrivals_ms' must hold non-negative numbers");
+      if (!t.is_number() || t.get<double>() < 0 || !std::isfinite(t.get<double>()) ||
+          t.get<double>() > kMaxWorkloadNumber) {
+        throw InputError(here + ": 'arrivals_ms' must hold non-negative numbers up to 1e9");
       }
       if (!times.empty() && t.get<double>() * 1e-3 < times.back()) throw InputError(here + ": 'arrivals_ms' must be sorted");
       times.push_back(t.get<double>() * 1e-3);
@@ -87,8 +94,7 @@ WorkloadModel parse_model(const json& m, const std::string& where) {
 
 Result<Workload> parse_workload(std::string_view text, const std::string& origin) {
   return capture_input_errors([&]() -> Workload {
-    json j = json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-    if (j.is_discarded()) throw InputError(origin + ": not valid JSON");
+    json j = parse_json_input(text, origin, /*allow_comments=*/true);
     if (!j.is_object()) throw InputError(origin + ": the workload must be a JSON object");
     reject_unknown(j, {"window_s", "seed", "gpu_memory", "weights_capacity", "exec_efficiency", "load", "models"}, origin);
     Workload w;
@@ -138,9 +144,9 @@ Result<Workload> parse_workload(std::string_view text, const std::string& origin
 }
 
 Result<Workload> read_workload_file(const std::string& path) {
-  std::optional<std::string> text = read_file(path);
-  if (!text) return Result<Workload>::failure(path + ": cannot read the workload file");
-  return parse_workload(*text, path);
+  Result<std::string> text = read_input_file(path, "workload file", kMaxJsonFileBytes);
+  if (!text.ok()) return Result<Workload>::failure(text.error());
+  return parse_workload(text.value(), path);
 }
 
 }  // namespace headroom

@@ -7,6 +7,7 @@
 
 #include "util/checked.h"
 #include "util/file.h"
+#include "util/json_input.h"
 
 namespace headroom {
 namespace {
@@ -46,7 +47,8 @@ const Json& field(const Json& o, const std::string& name) {
 }
 
 double read_time(const Json& v, const std::string& what) {
-  if (!v.is_number()) throw InputError("chain: " + what + " is " + v.dump() + ", not a number");
+  if (!v.is_number())
+    throw InputError("chain: " + what + " is " + json_value_text(v) + ", not a number");
   double d = v.get<double>();
   check_time(what, d);
   return d;
@@ -55,17 +57,19 @@ double read_time(const Json& v, const std::string& what) {
 int64_t read_size(const Json& v, const std::string& what) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      throw InputError("chain: " + what + " is " + v.dump() + ", past 2^63 bytes");
+      throw InputError("chain: " + what + " is " + json_value_text(v) + ", past 2^63 bytes");
     int64_t s = v.get<int64_t>();
     check_size(what, s);
     return s;
   }
-  if (!v.is_number()) throw InputError("chain: " + what + " is " + v.dump() + ", not a number");
+  if (!v.is_number())
+    throw InputError("chain: " + what + " is " + json_value_text(v) + ", not a number");
   double d = v.get<double>();
   if (!std::isfinite(d) || d != std::floor(d))
-    throw InputError("chain: " + what + " is " + v.dump() + ", not a whole number of bytes");
-  if (d < 0) throw InputError("chain: " + what + " is " + v.dump() + ", a size cannot be negative");
-  if (d >= 9.2e18) throw InputError("chain: " + what + " is " + v.dump() + ", past 2^63 bytes");
+    throw InputError("chain: " + what + " is " + json_value_text(v) + ", not a whole number of bytes");
+  if (d < 0) throw InputError("chain: " + what + " is " + json_value_text(v) + ", a size cannot be negative");
+  if (d >= 9.2e18)
+    throw InputError("chain: " + what + " is " + json_value_text(v) + ", past 2^63 bytes");
   return static_cast<int64_t>(d);
 }
 
@@ -141,19 +145,8 @@ void validate_chain(const Chain& c) {
   (void)total;
 }
 
-Result<Chain> parse_chain_json(std::string_view text, const std::string& source) {
-  return capture_input_errors([&]() -> Chain {
-    Json doc;
-    try {
-      doc = Json::parse(text.begin(), text.end());
-    } catch (const Json::parse_error& e) {
-      throw InputError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    }
-    if (!doc.is_object())
-      throw InputError(source + ": expected a JSON object, got " + std::string(doc.type_name()));
-    const Json* o = &doc;
-    if (!doc.contains("fwd_ms") && doc.contains("chain") && doc["chain"].is_object())
-      o = &doc["chain"];
+Chain chain_from_json(const nlohmann::json& object) {
+    const Json* o = &object;
     Chain c;
     c.fwd_ms = time_array(*o, "fwd_ms");
     c.bwd_ms = time_array(*o, "bwd_ms");
@@ -165,13 +158,24 @@ Result<Chain> parse_chain_json(std::string_view text, const std::string& source)
     c.loss_tmp_bytes = read_size(field(*o, "loss_tmp_bytes"), "loss_tmp_bytes");
     validate_chain(c);
     return c;
+}
+
+Result<Chain> parse_chain_json(std::string_view text, const std::string& source) {
+  return capture_input_errors([&]() -> Chain {
+    Json doc = parse_json_input(text, source);
+    if (!doc.is_object())
+      throw InputError(source + ": expected a JSON object, got " + std::string(doc.type_name()));
+    const Json* o = &doc;
+    if (!doc.contains("fwd_ms") && doc.contains("chain") && doc["chain"].is_object())
+      o = &doc["chain"];
+    return chain_from_json(*o);
   });
 }
 
 Result<Chain> load_chain_file(const std::string& path) {
-  std::optional<std::string> text = read_file(path);
-  if (!text) return Result<Chain>::failure("cannot read chain file '" + path + "'");
-  return parse_chain_json(*text, path);
+  Result<std::string> text = read_input_file(path, "chain file", kMaxJsonFileBytes);
+  if (!text.ok()) return Result<Chain>::failure(text.error());
+  return parse_chain_json(text.value(), path);
 }
 
 std::string chain_json(const Chain& c) {

@@ -11,6 +11,7 @@
 // backward), δ_i. Sizes are bytes, times are milliseconds; both are non-negative.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,6 +49,8 @@ void validate_chain(const Chain& chain);
 // The result is validated. `source` names the text in messages (a file name).
 Result<Chain> parse_chain_json(std::string_view text, const std::string& source = "chain");
 Result<Chain> load_chain_file(const std::string& path);
+// The chain of an already parsed object (the fields above); InputError naming the field.
+Chain chain_from_json(const nlohmann::json& object);
 // The JSON object parse_chain_json reads (fields in the order above).
 std::string chain_json(const Chain& chain);
 

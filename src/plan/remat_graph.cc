@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
+#include "util/json_input.h"
 
 namespace headroom {
 namespace {
@@ -85,19 +86,14 @@ Result<RematGraph> make_remat_graph(std::vector<double> fwd_ms, std::vector<doub
 
 Result<RematGraph> parse_remat_graph_json(std::string_view text, const std::string& source) {
   return capture_input_errors([&]() -> RematGraph {
-    Json doc;
-    try {
-      doc = Json::parse(text.begin(), text.end());
-    } catch (const Json::parse_error& e) {
-      throw InputError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    }
+    Json doc = parse_json_input(text, source);
     if (!doc.is_object())
       throw InputError(source + ": expected a JSON object, got " + std::string(doc.type_name()));
     const Json* o = &doc;
     if (!doc.contains("fwd_ms") && doc.contains("graph") && doc["graph"].is_object())
       o = &doc["graph"];
     // The chain fields, read (and checked) by the chain loader.
-    Result<Chain> c = parse_chain_json(o->dump(), source);
+    Result<Chain> c = capture_input_errors([&] { return chain_from_json(*o); });
     if (!c.ok()) throw InputError(as_graph_error(c.error()));
     RematGraph g{c.value(), {}};
     auto it = o->find("preds");
@@ -110,12 +106,12 @@ Result<RematGraph> parse_remat_graph_json(std::string_view text, const std::stri
         const Json& p = (*it)[i];
         const std::string where = "graph: preds[" + std::to_string(i) + "]";
         if (!p.is_array())
-          throw InputError(where + " must be an array of activation indices, got " + p.dump());
+          throw InputError(where + " must be an array of activation indices, got " + json_value_text(p));
         std::vector<int> list;
         for (const Json& v : p) {
           if (!v.is_number_integer() || v.get<int64_t>() < -1'000'000'000 ||
               v.get<int64_t>() > 1'000'000'000)
-            throw InputError(where + " holds " + v.dump() + ", not an activation index");
+            throw InputError(where + " holds " + json_value_text(v) + ", not an activation index");
           list.push_back(static_cast<int>(v.get<int64_t>()));
         }
         g.preds.push_back(std::move(list));
@@ -127,9 +123,9 @@ Result<RematGraph> parse_remat_graph_json(std::string_view text, const std::stri
 }
 
 Result<RematGraph> load_remat_graph_file(const std::string& path) {
-  std::optional<std::string> text = read_file(path);
-  if (!text) return Result<RematGraph>::failure("cannot read graph file '" + path + "'");
-  return parse_remat_graph_json(*text, path);
+  Result<std::string> text = read_input_file(path, "graph file", kMaxJsonFileBytes);
+  if (!text.ok()) return Result<RematGraph>::failure(text.error());
+  return parse_remat_graph_json(text.value(), path);
 }
 
 std::string remat_graph_json(const RematGraph& g) {

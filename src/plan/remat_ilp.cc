@@ -10,12 +10,17 @@
 #include <cmath>
 #include <memory>
 
+#include "plan/cbc_deadline.h"
 #include "plan/remat_simulate.h"
 
 namespace headroom {
 namespace {
 
 size_t at(int i) { return static_cast<size_t>(i); }
+
+// How long past its own limit CBC may run before it is stopped (it checks its clock between
+// nodes of the search; the margin lets it return its incumbent by itself).
+constexpr double kDeadlineGraceS = 0.25;
 
 // A linear expression over column indices plus a constant; index -1 is a variable fixed at 0.
 struct Expr {
@@ -323,7 +328,8 @@ Program build(const RematGraph& g, int64_t memory, bool persistent) {
       const std::vector<int>& p = g.preds[at(j)];
       for (size_t n = 0; n < p.size(); ++n) {
         e.add(P.Fp[at(s)][at(j)][n], static_cast<double>(c.x(p[n])));
-        e.add(P.Fh[at(s)][at(j)][n], static_cast<double>(c.xbar(p[n])));
+        // x_0 has no history form (xbar(0) would read before xbar_bytes) and is never freed.
+        if (p[n] >= 1) e.add(P.Fh[at(s)][at(j)][n], static_cast<double>(c.xbar(p[n])));
       }
     };
     for (int j = 0; j <= jm; ++j) {
@@ -643,7 +649,10 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   // with an incumbent, and it overruns the limit on large programs: it is off.
   Cbc_setParameter(m, "preprocess", "off");
   Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall time, not CPU time
-  Cbc_setMaximumSeconds(m, options.time_limit_s);
+  // The limit covers the whole call: what building the program took is spent already.
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double left = std::max(0.01, options.time_limit_s - spent);
+  Cbc_setMaximumSeconds(m, left);
   Cbc_setAllowableGap(m, 1e-7);
   Cbc_setAllowableFractionGap(m, options.stop_gap_pct / 100);
   if (options.cutoff_ms > 0) Cbc_setCutoff(m, options.cutoff_ms - constant - 1e-6);
@@ -664,12 +673,14 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
       break;
     }
   }
-  Cbc_solve(m);
-
-  const double* best = Cbc_bestSolution(m);
+  // CBC stops itself at `left` in branch and bound; the deadline (a little later, so that it can)
+  // also stops its root LP.
+  const CbcOutcome cbc = solve_cbc_with_deadline(m, static_cast<int>(f.obj.size()),
+                                                 left + kDeadlineGraceS);
+  const double* best = cbc.has_solution ? cbc.solution.data() : nullptr;
   // Without a schedule, a search that ended by itself (not by the clock) is a proof that none
   // exists (faster than the cutoff, when one is set).
-  if (best == nullptr && (Cbc_isProvenInfeasible(m) || Cbc_isProvenOptimal(m))) {
+  if (best == nullptr && cbc.finished && (cbc.proven_infeasible || cbc.proven_optimal)) {
     out.status = RematIlpStatus::Infeasible;
     return finish();
   }
@@ -678,21 +689,24 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
     // by the simulator above.
     out.status = RematIlpStatus::Feasible;
     out.objective_ms = out.start_ms;
-    out.bound_ms = std::min(out.objective_ms, Cbc_getBestPossibleObjValue(m) + constant);
+    // Killed at the deadline, CBC left no bound: the LP relaxation's is unknown, so the bound is
+    // the trivial one (no recomputation at all).
+    const double bound = cbc.finished ? cbc.best_possible + constant : no_checkpoint_makespan_ms(g.sizes);
+    out.bound_ms = std::min(out.objective_ms, bound);
     out.gap_pct = out.objective_ms > 0 ? 100.0 * (out.objective_ms - out.bound_ms) / out.objective_ms : 0;
     out.schedule = started;
     return finish();
   }
   if (best == nullptr) {
     out.status = RematIlpStatus::NoSolution;
-    out.bound_ms = Cbc_getBestPossibleObjValue(m) + constant;
+    out.bound_ms = cbc.finished ? cbc.best_possible + constant : no_checkpoint_makespan_ms(g.sizes);
     return finish();
   }
-  out.status = Cbc_isProvenOptimal(m) ? RematIlpStatus::Optimal : RematIlpStatus::Feasible;
-  out.objective_ms = Cbc_getObjValue(m) + constant;
+  out.status = cbc.proven_optimal ? RematIlpStatus::Optimal : RematIlpStatus::Feasible;
+  out.objective_ms = cbc.objective + constant;
   out.bound_ms = out.status == RematIlpStatus::Optimal
                      ? out.objective_ms
-                     : std::min(out.objective_ms, Cbc_getBestPossibleObjValue(m) + constant);
+                     : std::min(out.objective_ms, cbc.best_possible + constant);
   out.gap_pct = out.objective_ms > 0 ? 100.0 * (out.objective_ms - out.bound_ms) / out.objective_ms : 0;
   out.schedule = decode(g, P, best);
   return finish();

@@ -1,6 +1,7 @@
 #include "plan/remat_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -56,6 +57,23 @@ RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
 
 }  // namespace
 
+void check_remat_size(const RematGraph& graph) {
+  const int64_t L = graph.length();
+  if (L > kMaxRematStages) {
+    throw InputError("the graph has " + std::to_string(L) + " stages, over the integer program's limit of " +
+                     std::to_string(kMaxRematStages) + " (plan --chain solves chains of any length)");
+  }
+  int64_t edges = 0;
+  for (const std::vector<int>& p : graph.preds) edges += static_cast<int64_t>(p.size());
+  // Per stage of the program: R and S per activation, FREE per edge (docs/ilp.md).
+  const int64_t terms = (L + 1) * (3 * L + 2 * edges);
+  if (terms > kMaxRematProgramTerms) {
+    throw InputError("the graph's " + std::to_string(L) + " stages and " + std::to_string(edges) +
+                     " edges make an integer program of about " + std::to_string(terms) +
+                     " variables, over the limit of " + std::to_string(kMaxRematProgramTerms));
+  }
+}
+
 Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots,
                               const RematIlpOptions& options) {
   return capture_input_errors([&]() -> RematPlan {
@@ -69,6 +87,8 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
     }
     if (!(options.time_limit_s > 0) || !std::isfinite(options.time_limit_s))
       throw InputError("time limit is " + ms_text(options.time_limit_s) + " s, it must be positive");
+    check_remat_size(graph);
+    const auto start = std::chrono::steady_clock::now();
     RematPlan plan;
     plan.budget_bytes = budget;
     plan.slots = slots;
@@ -91,9 +111,14 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
       // Otherwise the chain DP on the bundled chain (remat_start.h), translated.
       initial = remat_bundled_chain_schedule(slot_graph, slots);
     }
+    // The time limit covers the whole plan: the first incumbent's search is spent already.
+    RematIlpOptions left = options;
+    left.time_limit_s = std::max(0.05 * options.time_limit_s,
+                                 options.time_limit_s - std::chrono::duration<double>(
+                                                            std::chrono::steady_clock::now() - start).count());
     const RematIlpResult r = chain || options.persistent
-                                 ? solve_remat_ilp(slot_graph, slots, options, initial)
-                                 : solve_in_two_phases(slot_graph, slots, options, initial);
+                                 ? solve_remat_ilp(slot_graph, slots, left, initial)
+                                 : solve_in_two_phases(slot_graph, slots, left, initial);
     plan.status = r.status;
     plan.bound_ms = r.bound_ms;
     plan.gap_pct = r.gap_pct;

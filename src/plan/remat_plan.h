@@ -40,6 +40,15 @@ struct RematPlan {
   }
 };
 
+// Bounds on plan --graph (the program grows as stages x (stages + edges), and CBC's root LP with
+// it): at most kMaxRematStages stages and about kMaxRematProgramTerms variables; past them,
+// solve_remat is one InputError naming the numbers. No option raises them. The time limit covers
+// the whole call; the first incumbent's chain DP before CBC is not interruptible (about 1 s at
+// 200 stages and 500 slots), CBC is (plan/cbc_deadline.h).
+inline constexpr int64_t kMaxRematStages = 200;
+inline constexpr int64_t kMaxRematProgramTerms = 2'000'000;
+void check_remat_size(const RematGraph& graph);
+
 // InputError (a failed Result) for an invalid graph, a negative budget, slots < 1, a budget below
 // `slots` bytes, or a time limit that is not positive. An infeasible budget is a plan with status
 // Infeasible.

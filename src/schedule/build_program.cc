@@ -301,8 +301,13 @@ void Interpreter::backward(int iteration, int micro) {
   std::vector<bool> reach(g_.ops.size(), false);
   deps_.assign(g_.tensors.size(), 0);
   const Tensor& loss = g_.tensor(g_.loss);
-  HEADROOM_CHECK(loss.producer != kNone && will_have_node(loss.producer),
-                 "the loss does not depend on any parameter");
+  // A model without trainable parameters on the loss's path cannot be trained: the user's model,
+  // not a broken invariant (an ONNX file of a parameter-free graph reaches here).
+  if (loss.producer == kNone || !will_have_node(loss.producer)) {
+    throw InputError(g_.parameter_count() == 0
+                         ? "model '" + g_.model + "' has no parameters, so it cannot be trained (use --mode infer)"
+                         : "the loss of model '" + g_.model + "' does not depend on any parameter, so it cannot be trained (use --mode infer)");
+  }
   reach[static_cast<size_t>(loss.producer)] = true;
   std::vector<std::vector<bool>> needs(g_.ops.size());
   for (int i = static_cast<int>(g_.ops.size()) - 1; i >= 0; --i) {

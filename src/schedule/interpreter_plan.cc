@@ -82,8 +82,10 @@ void Interpreter::offload_ready() {
 void Interpreter::prefetch(BufferId b) {
   const size_t i = static_cast<size_t>(b);
   if (!offloaded_[i] || replacement_[i] != kNone) return;
-  const Buffer& orig = p_.buffers[i];
-  BufferId copy = new_buffer(orig.bytes, Category::SavedActivations, orig.name + " (prefetched)", orig.op);
+  // Copies, not a reference: new_buffer() grows p_.buffers and may move it.
+  const int64_t bytes = p_.buffers[i].bytes;
+  BufferId copy = new_buffer(bytes, Category::SavedActivations, p_.buffers[i].name + " (prefetched)",
+                             p_.buffers[i].op);
   alloc(copy);
   ref(copy, refs_[i]);
   saved_refs_[static_cast<size_t>(copy)] = refs_[i];
@@ -92,7 +94,7 @@ void Interpreter::prefetch(BufferId b) {
   replacement_[i] = copy;
   pending_prefetch_[i] = static_cast<int32_t>(p_.transfers.size());
   const int32_t step = static_cast<int32_t>(p_.steps.size()) - 1;
-  p_.transfers.push_back({copy, orig.bytes, offload_op_of_[i], false, step, -1});
+  p_.transfers.push_back({copy, bytes, offload_op_of_[i], false, step, -1});
 }
 
 void Interpreter::need_on_device(const std::vector<BufferId>& saved) {

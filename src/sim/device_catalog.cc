@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "sim/gpus_json.h"  // generated from data/gpus.json
 #include "util/error.h"
 #include "util/file.h"
+#include "util/json_input.h"
 #include "util/suggest.h"
 
 namespace headroom {
@@ -31,12 +33,29 @@ const json& field(const json& entry, const char* key, std::string_view where) {
   return *it;
 }
 
+// Every number of a catalog entry (GB/s, TFLOPS, MiB, a PCIe generation or lane count) is far
+// below 1e9; the bound keeps products and casts to int finite and defined.
+constexpr double kMaxCatalogNumber = 1e9;
+
 double number(const json& entry, const char* key, std::string_view where) {
   const json& v = field(entry, key, where);
-  if (!v.is_number() || v.get<double>() < 0) {
-    throw InputError(fmt::format("{}: '{}' must be a non-negative number", where, key));
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+      v.get<double>() > kMaxCatalogNumber) {
+    throw InputError(fmt::format("{}: '{}' must be a non-negative number up to 1e9", where, key));
   }
   return v.get<double>();
+}
+
+double positive_number(const json& entry, const char* key, std::string_view where) {
+  double v = number(entry, key, where);
+  if (v <= 0) throw InputError(fmt::format("{}: '{}' must be positive", where, key));
+  return v;
+}
+
+int whole_number(const json& entry, const char* key, std::string_view where) {
+  double v = positive_number(entry, key, where);
+  if (v != std::floor(v)) throw InputError(fmt::format("{}: '{}' must be a whole number", where, key));
+  return static_cast<int>(v);
 }
 
 std::optional<double> optional_number(const json& entry, const char* key, std::string_view where) {
@@ -76,8 +95,8 @@ GpuSpec parse_entry(const json& e, std::string_view origin, size_t index) {
   }
   g.memory_bytes = static_cast<int64_t>(mib) * (1LL << 20);
   g.memory_nominal = text(e, "memory_nominal", where);
-  g.memory_bandwidth_bytes_per_s = number(e, "memory_bandwidth_gb_per_s", where) * 1e9;
-  g.fp32_flops = number(e, "fp32_tflops", where) * 1e12;
+  g.memory_bandwidth_bytes_per_s = positive_number(e, "memory_bandwidth_gb_per_s", where) * 1e9;
+  g.fp32_flops = positive_number(e, "fp32_tflops", where) * 1e12;
   auto tflops = [&](const char* key) -> std::optional<double> {
     std::optional<double> v = optional_number(e, key, where);
     if (v) *v *= 1e12;
@@ -91,14 +110,14 @@ GpuSpec parse_entry(const json& e, std::string_view origin, size_t index) {
   if (!link.is_object()) throw InputError(where + ": 'host_link' must be an object");
   g.host_link.kind = text(link, "kind", where + " host_link");
   if (g.host_link.kind == "pcie") {
-    g.host_link.generation = static_cast<int>(number(link, "generation", where + " host_link"));
-    g.host_link.lanes = static_cast<int>(number(link, "lanes", where + " host_link"));
+    g.host_link.generation = whole_number(link, "generation", where + " host_link");
+    g.host_link.lanes = whole_number(link, "lanes", where + " host_link");
   } else if (g.host_link.kind != "nvlink-c2c") {
     throw InputError(fmt::format("{}: host_link kind must be 'pcie' or 'nvlink-c2c', got '{}'",
                                  where, g.host_link.kind));
   }
   g.host_link.bandwidth_bytes_per_s =
-      number(link, "bandwidth_gb_per_s", where + " host_link") * 1e9;
+      positive_number(link, "bandwidth_gb_per_s", where + " host_link") * 1e9;
   g.source = text(e, "source", where);
   if (g.source.empty()) throw InputError(where + ": 'source' must name the datasheet");
   if (auto n = e.find("notes"); n != e.end() && n->is_string()) g.notes = n->get<std::string>();
@@ -122,8 +141,7 @@ std::string normalize_gpu_name(std::string_view name) {
 }
 
 DeviceCatalog DeviceCatalog::from_json(std::string_view text_in, std::string_view origin) {
-  json doc = json::parse(text_in.begin(), text_in.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw InputError(fmt::format("{}: not valid JSON", origin));
+  json doc = parse_json_input(text_in, std::string(origin));
   if (!doc.is_object() || !doc.contains("gpus") || !doc["gpus"].is_array()) {
     throw InputError(fmt::format("{}: expected an object with a 'gpus' array", origin));
   }
@@ -154,9 +172,9 @@ DeviceCatalog DeviceCatalog::from_json(std::string_view text_in, std::string_vie
 }
 
 DeviceCatalog DeviceCatalog::from_file(const std::string& path) {
-  std::optional<std::string> text = read_file(path);
-  if (!text) throw InputError(fmt::format("cannot read GPU catalog '{}'", path));
-  return from_json(*text, path);
+  Result<std::string> text = read_input_file(path, "GPU catalog", kMaxJsonFileBytes);
+  if (!text.ok()) throw InputError(text.error());
+  return from_json(text.value(), path);
 }
 
 const DeviceCatalog& DeviceCatalog::builtin() {

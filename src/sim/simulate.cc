@@ -2,11 +2,26 @@
 
 #include <algorithm>
 
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace headroom {
 
+void check_program_size(const Program& program) {
+  int64_t sum = 0;
+  for (const Buffer& b : program.buffers) {
+    HEADROOM_CHECK(b.bytes >= 0, "negative buffer size of " + b.name);
+    sum = checked_add(sum, b.bytes, "the total size of the program's buffers");
+  }
+  if (sum > kMaxProgramBytes) {
+    throw InputError("the model's buffers add up to " + std::to_string(sum) +
+                     " bytes, over headroom's limit of 2^60 bytes (1 EiB); the sizes are not "
+                     "realistic");
+  }
+}
+
 SimResult simulate(const Program& program, HeapAlgorithm* algorithm) {
+  check_program_size(program);
   SimResult r;
   CategoryBytes live{};
   int64_t total = 0;

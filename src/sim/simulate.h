@@ -33,6 +33,13 @@ struct SimResult {
   int64_t end_bytes = 0;                // live at the end of the program
 };
 
+// The largest sum of all buffer sizes of one program. Every live total the driver and the
+// allocator models form (with their rounding, under 2^62) then fits in int64.
+inline constexpr int64_t kMaxProgramBytes = int64_t{1} << 60;
+
+// InputError when the buffers add up to more than kMaxProgramBytes (simulate() checks first).
+void check_program_size(const Program& program);
+
 SimResult simulate(const Program& program, HeapAlgorithm* algorithm = nullptr);
 
 // The buffers live just after event `event` (inclusive), in allocation order.

@@ -33,4 +33,21 @@ std::string percent(int64_t part, int64_t total) {
   return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(total));
 }
 
+std::string escape_control(std::string_view text) {
+  static const char* kHex = "0123456789abcdef";
+  std::string r;
+  r.reserve(text.size());
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      r += ch;
+    } else {
+      r += "\\x";
+      r += kHex[c >> 4];
+      r += kHex[c & 15];
+    }
+  }
+  return r;
+}
+
 }  // namespace headroom

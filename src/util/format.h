@@ -1,8 +1,10 @@
-// Number formatting shared by the text reports: binary byte units and thousands separators.
+// Formatting shared by the text reports and messages: binary byte units, thousands separators,
+// control bytes escaped.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace headroom {
 
@@ -12,5 +14,8 @@ std::string human_bytes(int64_t bytes);
 std::string with_commas(int64_t n);
 // "12.3%" of total (0 total gives "-")
 std::string percent(int64_t part, int64_t total);
+// `text` with control bytes (and DEL) written as \xNN, so a name from a file or the command line
+// keeps a message on one printable line.
+std::string escape_control(std::string_view text);
 
 }  // namespace headroom

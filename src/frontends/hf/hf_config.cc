@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 #include "util/file.h"
+#include "util/json_input.h"
 
 namespace headroom {
 namespace {
@@ -216,10 +217,10 @@ bool looks_like_hf_config(const std::string& arg) {
 
 HfModel read_hf_config(const std::string& arg) {
   const std::string path = config_path(arg);
-  std::optional<std::string> text = read_file(path);
-  if (!text) throw InputError("cannot read Hugging Face config '" + path + "'");
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw InputError(path + ": not a JSON object");
+  Result<std::string> text = read_input_file(path, "Hugging Face config", kMaxJsonFileBytes);
+  if (!text.ok()) throw InputError(text.error());
+  json j = parse_json_input(text.value(), path);
+  if (!j.is_object()) throw InputError(path + ": not a JSON object");
   Fields f(j, path);
   const std::string model_type = f.text("model_type");
   const FamilyName* fam = nullptr;

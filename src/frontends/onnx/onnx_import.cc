@@ -6,8 +6,10 @@
 #include <functional>
 #include <stdexcept>
 
+#include "frontends/onnx/onnx_attr_check.h"
 #include "frontends/onnx/onnx_lower.h"
 #include "frontends/onnx/onnx_model.h"
+#include "util/format.h"
 
 namespace headroom {
 namespace {
@@ -19,6 +21,7 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
   check_names(model.graph());
   check_supported_ops(model.graph(), options.allow_unknown);
   Structure st = check_structure(model);
+  check_attributes(model.graph());  // before any of ONNX's shape inference runs
   DimBinding dims = bind_dims(model, st, options);
   TypeTable types = infer_types(model);
   std::string name = options.model_name.empty() ? default_name : options.model_name;
@@ -27,21 +30,7 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
 
 // Names in a file are arbitrary bytes: control characters in a message are escaped so that it
 // stays one printable line.
-std::string one_line(const std::string& text) {
-  static const char* kHex = "0123456789abcdef";
-  std::string r;
-  for (char ch : text) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c != 0x7f) {
-      r += ch;
-    } else {
-      r += "\\x";
-      r += kHex[c >> 4];
-      r += kHex[c & 15];
-    }
-  }
-  return r;
-}
+std::string one_line(const std::string& text) { return escape_control(text); }
 
 // Runs the import; every InputError (and any exception the ONNX library throws on a malformed
 // file) becomes a failed Result prefixed with the source.

@@ -1233,27 +1233,38 @@ class Lowerer {
   // In-place inference (OnnxImportOptions::infer_inplace): t is read by one op in the whole
   // graph, its storage is a fresh activation (possibly written in place before), and no op on
   // that storage keeps its output for backward (relu_ on a relu's output would break autograd).
-  bool writable_in_place(TensorId t) const {
+  bool writable_in_place(TensorId t) {
     if (!opts_.infer_inplace) return false;
     if (b_.tensor(t).role != TensorRole::Activation || live_reads(t) != 1) return false;
+    return storage_writable(t);
+  }
+  // Whether every op on t's storage chain (t, what it aliases in place, ...) lets the storage be
+  // written again. Memoized per tensor: a chain of n in-place ops would otherwise be walked n
+  // times (quadratic import). A tensor's producer, alias and in-place mark never change once set.
+  bool storage_writable(TensorId t) {
+    std::vector<TensorId> path;
+    bool ok = false;
     for (TensorId cur = t;;) {
-      const Tensor& x = b_.tensor(cur);
-      if (x.role != TensorRole::Activation) return false;
-      switch (b_.op(x.producer).kind) {
-        case OpKind::Relu:
-        case OpKind::Sigmoid:
-        case OpKind::Tanh:
-        case OpKind::Softmax:
-        case OpKind::LogSoftmax:
-        case OpKind::Rsqrt:
-          return false;
-        default:
-          break;
+      if (auto m = storage_writable_.find(cur); m != storage_writable_.end()) {
+        ok = m->second;
+        break;
       }
-      if (x.alias_of == kNone) return true;
-      if (!inplace_outputs_.count(cur)) return false;  // a view
+      path.push_back(cur);
+      const Tensor& x = b_.tensor(cur);
+      if (x.role != TensorRole::Activation) break;
+      OpKind k = b_.op(x.producer).kind;
+      if (k == OpKind::Relu || k == OpKind::Sigmoid || k == OpKind::Tanh || k == OpKind::Softmax ||
+          k == OpKind::LogSoftmax || k == OpKind::Rsqrt)
+        break;
+      if (x.alias_of == kNone) {
+        ok = true;
+        break;
+      }
+      if (!inplace_outputs_.count(cur)) break;  // a view
       cur = x.alias_of;
     }
+    for (TensorId p : path) storage_writable_[p] = ok;
+    return ok;
   }
   // Readers of t's names, counted per PyTorch call: a node claimed by a pattern counts as the
   // call its pattern emits (once, however many of the pattern's nodes read t); the folded bias
@@ -1542,6 +1553,7 @@ class Lowerer {
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<TensorId, std::vector<std::string>> names_of_;
   std::unordered_set<TensorId> inplace_outputs_;
+  std::unordered_map<TensorId, bool> storage_writable_;  // storage_writable's memo
   std::unordered_map<std::string, std::vector<int64_t>> weight_dims_;
   std::vector<Fusion> fusions_;
   std::unordered_map<int, std::vector<Scope>> scope_starts_;
