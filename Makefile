@@ -15,7 +15,7 @@ build: deps
 demo: build
 	$(BUILD_DIR)/headroom estimate resnet50 --batch 32 --mode train --optimizer adam
 
-# The importer fuzz run comes first so that ctest's summary is the last thing printed.
+# The fuzz runs come first so that ctest's summary is the last thing printed.
 test: build fuzz-smoke
 	@scripts/install-deps.sh browser
 	@ctest --preset $(PRESET) -j $(JOBS)
@@ -23,7 +23,7 @@ test: build fuzz-smoke
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (the asan preset compiles with
 # -fno-sanitize-recover=all, so any report fails the test that triggered it). The CLI tests run
 # the sanitized headroom binary too.
-ASAN_ENV := ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1 \
+ASAN_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 test-asan: deps
 	@scripts/install-deps.sh browser
