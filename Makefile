@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build demo test validate validate-gpu bench fuzz fuzz-smoke clean
+.PHONY: deps build demo test test-asan validate validate-gpu bench fuzz fuzz-smoke clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -15,16 +15,28 @@ build: deps
 demo: build
 	$(BUILD_DIR)/headroom estimate resnet50 --batch 32 --mode train --optimizer adam
 
-# The importer fuzz run comes first so that ctest's summary is the last thing printed.
+# The fuzz runs come first so that ctest's summary is the last thing printed.
 test: build fuzz-smoke
 	@scripts/install-deps.sh browser
 	@scripts/install-deps.sh validate
 	@ctest --preset $(PRESET) -j $(JOBS)
 
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (the asan preset compiles with
+# -fno-sanitize-recover=all, so any report fails the test that triggered it). The CLI tests run
+# the sanitized headroom binary too.
+ASAN_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
+            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+test-asan: deps
+	@scripts/install-deps.sh browser
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@$(ASAN_ENV) ctest --preset asan -j $(JOBS)
+
+# Every libFuzzer target (ONNX, chain, graph and workload JSON) for 30 s each.
 fuzz-smoke:
 	@scripts/install-deps.sh fuzz
-	@fuzz/run_onnx_fuzz.sh 30 > build/fuzz-smoke.log 2>&1 || (tail -40 build/fuzz-smoke.log; exit 1)
-	@grep -E "stat::number_of_executed_units|Done" build/fuzz-smoke.log | head -2
+	@fuzz/run_fuzz.sh 30 all > build/fuzz-smoke.log 2>&1 || (tail -40 build/fuzz-smoke.log; exit 1)
+	@grep -E "^fuzzing|stat::number_of_executed_units" build/fuzz-smoke.log
 
 validate: build
 	@scripts/install-deps.sh validate
@@ -42,8 +54,12 @@ validate-gpu:
 bench: build
 	$(BUILD_DIR)/headroom_bench
 
+# Each target for FUZZ_SECONDS (default 600); FUZZ_TARGET=onnx|chain|graph|workload picks one.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGET ?= all
 fuzz:
-	fuzz/run_onnx_fuzz.sh
+	@scripts/install-deps.sh fuzz
+	fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGET)
 
 clean:
 	rm -rf build

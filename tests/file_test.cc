@@ -142,6 +142,17 @@ TEST(JsonInput, DeepNestingIsAnErrorNotAStackOverflow) {
   }
 }
 
+// Found by chain_json_fuzz: a number past double's range threw nlohmann's out_of_range, which
+// no reader caught (std::terminate).
+TEST(JsonInput, NumberOutOfRangeIsAnErrorNotTerminate) {
+  try {
+    parse_json_input("{\"fwd_ms\": [1e999]}", "big.json");
+    FAIL() << "parsed";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "big.json: not valid JSON (a number out of range)");
+  }
+}
+
 TEST(JsonInput, ValuesAreDescribedNotEchoed) {
   EXPECT_EQ(json_value_text(nlohmann::json(1.5)), "1.5");
   EXPECT_EQ(json_value_text(nlohmann::json("a\nb")), "\"a\\x0ab\"");

@@ -88,6 +88,13 @@ TEST(HardenedCli, MlpDim1e9OverflowIsAnErrorNot7105PiB) {
   EXPECT_NE(big.err.find("over headroom's limit of 2^60 bytes (1 EiB)"), std::string::npos) << big.err;
 }
 
+// mlp:layers=100000000 built ops until the machine ran out of memory (the process was killed).
+TEST(HardenedCli, MlpWith100MLayersIsRefusedNotOutOfMemory) {
+  expect_usage_error("estimate mlp:layers=100000000",
+                     "model 'mlp' has more than 500000 ops, over headroom's limit "
+                     "(fewer layers, or a smaller ONNX graph)");
+}
+
 // --max-split-size-mb 99999999999999999 became a negative byte count (x 2^20 wrapped).
 TEST(HardenedCli, HugeMaxSplitSizeMbIsAnErrorNotNegative) {
   expect_usage_error("estimate resnet18 --gpu T4 --max-split-size-mb 99999999999999999",

@@ -112,6 +112,11 @@ TensorId GraphBuilder::tied_parameter(const std::string& name, TensorId other) {
 }
 
 OpId GraphBuilder::add_op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs) {
+  if (static_cast<int64_t>(g_.ops.size()) >= kMaxGraphOps) {
+    // mlp:layers=100000000 once built until the machine ran out of memory.
+    throw InputError("model '" + g_.model + "' has more than " + std::to_string(kMaxGraphOps) +
+                     " ops, over headroom's limit (fewer layers, or a smaller ONNX graph)");
+  }
   Op op;
   op.id = static_cast<OpId>(g_.ops.size());
   op.kind = kind;

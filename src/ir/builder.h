@@ -45,6 +45,11 @@ struct Window2d {
   bool ceil_mode = false;
 };
 
+// The most ops one graph may have (forward, loss and optimizer ops together). The largest real
+// models have tens of thousands; the bound keeps a spec such as mlp:layers=100000000 from building
+// until memory runs out. add_op throws InputError past it.
+inline constexpr int64_t kMaxGraphOps = 500'000;
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string model, DType activation_dtype = DType::F32);

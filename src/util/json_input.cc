@@ -20,6 +20,10 @@ nlohmann::json parse_json_input(std::string_view text, const std::string& source
                                  allow_comments);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number past double's range (1e999): found by chain_json_fuzz, it escaped as an
+    // exception no caller caught.
+    throw InputError(source + ": not valid JSON (a number out of range)");
   }
 }
 
