@@ -96,6 +96,8 @@ struct EstimateArgs {
   std::string attention;
   std::string lora;
   std::vector<std::string> freeze;
+  std::string weights;
+  std::string group_size;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -108,6 +110,8 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--new-tokens", a.new_tokens, "generate: tokens to generate");
   cmd->add_option("--attention", a.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--lora", a.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
+  cmd->add_option("--weights", a.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) storage of the decoder layers' linears");
+  cmd->add_option("--group-size", a.group_size, "--weights int4: values per scale and zero (default 128)");
   cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
@@ -249,6 +253,13 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       throw InputError(std::string(cmd->count("--prompt") ? "--prompt" : "--new-tokens") + " applies to --mode generate");
     }
     if (cmd->count("--lora")) o.lora = parse_lora(a.lora);
+    if (cmd->count("--weights")) {
+      if (a.weights == "int8") o.weights = WeightFormat::Int8;
+      else if (a.weights == "int4") o.weights = WeightFormat::Int4;
+      else if (a.weights == "nf4") o.weights = WeightFormat::Nf4;
+      else throw InputError("--weights must be int8, int4 or nf4 (fp16 / bf16 storage: --precision), got '" + a.weights + "'");
+    }
+    if (cmd->count("--group-size")) o.group_size = parse_positive("--group-size", a.group_size);
     o.freeze = a.freeze;
     if (cmd->count("--attention")) {
       if (a.attention == "eager") o.attention = AttentionKind::Eager;

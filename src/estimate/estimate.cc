@@ -63,6 +63,11 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : o.precision == Precision::Fp16 ? DType::F16 : DType::F32;
   cfg.attention = o.attention;
   cfg.lora = o.lora;
+  cfg.weights = o.weights;
+  if (o.group_size) {
+    if (o.weights != WeightFormat::Int4) throw InputError("--group-size applies to --weights int4");
+    cfg.group_size = *o.group_size;
+  }
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
   if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {

@@ -20,6 +20,7 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
     if (options.generation) throw InputError("--mode generate needs a Hugging Face config.json; '" + options.model + "' is not one");
     if (options.attention != AttentionKind::Default) throw InputError("--attention applies to Hugging Face configs; '" + options.model + "' is not one");
     if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; '" + options.model + "' is not one");
+    if (options.weights != WeightFormat::Default) throw InputError("--weights applies to Hugging Face decoder configs; '" + options.model + "' is not one");
   }
   switch (kind) {
     case ModelSourceKind::HuggingFace: {

@@ -61,11 +61,64 @@ NormParams norm_params(GraphBuilder& b, const HfDecoderConfig& c, const std::str
   return {b.parameter(m + ".weight", {c.hidden}), kNone};
 }
 
+// A decoder layer's nn.Linear stored quantized (--weights), as the libraries keep it:
+//  int8 (bitsandbytes Linear8bitLt / Int8Params): int8 weight [out, in] and fp32 row scales SCB;
+//  nf4 (bitsandbytes Linear4bit / Params4bit, QLoRA's double quantization): the packed weight
+//    [(out * in + 1) / 2, 1] uint8, and its QuantState: absmax quantized to uint8 per 64-value
+//    block, their fp32 absmax per 256 blocks, an fp32 offset and the 16-value NF4 code;
+//  int4 (GPTQ, auto_gptq QuantLinear): qweight int32 [in / 8, out], qzeros int32
+//    [ceil(in / g), out / 8], scales fp16 [ceil(in / g), out], g_idx int32 [in].
+// The bias stays in the model dtype. Every stored tensor is frozen.
+LinearParams quantized_linear_params(GraphBuilder& b, WeightFormat w, int64_t group, const std::string& module,
+                                     int64_t in, int64_t out, bool bias) {
+  LinearParams p;
+  p.in = in;
+  p.out = out;
+  const int64_t n = checked_mul(in, out, module);
+  switch (w) {
+    case WeightFormat::Int8:
+      p.quant.push_back(b.packed_parameter(module + ".weight", {out, in}, DType::I8, 1));
+      p.quant.push_back(b.buffer(module + ".weight.SCB", {out}, DType::F32));
+      break;
+    case WeightFormat::Nf4: {
+      const int64_t blocks = (n + 63) / 64;
+      p.quant.push_back(b.packed_parameter(module + ".weight", {(n + 1) / 2, 1}, DType::U8, 2));
+      p.quant.push_back(b.buffer(module + ".weight.absmax", {blocks}, DType::U8));
+      p.quant.push_back(b.buffer(module + ".weight.nested_absmax", {(blocks + 255) / 256}, DType::F32));
+      p.quant.push_back(b.buffer(module + ".weight.nested_offset", {}, DType::F32));
+      p.quant.push_back(b.buffer(module + ".weight.quant_map", {16}, DType::F32));
+      break;
+    }
+    case WeightFormat::Int4: {
+      if (in % 8 != 0 || out % 8 != 0) {
+        throw InputError("--weights int4: " + module + " is " + std::to_string(in) + " x " + std::to_string(out) +
+                         "; GPTQ packs 8 values per int32 along both dimensions");
+      }
+      const int64_t groups = (in + group - 1) / group;
+      p.quant.push_back(b.packed_parameter(module + ".qweight", {in / 8, out}, DType::I32, 8));
+      p.quant.push_back(b.buffer(module + ".qzeros", {groups, out / 8}, DType::I32));
+      p.quant.push_back(b.buffer(module + ".scales", {groups, out}, DType::F16));
+      p.quant.push_back(b.buffer(module + ".g_idx", {in}, DType::I32));
+      break;
+    }
+    case WeightFormat::Default:
+      break;
+  }
+  if (bias) {
+    p.bias = b.parameter(module + ".bias", {out});
+  }
+  return p;
+}
+
 // nn.Linear's parameters, and with LoRA on this module peft's lora_A / lora_B after them
 // (lora.Linear registers base_layer, then lora_A and lora_B). `used` collects matched targets.
-LinearParams linear_params_lora(GraphBuilder& b, const std::optional<LoraConfig>& lora, std::set<std::string>& used,
+LinearParams linear_params_lora(GraphBuilder& b, const BuildConfig& cfg, std::set<std::string>& used,
                                 const std::string& module, int64_t in, int64_t out, bool bias) {
-  LinearParams p = linear_params(b, module, in, out, bias);
+  const std::optional<LoraConfig>& lora = cfg.lora;
+  LinearParams p = cfg.weights == WeightFormat::Default ? linear_params(b, module, in, out, bias)
+                                                        : quantized_linear_params(b, cfg.weights, cfg.group_size, module, in, out, bias);
+  p.in = in;
+  p.out = out;
   if (!lora) return p;
   const std::string leaf = module.substr(module.rfind('.') + 1);
   if (std::find(lora->targets.begin(), lora->targets.end(), leaf) == lora->targets.end()) return p;
@@ -76,10 +129,13 @@ LinearParams linear_params_lora(GraphBuilder& b, const std::optional<LoraConfig>
 }
 
 // The model's __init__, module by module (parameter order = named_parameters()).
-Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const std::optional<LoraConfig>& lora,
+Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const BuildConfig& cfg,
                std::set<std::string>& lora_used) {
+  int64_t scratch = 0;  // exllamav2: the largest layer's scratch_space_fixed()
   auto linear_params = [&](GraphBuilder& bb, const std::string& module, int64_t in, int64_t out, bool bias) {
-    return linear_params_lora(bb, lora, lora_used, module, in, out, bias);
+    // auto_gptq QuantLinear (exllamav2): temp_dq_size() + temp_fwd_size(2048, 8)
+    scratch = std::max(scratch, in * out * 2 + 128 + out * 2048 * 8 * 4 + 128);
+    return linear_params_lora(bb, cfg, lora_used, module, in, out, bias);
   };
   Params p;
   const int64_t h = c.hidden, q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
@@ -148,6 +204,12 @@ Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const 
   p.inv_freq = b.buffer(n.rotary + ".inv_freq", {c.rotary_dim / 2}, DType::F32);
   p.lm_head = c.tie_embeddings ? b.tied_parameter(n.lm_head + ".weight", p.embed)
                                : b.parameter(n.lm_head + ".weight", {c.vocab, h});
+  if (cfg.weights == WeightFormat::Int4) {
+    // exllamav2_post_init: one fp16 scratch per device (ExLlamaV2DeviceTensors.prepare), the
+    // largest scratch_space_fixed() of the quantized layers; the kernels use it instead of
+    // allocating per call.
+    b.buffer("exllamav2_scratch", {scratch / 2}, DType::F16);
+  }
   return p;
 }
 
@@ -160,8 +222,9 @@ class Forward {
  public:
   // `inference`: no autograd (the memory-efficient kernel then computes no logsumexp).
   Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference,
-          const std::optional<LoraConfig>& lora)
-      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(lora) {}
+          const BuildConfig& cfg)
+      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(cfg.lora),
+        weights_(cfg.weights) {}
 
   // One model call on `ids` [B, S] with `past` cached tokens; `cache` null: use_cache=False.
   // Returns the final hidden states [B, S, H] (the caller applies lm_head).
@@ -544,10 +607,10 @@ class Forward {
   // nn.Linear, or peft's lora.Linear: result = base_layer(x); result = result +
   // lora_B(lora_A(dropout(x))) * scaling (scaling = lora_alpha / r; dropout is nn.Identity at 0).
   TensorId linear(const std::string& m, TensorId x, const LinearParams& p) {
-    if (p.lora_a == kNone) return apply_linear(b_, m, x, p);
+    if (p.lora_a == kNone) return base_linear(m, x, p);
     size_t scope = b_.open_scope();
     b_.hold(x);
-    TensorId result = apply_linear(b_, m + ".base_layer", x, p);
+    TensorId result = base_linear(m + ".base_layer", x, p);
     TensorId d = x;
     if (lora_->dropout > 0.0) d = b_.dropout(m + ".lora_dropout", x, lora_->dropout);
     TensorId a = b_.linear_with(m + ".lora_A", d, p.lora_a);
@@ -555,6 +618,34 @@ class Forward {
     up = b_.mul_scalar(m + ".scaling", up, lora_->alpha / static_cast<double>(lora_->r));
     TensorId out = b_.add(m + ".add", result, up);
     b_.release_holds(scope);
+    return out;
+  }
+
+  // nn.Linear, or the quantized layer of --weights with its kernel's temporaries:
+  //  nf4: bnb.matmul_4bit: one token without grad takes gemv_4bit (no temporary); otherwise
+  //    MatMul4Bit: F.linear(A, dequantize_4bit(B).t(), bias), the dequantized weight [out, in]
+  //    in the model dtype and, first, the fp32 absmax of its blocks (dequantize_blockwise);
+  //  int8: MatMul8bitLt: A.to(float16) (when the model is not fp16), int8_vectorwise_quant's
+  //    int8 copy and fp32 row scales, the int32 product, the fp16 result before .to(dtype);
+  //    the outlier columns (threshold 6.0) depend on the data and are not counted;
+  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch.
+  // The bias is added in place.
+  TensorId base_linear(const std::string& m, TensorId x, const LinearParams& p) {
+    if (p.quant.empty()) return apply_linear(b_, m, x, p);
+    const int64_t tokens = b_.tensor(x).numel() / p.in;
+    const int64_t act = b_.tensor(x).bytes() / b_.tensor(x).numel();
+    int64_t temp = 0, aux = 0;
+    if (weights_ == WeightFormat::Nf4 && !(inference_ && tokens == 1)) {
+      temp = checked_mul(checked_mul(p.out, p.in, m), act, m);
+      aux = checked_mul((checked_mul(p.out, p.in, m) + 63) / 64, 4, m);
+    } else if (weights_ == WeightFormat::Int8) {
+      if (b_.tensor(x).dtype != DType::F16) aux = checked_mul(checked_mul(tokens, p.in, m), 2, m);
+      temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
+      temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 4, m), m);
+      if (b_.tensor(x).dtype != DType::F16) temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 2, m), m);
+    }
+    TensorId out = b_.quant_linear(m, x, p.quant, p.out, temp, aux);
+    if (p.bias != kNone) out = b_.add_(m + ".bias.add_", out, p.bias);
     return out;
   }
 
@@ -646,6 +737,7 @@ class Forward {
   AttentionKind attention_;
   bool inference_;
   const std::optional<LoraConfig>& lora_;
+  WeightFormat weights_;
 };
 
 AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg, const std::string& model) {
@@ -654,6 +746,17 @@ AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg
     throw InputError(model + ": flash attention runs in fp16 or bf16 only (flash_attn_func); use --precision bf16 or --attention sdpa");
   }
   return a;
+}
+
+void check_weights(const BuildConfig& cfg, const std::string& model) {
+  if (cfg.weights == WeightFormat::Default) return;
+  if (cfg.dtype != DType::F16 && cfg.dtype != DType::BF16) {
+    throw InputError(model + ": --weights quantizes a model run in fp16 or bf16 (--precision fp16|bf16)");
+  }
+  if (cfg.weights == WeightFormat::Int4) {
+    if (cfg.dtype != DType::F16) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) runs in fp16: add --precision fp16");
+    if (!cfg.inference) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) is inference only");
+  }
 }
 
 void check_lora_targets(const std::optional<LoraConfig>& lora, const std::set<std::string>& used, const std::string& model) {
@@ -677,10 +780,11 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
   std::set<std::string> lora_used;
-  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_weights(cfg, model);
+  Params p = declare(b, c, names_of(c), cfg, lora_used);
   check_lora_targets(cfg.lora, lora_used, model);
   TensorId ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg.lora);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg);
   TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), 0);
   b.mark_output(logits);
   if (!cfg.inference) {
@@ -716,9 +820,10 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
   b.set_dim("batch", batch);
   b.set_dim("seq", w.prompt);
   std::set<std::string> lora_used;
-  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_weights(cfg, model);
+  Params p = declare(b, c, names_of(c), cfg, lora_used);
   check_lora_targets(cfg.lora, lora_used, model);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg.lora);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg);
   TensorId prompt = b.input("input_ids", {batch, w.prompt}, DType::I64);  // the caller keeps it
   Cache cache;
   cache.k.assign(static_cast<size_t>(c.layers), kNone);

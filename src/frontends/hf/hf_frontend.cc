@@ -14,6 +14,7 @@ HfLoader hf_graph_loader(const std::string& path) {
   l.load = [m](const BuildConfig& cfg) -> Graph {
     if (!m.zoo_spec.empty()) {
       if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");
+      if (cfg.weights != WeightFormat::Default) throw InputError("--weights applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       if (cfg.lora) throw InputError("--lora applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       Graph g = build_model(m.zoo_spec, cfg);
