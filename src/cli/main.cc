@@ -14,6 +14,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/serve.h"
 #include "frontends/model_source.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
@@ -105,7 +106,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", a.seq, "sequence length for sequence models");
-  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs)");
+  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs; fit also serve)");
   cmd->add_option("--prompt", a.prompt, "generate: prompt tokens");
   cmd->add_option("--new-tokens", a.new_tokens, "generate: tokens to generate");
   cmd->add_option("--attention", a.attention, "Hugging Face configs: eager, sdpa (default) or flash");
@@ -244,8 +245,9 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     o.batch = parse_positive("--batch", a.batch);
     if (cmd->count("--seq")) o.seq = parse_positive("--seq", a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer" || a.mode == "generate") o.mode = RunMode::Inference;
+    else if (a.mode == "infer" || a.mode == "generate" || a.mode == "serve") o.mode = RunMode::Inference;
     else throw InputError("--mode must be infer, train or generate, got '" + a.mode + "'");
+    if (a.mode == "serve" && cmd->get_name() != "fit") throw InputError("--mode serve applies to fit (headroom fit CONFIG --gpu NAME --mode serve --context N)");
     if (a.mode == "generate") {
       if (!cmd->count("--prompt") || !cmd->count("--new-tokens")) throw InputError("--mode generate needs --prompt N and --new-tokens M");
       o.generation = GenerationOptions{parse_positive("--prompt", a.prompt), parse_positive("--new-tokens", a.new_tokens)};
@@ -319,9 +321,43 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
   return 0;
 }
 
-int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary) {
+struct ServeArgs {
+  std::string context, block_size, utilization;
+};
+
+// fit --mode serve: vLLM-style KV block capacity on one GPU (estimate/serve.h).
+int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, const EstimateOptions& base) {
+  Result<ServeOptions> so = capture_input_errors([&]() -> ServeOptions {
+    if (a.gpu == "all") throw InputError("--mode serve takes one GPU (--gpu NAME)");
+    if (cmd->count("--vary")) throw InputError("--vary does not apply to --mode serve");
+    if (cmd->count("--batch")) throw InputError("--batch does not apply to --mode serve (vLLM batches up to 256 sequences)");
+    if (cmd->count("--seq")) throw InputError("--seq does not apply to --mode serve: the context is --context N");
+    ServeOptions o;
+    o.estimate = base;
+    apply_gpu_options(a, o.estimate, true);
+    if (s.context.empty()) throw InputError("--mode serve needs --context N (vLLM's max_model_len)");
+    o.context = parse_positive("--context", s.context);
+    if (!s.block_size.empty()) o.block_size = parse_positive("--block-size", s.block_size);
+    if (!s.utilization.empty()) o.gpu_memory_utilization = parse_fraction("--gpu-memory-utilization", s.utilization);
+    const DType dtype = base.precision == Precision::Bf16 ? DType::BF16 : base.precision == Precision::Fp16 ? DType::F16 : DType::F32;
+    o.kv_bytes_per_token = kv_cache_bytes_per_token(base.model, dtype);
+    return o;
+  });
+  if (!so.ok()) return fail(so.error());
+  Result<ServeResult> r = serve_capacity(so.value());
+  if (!r.ok()) return fail(r.error());
+  std::cout << (a.json ? serve_json(so.value(), r.value()) : serve_text(so.value(), r.value()));
+  return 0;
+}
+
+int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
+  const bool serve_mode = a.mode == "serve";
+  if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {
+    return fail("--context, --block-size and --gpu-memory-utilization apply to --mode serve");
+  }
+  if (serve_mode) return run_serve(a, cmd, serve, o.value());
   if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {
@@ -533,6 +569,10 @@ int main_impl(int argc, char** argv) {
   add_estimate_options(fitc, fa);
   fitc->add_option("--margin", fa.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
+  ServeArgs serve_args;
+  fitc->add_option("--context", serve_args.context, "--mode serve: the longest sequence served (vLLM's max_model_len)");
+  fitc->add_option("--block-size", serve_args.block_size, "--mode serve: tokens per KV block (default 16)");
+  fitc->add_option("--gpu-memory-utilization", serve_args.utilization, "--mode serve: share of device memory vLLM may use (default 0.9)");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
@@ -582,7 +622,7 @@ int main_impl(int argc, char** argv) {
   }
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();
-  if (*fitc) return run_fit(fa, fitc, vary);
+  if (*fitc) return run_fit(fa, fitc, vary, serve_args);
   if (*gpus) return run_gpus();
   if (*planc) {
     if (!plan_html_file.empty() && (!graph_file.empty() || !chain_file.empty())) return fail("--html applies to plan MODEL");

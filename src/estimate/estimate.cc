@@ -64,6 +64,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.attention = o.attention;
   cfg.lora = o.lora;
   cfg.weights = o.weights;
+  cfg.logits_to_keep = o.logits_to_keep;
   if (o.group_size) {
     if (o.weights != WeightFormat::Int4) throw InputError("--group-size applies to --weights int4");
     cfg.group_size = *o.group_size;

@@ -53,6 +53,15 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
   }
 }
 
+int64_t kv_cache_bytes_per_token(const std::string& model, DType dtype) {
+  if (model_source_kind(model) != ModelSourceKind::HuggingFace) {
+    throw InputError("--mode serve needs a Hugging Face decoder config.json; '" + model + "' is not one");
+  }
+  HfLoader l = hf_graph_loader(model);
+  if (l.kv_values_per_token == 0) throw InputError("--mode serve needs a decoder-only model with a KV cache; '" + model + "' has none");
+  return l.kv_values_per_token * dtype_size(dtype);
+}
+
 LoadedModel load_model_for_pack(const std::string& model, int64_t batch) {
   if (model_source_kind(model) == ModelSourceKind::Builtin) return load_builtin_model(model, batch);
   if (model_source_kind(model) == ModelSourceKind::HuggingFace) {

@@ -785,7 +785,8 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
   check_lora_targets(cfg.lora, lora_used, model);
   TensorId ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
   Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg);
-  TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), 0);
+  if (cfg.logits_to_keep > seq) throw InputError(model + ": more logits to keep than positions");
+  TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), cfg.inference ? cfg.logits_to_keep : 0);
   b.mark_output(logits);
   if (!cfg.inference) {
     b.begin_loss();

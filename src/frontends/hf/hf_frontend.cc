@@ -11,6 +11,9 @@ HfLoader hf_graph_loader(const std::string& path) {
   HfModel m = read_hf_config(path);
   HfLoader l;
   l.torch_dtype = m.torch_dtype;
+  if (m.zoo_spec.empty() && m.family != HfFamily::T5) {
+    l.kv_values_per_token = 2 * m.decoder.layers * m.decoder.kv_heads * m.decoder.head_dim;
+  }
   l.load = [m](const BuildConfig& cfg) -> Graph {
     if (!m.zoo_spec.empty()) {
       if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");

@@ -69,6 +69,8 @@ struct BuildConfig {
   std::optional<LoraConfig> lora;  // Hugging Face decoders only
   WeightFormat weights = WeightFormat::Default;  // Hugging Face decoders only
   int64_t group_size = 128;                      // int4
+  // Hugging Face decoders, one inference forward: lm_head on the last positions only (0: all).
+  int64_t logits_to_keep = 0;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that
