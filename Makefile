@@ -28,6 +28,8 @@ fuzz-smoke:
 validate: build
 	@scripts/install-deps.sh validate
 	/usr/bin/python3 validation/run.py --out validation/measured.json
+	/usr/bin/python3 validation/hf_generate.py
+	/usr/bin/python3 validation/hf_lora.py
 
 bench: build
 	$(BUILD_DIR)/headroom_bench
