@@ -147,3 +147,26 @@ TEST(HfGeneration, HtmlReportHasTheKvCacheBand) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(HfGeneration, TrainingOnlyOptionsAreErrors) {
+  EstimateOptions o = generate_options(validation_config("tiny-llama-gqa.json"), 2, 4, 3);
+  o.micro_batch = 1;
+  Result<Estimate> e = estimate(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--micro-batch applies to training only"), std::string::npos) << e.error();
+  o.micro_batch.reset();
+  o.seq = 8;
+  e = estimate(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--seq does not apply"), std::string::npos) << e.error();
+  // prompt + new tokens - 1 must fit max_position_embeddings (512).
+  e = estimate(generate_options(validation_config("tiny-llama-gqa.json"), 1, 500, 14));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("max_position_embeddings 512"), std::string::npos) << e.error();
+}
+
+}  // namespace
+}  // namespace headroom

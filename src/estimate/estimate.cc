@@ -196,6 +196,8 @@ Estimate estimate_generation(const EstimateOptions& o) {
   const GenerationOptions& gen = *o.generation;
   if (o.mode != RunMode::Inference) throw InputError("generation is an inference run");
   if (o.seq) throw InputError("--seq does not apply to --mode generate (the prompt length is --prompt)");
+  if (o.micro_batch) throw InputError("--micro-batch applies to training only");
+  if (!o.checkpoint_ranges.empty()) throw InputError("--checkpoint applies to training only");
   if (gen.prompt <= 0) throw InputError("--prompt must be a positive number of tokens");
   if (gen.new_tokens <= 0) throw InputError("--new-tokens must be a positive number of tokens");
   ScheduleOptions so = schedule_options(o);
