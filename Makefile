@@ -41,6 +41,8 @@ fuzz-smoke:
 validate: build
 	@scripts/install-deps.sh validate
 	/usr/bin/python3 validation/run.py --out validation/measured.json
+	/usr/bin/python3 validation/hf_generate.py
+	/usr/bin/python3 validation/hf_lora.py
 
 # Every validation case that fits the visible CUDA GPU -> validation/measured_cuda.json (docs/gpu.md).
 # Any Python with torch (1.13 to 2.x) and CUDA: TORCH_PYTHON=... overrides the search (evaluated

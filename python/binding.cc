@@ -75,7 +75,8 @@ std::string trace_text(const std::string& model, const std::vector<std::pair<std
 std::string fit_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
-  EstimateOptions o = unwrap(to_estimate_options(a, /*gpu_all=*/true));
+  if (a.mode == "serve") throw InputError("mode='serve' is the CLI's for now: headroom fit CONFIG --gpu NAME --mode serve --context N");
+  EstimateOptions o = unwrap(to_estimate_options(a, /*fit_command=*/true));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/hf/hf_frontend.h"
 #include "frontends/model_source.h"
@@ -122,6 +123,49 @@ TEST(HfGeneration, MatchesTheCpuMeasurementToTheByte) {
     std::string predicted_step = e.value().peak_forward == 0 ? "prefill" : "decode" + std::to_string(e.value().peak_forward);
     EXPECT_EQ(predicted_step, measured_step) << id;
   }
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(HfGeneration, HtmlReportHasTheKvCacheBand) {
+  const std::string out = std::string(HEADROOM_BINARY_DIR) + "/hf_generation_report.html";
+  headroom::testing::CliRun r = headroom::testing::run_cli(
+      "report " + validation_config("tiny-llama-gqa.json") +
+      " --mode generate --prompt 2 --new-tokens 40 --precision fp32 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  // The window holding the peak (the last decode) with the cache as its own category.
+  EXPECT_NE(ss.str().find("kv cache"), std::string::npos);
+  EXPECT_NE(ss.str().find("decode39."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+TEST(HfGeneration, TrainingOnlyOptionsAreErrors) {
+  EstimateOptions o = generate_options(validation_config("tiny-llama-gqa.json"), 2, 4, 3);
+  o.micro_batch = 1;
+  Result<Estimate> e = estimate(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--micro-batch applies to training only"), std::string::npos) << e.error();
+  o.micro_batch.reset();
+  o.seq = 8;
+  e = estimate(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--seq does not apply"), std::string::npos) << e.error();
+  // prompt + new tokens - 1 must fit max_position_embeddings (512).
+  e = estimate(generate_options(validation_config("tiny-llama-gqa.json"), 1, 500, 14));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("max_position_embeddings 512"), std::string::npos) << e.error();
 }
 
 }  // namespace

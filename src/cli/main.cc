@@ -18,6 +18,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/serve.h"
 #include "frontends/model_source.h"
 #include "measure/watch.h"
 #include "plan/chain_dp.h"
@@ -81,7 +82,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch, prompt, new_tokens, attention, lora;
+  std::string seq, micro_batch, prompt, new_tokens, attention, lora, weights, group_size;
   bool json = false;
   bool trace = false;
 };
@@ -92,11 +93,13 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", e.seq, "sequence length for sequence models");
-  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs)");
+  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs; fit also serve)");
   cmd->add_option("--prompt", e.prompt, "generate: prompt tokens");
   cmd->add_option("--new-tokens", e.new_tokens, "generate: tokens to generate");
   cmd->add_option("--attention", e.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--lora", e.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
+  cmd->add_option("--weights", e.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) storage of the decoder layers' linears");
+  cmd->add_option("--group-size", e.group_size, "--weights int4: values per scale and zero (default 128)");
   cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
@@ -136,6 +139,8 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--new-tokens")) a.new_tokens = e.new_tokens;
   if (cmd->count("--attention")) a.attention = e.attention;
   if (cmd->count("--lora")) a.lora = e.lora;
+  if (cmd->count("--weights")) a.weights = e.weights;
+  if (cmd->count("--group-size")) a.group_size = e.group_size;
   a.optimizer_given = cmd->count("--optimizer") > 0;
   a.precision_given = cmd->count("--precision") > 0;
   a.margin_given = cmd->count("--margin") > 0;
@@ -143,8 +148,8 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   return a;
 }
 
-Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, bool gpu_all = false) {
-  return to_estimate_options(run_args(e, cmd), gpu_all);
+Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, bool fit_command = false) {
+  return to_estimate_options(run_args(e, cmd), fit_command);
 }
 
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
@@ -160,9 +165,45 @@ int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
   return 0;
 }
 
-int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary) {
-  Result<EstimateOptions> o = to_options(a, cmd, /*gpu_all=*/true);
+struct ServeArgs {
+  std::string context, block_size, utilization;
+};
+
+// fit --mode serve: vLLM-style KV block capacity on one GPU (estimate/serve.h).
+int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, const EstimateOptions& base) {
+  Result<ServeOptions> so = capture_input_errors([&]() -> ServeOptions {
+    if (a.run.gpu == "all") throw InputError("--mode serve takes one GPU (--gpu NAME)");
+    if (cmd->count("--vary")) throw InputError("--vary does not apply to --mode serve");
+    if (cmd->count("--batch")) throw InputError("--batch does not apply to --mode serve (vLLM batches up to 256 sequences)");
+    if (cmd->count("--seq")) throw InputError("--seq does not apply to --mode serve: the context is --context N");
+    ServeOptions o;
+    o.estimate = base;
+    RunArgs gpu_args = a.run;
+    if (!cmd->count("--margin")) gpu_args.margin = "0%";  // --gpu-memory-utilization is vLLM's own margin
+    apply_gpu_args(gpu_args, o.estimate, /*required=*/true);
+    if (s.context.empty()) throw InputError("--mode serve needs --context N (vLLM's max_model_len)");
+    o.context = parse_positive("--context", s.context);
+    if (!s.block_size.empty()) o.block_size = parse_positive("--block-size", s.block_size);
+    if (!s.utilization.empty()) o.gpu_memory_utilization = parse_fraction("--gpu-memory-utilization", s.utilization);
+    const DType dtype = base.precision == Precision::Bf16 ? DType::BF16 : base.precision == Precision::Fp16 ? DType::F16 : DType::F32;
+    o.kv_bytes_per_token = kv_cache_bytes_per_token(base.model, dtype);
+    return o;
+  });
+  if (!so.ok()) return fail(so.error());
+  Result<ServeResult> r = serve_capacity(so.value());
+  if (!r.ok()) return fail(r.error());
+  std::cout << (a.json ? serve_json(so.value(), r.value()) : serve_text(so.value(), r.value()));
+  return 0;
+}
+
+int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
+  Result<EstimateOptions> o = to_options(a, cmd, /*fit_command=*/true);
   if (!o.ok()) return fail(o.error());
+  const bool serve_mode = a.run.mode == "serve";
+  if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {
+    return fail("--context, --block-size and --gpu-memory-utilization apply to --mode serve");
+  }
+  if (serve_mode) return run_serve(a, cmd, serve, o.value());
   if (vary != "batch" && vary != "seq") return fail("--vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.run.gpu == "all") {
@@ -474,6 +515,10 @@ int main_impl(int argc, char** argv) {
   CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
   add_estimate_options(fitc, fa);
   fitc->add_option("--vary", vary, "batch (default) or seq");
+  ServeArgs serve_args;
+  fitc->add_option("--context", serve_args.context, "--mode serve: the longest sequence served (vLLM's max_model_len)");
+  fitc->add_option("--block-size", serve_args.block_size, "--mode serve: tokens per KV block (default 16)");
+  fitc->add_option("--gpu-memory-utilization", serve_args.utilization, "--mode serve: share of device memory vLLM may use (default 0.9)");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
@@ -554,7 +599,7 @@ int main_impl(int argc, char** argv) {
   }
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();
-  if (*fitc) return run_fit(fa, fitc, vary);
+  if (*fitc) return run_fit(fa, fitc, vary, serve_args);
   if (*gpus) return run_gpus();
   if (*planc) {
     if (!plan_html_file.empty() && (!graph_file.empty() || !chain_file.empty())) return fail("--html applies to plan MODEL");

@@ -63,6 +63,12 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : o.precision == Precision::Fp16 ? DType::F16 : DType::F32;
   cfg.attention = o.attention;
   cfg.lora = o.lora;
+  cfg.weights = o.weights;
+  cfg.logits_to_keep = o.logits_to_keep;
+  if (o.group_size) {
+    if (o.weights != WeightFormat::Int4) throw InputError("--group-size applies to --weights int4");
+    cfg.group_size = *o.group_size;
+  }
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
   if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {
@@ -191,6 +197,8 @@ Estimate estimate_generation(const EstimateOptions& o) {
   const GenerationOptions& gen = *o.generation;
   if (o.mode != RunMode::Inference) throw InputError("generation is an inference run");
   if (o.seq) throw InputError("--seq does not apply to --mode generate (the prompt length is --prompt)");
+  if (o.micro_batch) throw InputError("--micro-batch applies to training only");
+  if (!o.checkpoint_ranges.empty()) throw InputError("--checkpoint applies to training only");
   if (gen.prompt <= 0) throw InputError("--prompt must be a positive number of tokens");
   if (gen.new_tokens <= 0) throw InputError("--new-tokens must be a positive number of tokens");
   ScheduleOptions so = schedule_options(o);

@@ -73,6 +73,9 @@ struct EstimateOptions {
   std::optional<GenerationOptions> generation;
   AttentionKind attention = AttentionKind::Default;  // Hugging Face decoders only
   std::optional<LoraConfig> lora;                     // Hugging Face decoders only
+  WeightFormat weights = WeightFormat::Default;        // Hugging Face decoders only
+  std::optional<int64_t> group_size;                  // --weights int4 only (default 128)
+  int64_t logits_to_keep = 0;                         // BuildConfig::logits_to_keep (serve's profile)
   // --freeze: parameters whose name matches one of these regular expressions (searched, not
   // anchored) get requires_grad=False. Each must match at least one parameter.
   std::vector<std::string> freeze;

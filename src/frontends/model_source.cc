@@ -22,6 +22,7 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
     if (options.generation) throw InputError("--mode generate needs a Hugging Face config.json; " + what + " is not one");
     if (options.attention != AttentionKind::Default) throw InputError("--attention applies to Hugging Face configs; " + what + " is not one");
     if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; " + what + " is not one");
+    if (options.weights != WeightFormat::Default) throw InputError("--weights applies to Hugging Face decoder configs; " + what + " is not one");
   }
   switch (kind) {
     case ModelSourceKind::Captured:
@@ -57,6 +58,15 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       return;
     }
   }
+}
+
+int64_t kv_cache_bytes_per_token(const std::string& model, DType dtype) {
+  if (model_source_kind(model) != ModelSourceKind::HuggingFace) {
+    throw InputError("--mode serve needs a Hugging Face decoder config.json; '" + model + "' is not one");
+  }
+  HfLoader l = hf_graph_loader(model);
+  if (l.kv_values_per_token == 0) throw InputError("--mode serve needs a decoder-only model with a KV cache; '" + model + "' has none");
+  return l.kv_values_per_token * dtype_size(dtype);
 }
 
 LoadedModel load_model_for_pack(const std::string& model, int64_t batch) {

@@ -43,6 +43,10 @@ ModelSourceKind model_source_kind(const std::string& model);
 // (--attention and --mode generate need a Hugging Face config).
 void select_frontend(EstimateOptions& options, const ModelSourceOptions& source);
 
+// KV cache bytes per token of a Hugging Face decoder config at `dtype` (2 x layers x kv_heads x
+// head_dim x bytes); InputError for any other model.
+int64_t kv_cache_bytes_per_token(const std::string& model, DType dtype);
+
 // pack's loader: every model argument, built-in or file, as an inference graph at a batch size
 // (ONNX files also with their weights' values, for the identical-layer check).
 LoadedModel load_model_for_pack(const std::string& model, int64_t batch);

@@ -664,6 +664,30 @@ void GraphBuilder::release_holds(size_t scope) {
 
 void GraphBuilder::begin_loss() { stage_ = OpStage::Loss; }
 
+TensorId GraphBuilder::quant_linear(const std::string& name, TensorId x, const std::vector<TensorId>& stored,
+                                    int64_t out_features, int64_t temp_bytes, int64_t aux_bytes) {
+  std::vector<TensorId> ins = {x};
+  ins.insert(ins.end(), stored.begin(), stored.end());
+  OpAttrs a;
+  a.temp_bytes = temp_bytes;
+  a.aux_bytes = aux_bytes;
+  std::vector<int64_t> os = shape(x);
+  const int64_t in = os.back();
+  os.back() = out_features;
+  OpId op = add_op(OpKind::QuantLinear, name, ins, a);
+  TensorId out = add_output(op, os, tensor(x).dtype);
+  finish_op(op, checked_mul(checked_mul(2, numel_of(os, name), name), in, name + " flops"));
+  return out;
+}
+
+TensorId GraphBuilder::packed_parameter(const std::string& name, std::vector<int64_t> shape, DType dtype,
+                                        int values_per_element) {
+  TensorId id = parameter(name, std::move(shape), dtype);
+  g_.tensors[static_cast<size_t>(id)].frozen = true;
+  g_.tensors[static_cast<size_t>(id)].values_per_element = static_cast<int8_t>(values_per_element);
+  return id;
+}
+
 TensorId GraphBuilder::cross_entropy(const std::string& name, TensorId logits, TensorId target, double weight) {
   // nn.CrossEntropyLoss is log_softmax over the class dimension followed by nll_loss: two calls,
   // two autograd nodes, and the log-probabilities stay saved.

@@ -228,6 +228,14 @@ class GraphBuilder {
   std::vector<TensorId> opaque(const std::string& name, std::vector<TensorId> inputs,
                                const std::vector<OpaqueOutput>& outputs, OpAttrs attrs = {});
 
+  // x @ W^T with W stored quantized in `stored` (the packed weight first, then its state):
+  // output x.shape[:-1] + [out_features] in x's dtype. `temp_bytes` / `aux_bytes`: the kernel's
+  // temporaries (OpAttrs). REQUIRES: x's last dimension is the layer's in_features.
+  TensorId quant_linear(const std::string& name, TensorId x, const std::vector<TensorId>& stored,
+                        int64_t out_features, int64_t temp_bytes, int64_t aux_bytes);
+  // A frozen parameter that packs `values_per_element` model values per stored element.
+  TensorId packed_parameter(const std::string& name, std::vector<int64_t> shape, DType dtype, int values_per_element);
+
   Graph finish();
 
  private:

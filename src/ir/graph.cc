@@ -47,7 +47,9 @@ bool Graph::is_weight(TensorId id) const {
 int64_t Graph::parameter_count() const {
   int64_t n = 0;
   for (const Tensor& t : tensors) {
-    if (t.role == TensorRole::Parameter && t.tied_to == kNone) n = checked_add(n, t.numel(), "parameter count");
+    if (t.role == TensorRole::Parameter && t.tied_to == kNone) {
+      n = checked_add(n, checked_mul(t.numel(), t.values_per_element, "parameter count"), "parameter count");
+    }
   }
   return n;
 }

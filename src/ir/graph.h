@@ -62,6 +62,9 @@ struct Tensor {
   // A parameter with requires_grad=False (--freeze, a LoRA base model): counted in
   // parameter_count(), but no gradient, no optimizer state, and autograd saves nothing for it.
   bool frozen = false;
+  // How many model values one stored element packs: 2 for 4-bit values in a byte (nf4), 8 in an
+  // int32 (GPTQ's qweight). parameter_count() counts values, as transformers' num_parameters().
+  int8_t values_per_element = 1;
   bool requires_grad() const { return role == TensorRole::Parameter && !frozen; }
 
   int64_t numel() const;  // checked
@@ -86,6 +89,10 @@ struct OpAttrs {
   int64_t start = 0, end = 0, step = 1;  // slice
   double loss_weight = 1.0;   // loss term weight (inception's 0.4 aux loss)
   bool shift_labels = false;  // next-token loss
+  // QuantLinear: bytes of the kernel's main temporary (the dequantized weight, or int8's
+  // quantized activations and int32 product) and of the auxiliary one (the dequantized absmax,
+  // the fp16 copy of the input), each alive while the op runs, also in its backward.
+  int64_t temp_bytes = 0, aux_bytes = 0;
 };
 
 enum class OpStage : uint8_t { Model, Loss };

@@ -22,7 +22,7 @@ constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"}, {OpKind::Split, "split"},
     {OpKind::Contiguous, "contiguous"}, {OpKind::Cat, "cat"},
     {OpKind::NllLoss, "nll_loss"}, {OpKind::MseLoss, "mse_loss"},
-    {OpKind::Opaque, "opaque"},
+    {OpKind::Opaque, "opaque"}, {OpKind::QuantLinear, "quant_linear"},
 };
 
 }  // namespace

@@ -27,6 +27,9 @@ enum class OpKind : uint8_t {
   NllLoss, MseLoss,
   // A unknown op from an importer treated as elementwise (allowed by the user).
   Opaque,
+  // x @ W^T with W stored quantized (bitsandbytes int8 / nf4, GPTQ int4): inputs x and the
+  // stored tensors; the kernel's temporaries are in OpAttrs (temp_bytes, aux_bytes).
+  QuantLinear,
 };
 
 std::string_view op_kind_name(OpKind k);

@@ -129,15 +129,18 @@ LoraConfig parse_lora(const std::string& text) {
   return l;
 }
 
-Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all) {
+Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool fit_command) {
   return capture_input_errors([&]() -> EstimateOptions {
     EstimateOptions o;
     o.model = a.model;
     o.batch = parse_positive("--batch", a.batch);
     if (a.seq) o.seq = parse_positive("--seq", *a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer" || a.mode == "generate") o.mode = RunMode::Inference;
+    else if (a.mode == "infer" || a.mode == "generate" || a.mode == "serve") o.mode = RunMode::Inference;
     else throw InputError("--mode must be infer, train or generate, got '" + a.mode + "'");
+    if (a.mode == "serve" && !fit_command) {
+      throw InputError("--mode serve applies to fit (headroom fit CONFIG --gpu NAME --mode serve --context N)");
+    }
     if (a.mode == "generate") {
       if (!a.prompt || !a.new_tokens) throw InputError("--mode generate needs --prompt N and --new-tokens M");
       o.generation = GenerationOptions{parse_positive("--prompt", *a.prompt), parse_positive("--new-tokens", *a.new_tokens)};
@@ -145,6 +148,13 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all) {
       throw InputError(std::string(a.prompt ? "--prompt" : "--new-tokens") + " applies to --mode generate");
     }
     if (a.lora) o.lora = parse_lora(*a.lora);
+    if (a.weights) {
+      if (*a.weights == "int8") o.weights = WeightFormat::Int8;
+      else if (*a.weights == "int4") o.weights = WeightFormat::Int4;
+      else if (*a.weights == "nf4") o.weights = WeightFormat::Nf4;
+      else throw InputError("--weights must be int8, int4 or nf4 (fp16 / bf16 storage: --precision), got '" + *a.weights + "'");
+    }
+    if (a.group_size) o.group_size = parse_positive("--group-size", *a.group_size);
     o.freeze = a.freeze;
     if (a.attention) {
       if (*a.attention == "eager") o.attention = AttentionKind::Eager;
@@ -201,7 +211,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all) {
     if (a.margin_given && a.gpu.empty() && a.gpu_memory.empty()) {
       throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
     }
-    apply_gpu_args(a, o, false, gpu_all);
+    apply_gpu_args(a, o, false, fit_command);
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
@@ -246,6 +256,8 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"new_tokens", [](RunArgs& r, const std::string& v) { r.new_tokens = v; }},
       {"attention", [](RunArgs& r, const std::string& v) { r.attention = v; }},
       {"lora", [](RunArgs& r, const std::string& v) { r.lora = v; }},
+      {"weights", [](RunArgs& r, const std::string& v) { r.weights = v; }},
+      {"group_size", [](RunArgs& r, const std::string& v) { r.group_size = v; }},
       {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},

@@ -37,6 +37,8 @@ struct RunArgs {
   std::optional<std::string> prompt, new_tokens;  // --mode generate
   std::optional<std::string> attention;           // eager | sdpa | flash
   std::optional<std::string> lora;                // r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05]
+  std::optional<std::string> weights;             // int8 | int4 | nf4
+  std::optional<std::string> group_size;          // --weights int4
   std::vector<std::string> freeze;                // regular expressions over parameter names
   bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
   std::string zero_grad;   // none | zeros; "" leaves the default (none)
@@ -86,7 +88,8 @@ void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required, bool gp
 LoraConfig parse_lora(const std::string& text);
 
 // Everything, model source included. The first problem comes back as one line.
-Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool gpu_all = false);
+// `fit_command`: the options of fit, which alone takes --gpu all and --mode serve.
+Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool fit_command = false);
 
 // Sets one option by its keyword name as the Python package spells it (the CLI flag without the
 // dashes, '-' as '_': "micro_batch", "gpu_memory", "eager_module_loading"...). Flags take "true" or

@@ -112,6 +112,7 @@ bool differentiable_input(const Op& op, int input) {
     case OpKind::MseLoss: return input == 0;
     case OpKind::Where: return input != 0;
     case OpKind::BatchNorm2d: return input <= 2;  // not the running statistics
+    case OpKind::QuantLinear: return input == 0;  // the stored weight is frozen
     default: return true;
   }
 }
@@ -377,6 +378,22 @@ ForwardPlan forward_plan(const RuleContext& c) {
       }
       return p;
     }
+    case OpKind::QuantLinear: {
+      // The kernel's temporaries live while it runs; the output is made after the dequantized
+      // weight (bitsandbytes MatMul4Bit: F.linear(A, dequantize_4bit(B)...)). Autograd keeps the
+      // input (MatMul4Bit / MatMul8bitLt save A; B is the stored weight).
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.creates_node = c.grad_mode && any_needs(c);
+      int t = 0, aux = -1, main = -1;
+      if (op.attrs.aux_bytes > 0) aux = add_temp(p.events, op.attrs.aux_bytes, t);
+      if (op.attrs.temp_bytes > 0) main = add_temp(p.events, op.attrs.temp_bytes, t);
+      if (aux >= 0) p.events.push_back({K::FreeTemp, aux, 0});
+      p.events.push_back({K::AllocOutput, 0, 0});
+      if (main >= 0) p.events.push_back({K::FreeTemp, main, 0});
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
     case OpKind::Opaque: {
       ForwardPlan p = op.attrs.inplace ? aliased_outputs(c) : fresh_outputs(c);
       if (p.creates_node) {
@@ -391,6 +408,18 @@ ForwardPlan forward_plan(const RuleContext& c) {
 BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
   const Op& op = c.op;
   switch (op.kind) {
+    case OpKind::QuantLinear: {
+      // MatMul4Bit.backward: grad_A = grad_output @ dequantize_4bit(B): the weight is dequantized
+      // again (the same temporaries as the forward), the gradient of the input is new.
+      BackwardPlan b;
+      int t = 0, aux = -1, main = -1;
+      if (op.attrs.aux_bytes > 0) aux = add_temp(b.events, op.attrs.aux_bytes, t);
+      if (op.attrs.temp_bytes > 0) main = add_temp(b.events, op.attrs.temp_bytes, t);
+      if (aux >= 0) b.events.push_back({K::FreeTemp, aux, 0});
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      if (main >= 0) b.events.push_back({K::FreeTemp, main, 0});
+      return b;
+    }
     case OpKind::Add:
     case OpKind::AddScalar: {
       BackwardPlan b;

@@ -1,5 +1,7 @@
 #include "frontends/hf/hf_decoder.h"
 
+#include "frontends/hf/hf_decoder_params.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -13,143 +15,13 @@
 namespace headroom {
 namespace {
 
+using hf_detail::declare;
+using hf_detail::LayerParams;
+using hf_detail::Names;
+using hf_detail::names_of;
+using hf_detail::Params;
+
 constexpr double kFloat32Min = -3.4028234663852886e38;
-
-struct LayerParams {
-  LinearParams q, k, v, qkv, o;
-  LinearParams gate, up, gate_up, down;  // plain MLPs: up = fc1 (dense_h_to_4h), down = fc2
-  TensorId router = kNone;
-  struct Expert {
-    LinearParams w1, w2, w3;
-  };
-  std::vector<Expert> experts;
-  NormParams in_norm, post_norm, pre_ff_norm, post_ff_norm;
-};
-
-struct Params {
-  TensorId embed = kNone;
-  std::vector<LayerParams> layers;
-  NormParams final_norm;
-  TensorId inv_freq = kNone;
-  TensorId lm_head = kNone;
-};
-
-// Module paths of each family's state_dict.
-struct Names {
-  std::string embed, layer, attn, q, k, v, qkv, o, mlp, fc1, fc2, in_norm, post_norm, final_norm, rotary, lm_head;
-};
-
-Names names_of(const HfDecoderConfig& c) {
-  switch (c.family) {
-    case HfFamily::GptNeox:
-      return {"gpt_neox.embed_in", "gpt_neox.layers.", "attention", "", "", "", "query_key_value", "dense", "mlp",
-              "dense_h_to_4h", "dense_4h_to_h", "input_layernorm", "post_attention_layernorm",
-              "gpt_neox.final_layer_norm", "gpt_neox.rotary_emb", "embed_out"};
-    case HfFamily::Falcon:
-      return {"transformer.word_embeddings", "transformer.h.", "self_attention", "", "", "", "query_key_value",
-              "dense", "mlp", "dense_h_to_4h", "dense_4h_to_h", "input_layernorm", "post_attention_layernorm",
-              "transformer.ln_f", "transformer.rotary_emb", "lm_head"};
-    default:
-      return {"model.embed_tokens", "model.layers.", "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
-              c.experts > 0 ? "block_sparse_moe" : "mlp", "", "", "input_layernorm", "post_attention_layernorm",
-              "model.norm", "model.rotary_emb", "lm_head"};
-  }
-}
-
-NormParams norm_params(GraphBuilder& b, const HfDecoderConfig& c, const std::string& m) {
-  if (c.norm == HfNorm::LayerNorm) return layer_norm_params(b, m, c.hidden);
-  return {b.parameter(m + ".weight", {c.hidden}), kNone};
-}
-
-// nn.Linear's parameters, and with LoRA on this module peft's lora_A / lora_B after them
-// (lora.Linear registers base_layer, then lora_A and lora_B). `used` collects matched targets.
-LinearParams linear_params_lora(GraphBuilder& b, const std::optional<LoraConfig>& lora, std::set<std::string>& used,
-                                const std::string& module, int64_t in, int64_t out, bool bias) {
-  LinearParams p = linear_params(b, module, in, out, bias);
-  if (!lora) return p;
-  const std::string leaf = module.substr(module.rfind('.') + 1);
-  if (std::find(lora->targets.begin(), lora->targets.end(), leaf) == lora->targets.end()) return p;
-  used.insert(leaf);
-  p.lora_a = b.parameter(module + ".lora_A.default.weight", {lora->r, in});
-  p.lora_b = b.parameter(module + ".lora_B.default.weight", {out, lora->r});
-  return p;
-}
-
-// The model's __init__, module by module (parameter order = named_parameters()).
-Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const std::optional<LoraConfig>& lora,
-               std::set<std::string>& lora_used) {
-  auto linear_params = [&](GraphBuilder& bb, const std::string& module, int64_t in, int64_t out, bool bias) {
-    return linear_params_lora(bb, lora, lora_used, module, in, out, bias);
-  };
-  Params p;
-  const int64_t h = c.hidden, q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
-  p.embed = b.parameter(n.embed + ".weight", {c.vocab, h});
-  for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string m = n.layer + std::to_string(i) + ".";
-    LayerParams lp;
-    auto attention = [&] {
-      const std::string a = m + n.attn + ".";
-      if (c.family == HfFamily::Phi3) {  // Phi3Attention registers o_proj before qkv_proj
-        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
-        lp.qkv = linear_params(b, a + n.qkv, h, q_out + 2 * kv_out, c.qkv_bias);
-      } else if (c.qkv != HfQkv::Separate) {
-        lp.qkv = linear_params(b, a + n.qkv, h, q_out + 2 * kv_out, c.qkv_bias);
-        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
-      } else {
-        lp.q = linear_params(b, a + n.q, h, q_out, c.qkv_bias);
-        lp.k = linear_params(b, a + n.k, h, kv_out, c.qkv_bias);
-        lp.v = linear_params(b, a + n.v, h, kv_out, c.qkv_bias);
-        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
-      }
-    };
-    auto mlp = [&] {
-      const std::string f = m + n.mlp + ".";
-      if (c.experts > 0) {  // MixtralSparseMoeBlock: gate, then experts (w1, w2, w3)
-        lp.router = b.parameter(f + "gate.weight", {c.experts, h});
-        for (int64_t e = 0; e < c.experts; ++e) {
-          const std::string x = f + "experts." + std::to_string(e) + ".";
-          LayerParams::Expert ex;
-          ex.w1 = linear_params(b, x + "w1", h, c.intermediate, false);
-          ex.w2 = linear_params(b, x + "w2", c.intermediate, h, false);
-          ex.w3 = linear_params(b, x + "w3", h, c.intermediate, false);
-          lp.experts.push_back(ex);
-        }
-      } else if (c.fused_gate_up) {
-        lp.gate_up = linear_params(b, f + "gate_up_proj", h, 2 * c.intermediate, c.mlp_bias);
-        lp.down = linear_params(b, f + "down_proj", c.intermediate, h, c.mlp_bias);
-      } else if (c.gated_mlp) {
-        lp.gate = linear_params(b, f + "gate_proj", h, c.intermediate, c.mlp_bias);
-        lp.up = linear_params(b, f + "up_proj", h, c.intermediate, c.mlp_bias);
-        lp.down = linear_params(b, f + "down_proj", c.intermediate, h, c.mlp_bias);
-      } else {
-        lp.up = linear_params(b, f + n.fc1, h, c.intermediate, c.mlp_bias);
-        lp.down = linear_params(b, f + n.fc2, c.intermediate, h, c.mlp_bias);
-      }
-    };
-    if (c.family == HfFamily::GptNeox) {  // GPTNeoXLayer: both norms, attention, mlp
-      lp.in_norm = norm_params(b, c, m + n.in_norm);
-      lp.post_norm = norm_params(b, c, m + n.post_norm);
-      attention();
-      mlp();
-    } else {  // the decoder layer registers attention and mlp before its norms
-      attention();
-      mlp();
-      lp.in_norm = norm_params(b, c, m + n.in_norm);
-      if (!c.shared_layernorm) lp.post_norm = norm_params(b, c, m + n.post_norm);
-      if (c.sandwich_norms) {
-        lp.pre_ff_norm = norm_params(b, c, m + "pre_feedforward_layernorm");
-        lp.post_ff_norm = norm_params(b, c, m + "post_feedforward_layernorm");
-      }
-    }
-    p.layers.push_back(lp);
-  }
-  p.final_norm = norm_params(b, c, n.final_norm);
-  // inv_freq: a non-persistent float32 buffer (arange(...).float() ignores the default dtype).
-  p.inv_freq = b.buffer(n.rotary + ".inv_freq", {c.rotary_dim / 2}, DType::F32);
-  p.lm_head = c.tie_embeddings ? b.tied_parameter(n.lm_head + ".weight", p.embed)
-                               : b.parameter(n.lm_head + ".weight", {c.vocab, h});
-  return p;
-}
 
 // The keys and values each layer holds (DynamicCache.key_cache / value_cache).
 struct Cache {
@@ -160,8 +32,9 @@ class Forward {
  public:
   // `inference`: no autograd (the memory-efficient kernel then computes no logsumexp).
   Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference,
-          const std::optional<LoraConfig>& lora)
-      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(lora) {}
+          const BuildConfig& cfg)
+      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(cfg.lora),
+        weights_(cfg.weights) {}
 
   // One model call on `ids` [B, S] with `past` cached tokens; `cache` null: use_cache=False.
   // Returns the final hidden states [B, S, H] (the caller applies lm_head).
@@ -544,10 +417,10 @@ class Forward {
   // nn.Linear, or peft's lora.Linear: result = base_layer(x); result = result +
   // lora_B(lora_A(dropout(x))) * scaling (scaling = lora_alpha / r; dropout is nn.Identity at 0).
   TensorId linear(const std::string& m, TensorId x, const LinearParams& p) {
-    if (p.lora_a == kNone) return apply_linear(b_, m, x, p);
+    if (p.lora_a == kNone) return base_linear(m, x, p);
     size_t scope = b_.open_scope();
     b_.hold(x);
-    TensorId result = apply_linear(b_, m + ".base_layer", x, p);
+    TensorId result = base_linear(m + ".base_layer", x, p);
     TensorId d = x;
     if (lora_->dropout > 0.0) d = b_.dropout(m + ".lora_dropout", x, lora_->dropout);
     TensorId a = b_.linear_with(m + ".lora_A", d, p.lora_a);
@@ -555,6 +428,34 @@ class Forward {
     up = b_.mul_scalar(m + ".scaling", up, lora_->alpha / static_cast<double>(lora_->r));
     TensorId out = b_.add(m + ".add", result, up);
     b_.release_holds(scope);
+    return out;
+  }
+
+  // nn.Linear, or the quantized layer of --weights with its kernel's temporaries:
+  //  nf4: bnb.matmul_4bit: one token without grad takes gemv_4bit (no temporary); otherwise
+  //    MatMul4Bit: F.linear(A, dequantize_4bit(B).t(), bias), the dequantized weight [out, in]
+  //    in the model dtype and, first, the fp32 absmax of its blocks (dequantize_blockwise);
+  //  int8: MatMul8bitLt: A.to(float16) (when the model is not fp16), int8_vectorwise_quant's
+  //    int8 copy and fp32 row scales, the int32 product, the fp16 result before .to(dtype);
+  //    the outlier columns (threshold 6.0) depend on the data and are not counted;
+  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch.
+  // The bias is added in place.
+  TensorId base_linear(const std::string& m, TensorId x, const LinearParams& p) {
+    if (p.quant.empty()) return apply_linear(b_, m, x, p);
+    const int64_t tokens = b_.tensor(x).numel() / p.in;
+    const int64_t act = b_.tensor(x).bytes() / b_.tensor(x).numel();
+    int64_t temp = 0, aux = 0;
+    if (weights_ == WeightFormat::Nf4 && !(inference_ && tokens == 1)) {
+      temp = checked_mul(checked_mul(p.out, p.in, m), act, m);
+      aux = checked_mul((checked_mul(p.out, p.in, m) + 63) / 64, 4, m);
+    } else if (weights_ == WeightFormat::Int8) {
+      if (b_.tensor(x).dtype != DType::F16) aux = checked_mul(checked_mul(tokens, p.in, m), 2, m);
+      temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
+      temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 4, m), m);
+      if (b_.tensor(x).dtype != DType::F16) temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 2, m), m);
+    }
+    TensorId out = b_.quant_linear(m, x, p.quant, p.out, temp, aux);
+    if (p.bias != kNone) out = b_.add_(m + ".bias.add_", out, p.bias);
     return out;
   }
 
@@ -646,6 +547,7 @@ class Forward {
   AttentionKind attention_;
   bool inference_;
   const std::optional<LoraConfig>& lora_;
+  WeightFormat weights_;
 };
 
 AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg, const std::string& model) {
@@ -654,6 +556,17 @@ AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg
     throw InputError(model + ": flash attention runs in fp16 or bf16 only (flash_attn_func); use --precision bf16 or --attention sdpa");
   }
   return a;
+}
+
+void check_weights(const BuildConfig& cfg, const std::string& model) {
+  if (cfg.weights == WeightFormat::Default) return;
+  if (cfg.dtype != DType::F16 && cfg.dtype != DType::BF16) {
+    throw InputError(model + ": --weights quantizes a model run in fp16 or bf16 (--precision fp16|bf16)");
+  }
+  if (cfg.weights == WeightFormat::Int4) {
+    if (cfg.dtype != DType::F16) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) runs in fp16: add --precision fp16");
+    if (!cfg.inference) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) is inference only");
+  }
 }
 
 void check_lora_targets(const std::optional<LoraConfig>& lora, const std::set<std::string>& used, const std::string& model) {
@@ -677,11 +590,13 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
   std::set<std::string> lora_used;
-  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_weights(cfg, model);
+  Params p = declare(b, c, names_of(c), cfg, lora_used);
   check_lora_targets(cfg.lora, lora_used, model);
   TensorId ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg.lora);
-  TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), 0);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg);
+  if (cfg.logits_to_keep > seq) throw InputError(model + ": more logits to keep than positions");
+  TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), cfg.inference ? cfg.logits_to_keep : 0);
   b.mark_output(logits);
   if (!cfg.inference) {
     b.begin_loss();
@@ -716,9 +631,10 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
   b.set_dim("batch", batch);
   b.set_dim("seq", w.prompt);
   std::set<std::string> lora_used;
-  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_weights(cfg, model);
+  Params p = declare(b, c, names_of(c), cfg, lora_used);
   check_lora_targets(cfg.lora, lora_used, model);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg.lora);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg);
   TensorId prompt = b.input("input_ids", {batch, w.prompt}, DType::I64);  // the caller keeps it
   Cache cache;
   cache.k.assign(static_cast<size_t>(c.layers), kNone);

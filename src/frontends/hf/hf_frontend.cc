@@ -11,9 +11,13 @@ HfLoader hf_graph_loader(const std::string& path) {
   HfModel m = read_hf_config(path);
   HfLoader l;
   l.torch_dtype = m.torch_dtype;
+  if (m.zoo_spec.empty() && m.family != HfFamily::T5) {
+    l.kv_values_per_token = 2 * m.decoder.layers * m.decoder.kv_heads * m.decoder.head_dim;
+  }
   l.load = [m](const BuildConfig& cfg) -> Graph {
     if (!m.zoo_spec.empty()) {
       if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");
+      if (cfg.weights != WeightFormat::Default) throw InputError("--weights applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       if (cfg.lora) throw InputError("--lora applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
       Graph g = build_model(m.zoo_spec, cfg);

@@ -15,6 +15,9 @@ namespace headroom {
 struct HfLoader {
   std::function<Graph(const BuildConfig&)> load;
   std::optional<DType> torch_dtype;  // the config's default precision
+  // KV cache bytes per token at one byte per value: 2 (k, v) x layers x kv_heads x head_dim;
+  // 0 for models without one (t5, gpt2 and bert through the zoo).
+  int64_t kv_values_per_token = 0;
 };
 
 // Reads the config now (InputError on a bad one); the loader builds a graph per BuildConfig.

@@ -261,6 +261,7 @@ Graph build_hf_t5(const T5Config& c, const std::string& model, const BuildConfig
   if (cfg.generation) throw InputError(model + ": --mode generate covers decoder-only models (not t5)");
   if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder-only families, not t5");
   if (cfg.lora) throw InputError("--lora applies to the decoder-only families, not t5");
+  if (cfg.weights != WeightFormat::Default) throw InputError("--weights applies to the decoder-only families, not t5");
   const int64_t seq = sequence_length(cfg, 128, INT64_MAX, model, "");
   GraphBuilder b(model, cfg.dtype);
   b.set_dim("batch", cfg.batch);

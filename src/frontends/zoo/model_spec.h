@@ -47,6 +47,11 @@ struct LoraConfig {
   double dropout = 0.0;
 };
 
+// How the decoder layers' nn.Linear weights are stored (--weights): as the model dtype, or
+// quantized the way bitsandbytes (int8: LLM.int8, nf4: 4-bit NormalFloat with double
+// quantization) or GPTQ (int4, exllamav2 kernels, --group-size) store them.
+enum class WeightFormat : uint8_t { Default, Int8, Int4, Nf4 };
+
 // What every builder needs besides its own parameters.
 struct BuildConfig {
   int64_t batch = 1;
@@ -62,6 +67,10 @@ struct BuildConfig {
   std::optional<GenerationWindow> generation;  // Hugging Face decoders only
   AttentionKind attention = AttentionKind::Default;
   std::optional<LoraConfig> lora;  // Hugging Face decoders only
+  WeightFormat weights = WeightFormat::Default;  // Hugging Face decoders only
+  int64_t group_size = 128;                      // int4
+  // Hugging Face decoders, one inference forward: lm_head on the last positions only (0: all).
+  int64_t logits_to_keep = 0;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "frontends/zoo/model_spec.h"
 #include "ir/builder.h"
@@ -33,6 +34,8 @@ struct LinearParams {
   TensorId weight = kNone;
   TensorId bias = kNone;
   TensorId lora_a = kNone, lora_b = kNone;  // LoRA adapters (Hugging Face decoders with --lora)
+  std::vector<TensorId> quant;  // quantized storage (--weights): the packed weight, then its state
+  int64_t in = 0, out = 0;
 };
 LinearParams linear_params(GraphBuilder& b, const std::string& module, int64_t in, int64_t out, bool bias = true);
 
