@@ -89,6 +89,7 @@ def _two_heads_loss(out, y):
 
 # name -> (builder, input shape without the batch, targets(batch), loss_fn)
 MODELS = {
+    "resnet50": (lambda: _tv("resnet50"), (3, 64, 64), "classes", _ce),
     "resnext50_32x4d": (lambda: _tv("resnext50_32x4d"), (3, 64, 64), "classes", _ce),
     "wide_resnet50_2": (lambda: _tv("wide_resnet50_2"), (3, 64, 64), "classes", _ce),
     "shufflenet_v2_x0_5": (lambda: _tv("shufflenet_v2_x0_5"), (3, 64, 64), "classes", _ce),
@@ -134,7 +135,18 @@ def _cases_for(name):
     return out
 
 
-CASES = [c for name in MODELS for c in _cases_for(name)]
+def _threaded(c, threads):
+    c = dict(c, threads=threads)
+    c["id"] += f"/t{threads}"
+    return c
+
+
+# At 2 intra-op threads PyTorch 1.13 sends 1x1 stride-1 convolutions at batches below 16 to oneDNN
+# (aten _convolution's use_mkldnn) and layer norm's backward temporary is per thread.
+THREADED = ("resnet50", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1", "mlp-blocks")
+
+CASES = [c for name in MODELS for c in _cases_for(name)] + \
+    [_threaded(c, 2) for name in THREADED for c in _cases_for(name)]
 
 
 def predict(case):
@@ -142,7 +154,7 @@ def predict(case):
     import headroom
     torch.manual_seed(0)
     model, x, y, loss_fn = build(case["model"][len("captured:"):], case["batch"])
-    options = dict(mode=case["mode"], device="cpu")
+    options = dict(mode=case["mode"], device="cpu", threads=case.get("threads") or 1)
     if case["mode"] == "train":
         options.update(optimizer=case["optimizer"], foreach=case["foreach"])
         return headroom.estimate(model, x, loss_fn=lambda out: loss_fn(out, y), **options)

@@ -21,10 +21,6 @@ from torch.overrides import TorchFunctionMode
 
 from ._native import Error
 
-# Calls that only read metadata or return no tensor are not recorded.
-_IGNORED = {"dim", "size", "numel", "__len__", "__get__", "__bool__", "is_floating_point", "__format__",
-            "__repr__", "__hash__", "__eq__", "_has_compatible_shallow_copy_type", "stride", "is_contiguous",
-            "element_size", "__iter__"}
 
 
 class TensorInfo:
@@ -68,6 +64,8 @@ class Ref:
 
 def _func_name(func):
     name = getattr(func, "__name__", None) or str(func)
+    if name == "__get__":  # a property (x.T, x.data): name it by the property
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
     return name
 
 
@@ -83,7 +81,9 @@ class _Recorder(TorchFunctionMode):
         args = cap._leaves(args)
         kwargs = cap._leaves(kwargs)
         out = func(*args, **kwargs)
-        if name in _IGNORED or not _has_tensor(out):
+        # Calls that return no tensor (x.dim(), x.size(), x.shape) are metadata: not recorded. Every
+        # call that returns a tensor is recorded, and lowered or refused by name.
+        if not _has_tensor(out):
             return out
         return cap._record(func, name, args, kwargs, out)
 

@@ -49,7 +49,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch;
+  std::string seq, micro_batch, threads;
   bool json = false;
   bool trace = false;
 };
@@ -67,6 +67,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--precision", a.precision, "fp32, amp-fp16, amp-bf16 or bf16 (default fp32)");
   cmd->add_option("--micro-batch", e.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
+  cmd->add_option("--threads", e.threads, "--device cpu: intra-op threads, torch.set_num_threads (default 1)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
@@ -92,6 +93,7 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   RunArgs a = e.run;
   if (cmd->count("--seq")) a.seq = e.seq;
   if (cmd->count("--micro-batch")) a.micro_batch = e.micro_batch;
+  if (cmd->count("--threads")) a.threads = e.threads;
   a.keep_program = e.trace;
   return a;
 }
