@@ -259,6 +259,8 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
         raise Error("model must be an nn.Module, got " + type(model).__name__)
     if mode not in ("train", "infer"):
         raise Error(f"mode must be infer or train, got '{mode}'")
+    if loss_fn is not None and mode == "infer":
+        raise Error("loss_fn applies to mode='train'; inference runs no loss")
     if loss_fn is not None and not callable(loss_fn):
         raise Error("loss_fn must be a callable (output -> scalar tensor), got " + type(loss_fn).__name__)
     inputs = _as_tuple(example_inputs)
