@@ -199,8 +199,6 @@ class Plan(dict):
             raise Error("plan.apply needs a plan made for an nn.Module")
         if not self.get("feasible"):
             raise Error("plan.apply: the plan is not feasible")
-        if self.get("decisions", {}).get("micro_batches", 1) != 1:
-            raise Error("plan.apply: gradient accumulation (micro_batches > 1) is not applied yet")
         recompute = ap.recomputed_ops(self)
         low = self._capture.lowering()
         mops = ap.ModuleOps(low)
@@ -209,6 +207,8 @@ class Plan(dict):
         ap.apply_segments(model, chosen)
         options = dict(self._options)
         options["checkpoint"] = ranges
+        if self.micro_batches > 1:  # accumulate+checkpoint: the segments at the micro-batch
+            options["micro_batch"] = self.micro_batch
         self.applied = dict(checkpoint=ranges, estimate=estimate(self._capture, **options))
         return model
 

@@ -77,13 +77,17 @@ def test_runs_that_no_module_covers_are_reported_as_applied():
     assert plan.applied["estimate"] == again
 
 
-@pytest.mark.parametrize("budget,micro_batches", [("25MiB", 2), ("20MiB", 4)])
-def test_accumulation_plan_step_measures_its_predicted_peak(budget, micro_batches):
+@pytest.mark.parametrize("budget,strategy,micro_batches,checkpoint", [
+    ("25MiB", "accumulate", 2, []),
+    ("20MiB", "accumulate", 4, []),
+    ("10MiB", "accumulate+checkpoint", 8, ["1..9"]),
+])
+def test_accumulation_plan_step_measures_its_predicted_peak(budget, strategy, micro_batches, checkpoint):
     # plan.step runs the plan's micro-batches as a DataLoader at the micro-batch size hands them
-    # over (one at a time); the measured peak is the plan's.
-    r = measure("mlp-seq", "--budget", budget, "--accumulate")
-    assert r["micro_batches"] == micro_batches
-    assert r["measured"] == r["predicted"]
+    # over (one at a time), plan.apply its segments; the measured peak is the plan's.
+    r = measure("mlp-seq", "--budget", budget, "--accumulate", strategy)
+    assert (r["micro_batches"], r["checkpoint"]) == (micro_batches, checkpoint)
+    assert r["measured"] == r["predicted"] == r["plan_peak"]
 
 
 def test_plan_step_gradients_are_the_full_batch_mean():
