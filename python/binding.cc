@@ -200,6 +200,7 @@ void bind_builder(py::module_& m) {
         return b.avg_pool2d_with(n, x, window(k, s, p, {1, 1}, ceil));
       })
       .def("adaptive_avg_pool2d", &B::adaptive_avg_pool2d)
+      .def("upsample2d", &B::upsample2d)
       .def("dropout", &B::dropout)
       .def("view", &B::view)
       .def("flatten", &B::flatten)

@@ -314,10 +314,12 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
             except Exception as e:  # the module failed on meta tensors
                 where = f" in module '{trace.scope[-1]}'" if trace.scope and trace.scope[-1] else ""
                 raise Error(f"capture: the model failed on meta tensors{where}: {type(e).__name__}: {e}") from e
-        outs = out if isinstance(out, (list, tuple)) else (out,)
+        # A tensor, a tuple or list of tensors, or a dict of them (torchvision's segmentation
+        # models return {"out": ..., "aux": ...}): every tensor is an output.
+        outs = list(out.values()) if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else (out,)
         for o in outs:
             if not isinstance(o, torch.Tensor) or trace.tid(o) is None:
-                raise Error("capture: the model must return a tensor or a tuple of tensors, got " +
+                raise Error("capture: the model must return a tensor, a tuple or a dict of tensors, got " +
                             type(o).__name__)
             trace.outputs.append(trace.tid(o))
         if mode == "train":
