@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build demo test validate bench fuzz fuzz-smoke clean
+.PHONY: deps build demo test validate validate-gpu bench fuzz fuzz-smoke clean
 
 deps:
 	@scripts/install-deps.sh build
@@ -29,6 +29,15 @@ fuzz-smoke:
 validate: build
 	@scripts/install-deps.sh validate
 	/usr/bin/python3 validation/run.py --out validation/measured.json
+
+# Every validation case that fits the visible CUDA GPU -> validation/measured_cuda.json (docs/gpu.md).
+# Any Python with torch (1.13 to 2.x) and CUDA: TORCH_PYTHON=... overrides the search (evaluated
+# only here: importing torch takes seconds).
+TORCH_PYTHON ?= $(shell for p in /usr/bin/python3 python3 python; do \
+	$$p -c 'import torch' >/dev/null 2>&1 && command -v $$p && break; done)
+validate-gpu:
+	@test -n "$(TORCH_PYTHON)" || { echo "validate-gpu: no Python with torch found (set TORCH_PYTHON=/path/to/python)" >&2; exit 1; }
+	@$(TORCH_PYTHON) validation/cuda_run.py
 
 bench: build
 	$(BUILD_DIR)/headroom_bench

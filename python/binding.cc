@@ -100,7 +100,9 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
                            const py::object& captured, const std::string& budget, const std::string& activation_budget,
                            const std::string& strategy, const std::string& cost_gpu) {
   PlanRequest req;
-  req.run = unwrap(to_estimate_options(to_run_args(model, options, captured)));
+  RunArgs a = to_run_args(model, options, captured);
+  if (!a.margin_given) a.margin = "0%";  // as the CLI: a plan's budget is the whole GPU unless asked
+  req.run = unwrap(to_estimate_options(a));
   if (!budget.empty()) req.budget_bytes = parse_memory_size(budget);
   if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
   req.strategy = strategy;

@@ -36,8 +36,12 @@ TEST(Cli, BadNumbersAndOptions) {
   expect_usage_error("estimate resnet18 --batch -4", "--batch must be a positive integer");
   expect_usage_error("estimate resnet18 --batch abc", "batch");
   expect_usage_error("estimate resnet18 --batch 99999999999999999999", "batch");
-  expect_usage_error("estimate resnet18 --mode fly", "--mode must be infer or train");
-  expect_usage_error("estimate resnet18 --optimizer lion", "--optimizer must be");
+  expect_usage_error("estimate resnet18 --mode fly", "--mode must be infer, train or generate");
+  expect_usage_error("estimate gpt2 --mode generate --prompt 4 --new-tokens 2", "--mode generate needs a Hugging Face config.json");
+  expect_usage_error("estimate gpt2 --mode infer --prompt 4", "--prompt applies to --mode generate");
+  expect_usage_error("estimate gpt2 --attention eager", "--attention applies to Hugging Face configs");
+  expect_usage_error("estimate gpt2 --attention fast", "--attention must be eager, sdpa or flash");
+  expect_usage_error("estimate resnet18 --optimizer lamb", "--optimizer must be");
   expect_usage_error("estimate resnet18 --precision fp8", "--precision must be");
   expect_usage_error("estimate resnet18 --device tpu", "--device must be cuda or cpu");
   expect_usage_error("estimate resnet18 --foreach --no-foreach", "contradict");

@@ -133,7 +133,8 @@ TEST(ParseMemorySize, UnitsAndSpacing) {
   EXPECT_EQ(parse_memory_size("80GB"), 80'000'000'000LL);
   EXPECT_EQ(parse_memory_size("16000MiB"), 16000LL << 20);
   EXPECT_EQ(parse_memory_size("16000mib"), 16000LL << 20);
-  EXPECT_EQ(parse_memory_size(" 512 "), 512);
+  EXPECT_EQ(parse_memory_size(" 512 B "), 512);
+  EXPECT_EQ(parse_memory_size("0"), 0);  // zero needs no unit (--cublas-workspace 0)
   EXPECT_EQ(parse_memory_size("512B"), 512);
   EXPECT_EQ(parse_memory_size("1.5GiB"), 1610612736);
   EXPECT_EQ(parse_memory_size("0.5 KiB"), 512);
@@ -147,6 +148,9 @@ TEST(ParseMemorySize, GarbageIsAnInputErrorNamingIt) {
     std::string e = error_of([&] { parse_memory_size(bad); });
     EXPECT_NE(e.find(std::string("'") + bad + "'"), std::string::npos) << bad << ": " << e;
   }
+  // A bare number was read as bytes: `--gpu-memory 24` said "does not fit: 3.29 GiB short".
+  std::string bare = error_of([] { parse_memory_size("24"); });
+  EXPECT_NE(bare.find("'24' has no unit: write e.g. 24GiB or 24GB"), std::string::npos) << bare;
   EXPECT_NE(error_of([] { parse_memory_size("9999999999TiB"); }).find("too large"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_memory_size("99999999999999999999"); }).find("too large"),

@@ -119,6 +119,38 @@ TEST(MlpArithmetic, GradientAccumulationKeepsGradientsBetweenMicroBatches) {
   EXPECT_EQ(r.value().micro_batches, 2);
 }
 
+TEST(MlpArithmetic, ZeroGradZerosKeepsGradientsIntoTheNextStep) {
+  // zero_grad(set_to_none=False): step 1 is unchanged (peak 324, backward) but dW 64 + db 16 = 80
+  // stay allocated. Step 2 starts at 144 + 80 = 224: its forward peaks at 272 + 80 = 352; in its
+  // backward a new dW and db are allocated (324 + 80 = 404) and AccumulateGrad adds them in place
+  // into the kept ones, then drops them. SGD without momentum allocates nothing in step().
+  EstimateOptions o = mlp_options(RunMode::Training, OptimizerKind::Sgd);
+  o.zero_grad = ZeroGrad::Zeros;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Estimate& e = r.value();
+  ASSERT_EQ(e.iterations.size(), 2u);
+  EXPECT_EQ(e.iterations[0].peak_bytes, 324);
+  EXPECT_EQ(e.iterations[1].peak_bytes, 404);
+  EXPECT_EQ(e.iterations[1].peak_phase, Phase::Backward);
+  auto forward_peak = [](const IterationSummary& it) {
+    for (const PhasePeak& p : it.phases) {
+      if (p.phase == Phase::Forward) return p.bytes;
+    }
+    return int64_t{-1};
+  };
+  EXPECT_EQ(forward_peak(e.iterations[0]), 272);
+  EXPECT_EQ(forward_peak(e.iterations[1]), 352);
+  EXPECT_EQ(e.peak_bytes, 404);
+  EXPECT_EQ(e.breakdown_at_peak[static_cast<size_t>(Category::Gradients)], 80);
+  // The default frees them: step 2 repeats step 1.
+  o.zero_grad = ZeroGrad::SetToNone;
+  Result<Estimate> freed = estimate(o);
+  ASSERT_TRUE(freed.ok()) << freed.error();
+  EXPECT_EQ(forward_peak(freed.value().iterations[1]), 272);
+  EXPECT_EQ(freed.value().peak_bytes, 324);
+}
+
 TEST(MlpArithmetic, EveryBuiltinProgramPassesTheOracles) {
   for (const ZooEntry& z : zoo()) {
     for (RunMode mode : {RunMode::Inference, RunMode::Training}) {

@@ -231,7 +231,13 @@ TEST(OnnxImport, DynamicBatchAndNamedDims) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(),
             "m.onnx: symbolic dimension 'seq' (used by inputs 'x', 'mask') has no value: pass "
-            "--dim seq=N");
+            "--seq N or --dim seq=N");
+  // --seq binds every dimension named like a sequence; --dim wins over it.
+  OnnxImportOptions with_seq = batch_options(3);
+  with_seq.seq = 9;
+  EXPECT_EQ(import_ok(m, with_seq).tensor(0).shape, (std::vector<int64_t>{3, 9, 4}));
+  with_seq.dims["seq"] = 6;
+  EXPECT_EQ(import_ok(m, with_seq).tensor(0).shape, (std::vector<int64_t>{3, 6, 4}));
   OnnxImportOptions no_batch;
   no_batch.dims["seq"] = 2;
   r = import_onnx_bytes(m.bytes(), no_batch, "m.onnx");

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "estimate/estimate.h"
+#include "validation_cases.h"
 
 namespace headroom {
 namespace {
@@ -24,24 +25,6 @@ struct Row {
   std::string note;
 };
 
-EstimateOptions options_for(const nlohmann::json& c) {
-  EstimateOptions o;
-  o.model = c.at("model").get<std::string>();
-  o.batch = c.at("batch").get<int64_t>();
-  if (!c.at("seq").is_null()) o.seq = c.at("seq").get<int64_t>();
-  o.mode = c.at("mode") == "train" ? RunMode::Training : RunMode::Inference;
-  if (o.mode == RunMode::Training) {
-    o.optimizer = *parse_optimizer(c.at("optimizer").get<std::string>());
-    o.foreach = c.at("foreach").get<bool>();
-  }
-  o.dropout = c.at("dropout").get<bool>();
-  o.precision = *parse_precision(c.at("precision").get<std::string>());
-  o.device = "cpu";
-  // Checkpointing cases: the headroom op ranges equivalent to what the harness checkpoints.
-  if (c.contains("checkpoint")) o.checkpoint_ranges = c.at("checkpoint").get<std::vector<std::string>>();
-  return o;
-}
-
 TEST(Validation, EveryMeasuredCaseIsPredictedWithinBounds) {
   std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/measured.json");
   ASSERT_TRUE(f.good()) << "validation/measured.json is missing: run make validate";
@@ -53,7 +36,7 @@ TEST(Validation, EveryMeasuredCaseIsPredictedWithinBounds) {
     Row r;
     r.id = c.at("id").get<std::string>();
     r.measured = c.at("measured").at("peak_bytes").get<int64_t>();
-    Result<Estimate> e = estimate(options_for(c));
+    Result<Estimate> e = estimate(testing::options_for_case(c, "cpu"));
     if (!e.ok()) {
       r.note = e.error();
       r.error = 1.0;

@@ -296,7 +296,7 @@ class BertModel(nn.Module):
         batch_size, seq_length = input_ids.size()
         if self.config["mask"] == "hf":
             # HF 4.30 BertModel.forward with attention_mask=None:
-            attention_mask = torch.ones((batch_size, seq_length))
+            attention_mask = torch.ones((batch_size, seq_length), device=input_ids.device)
             # ModuleUtilsMixin.get_extended_attention_mask (encoder, 2-D mask):
             extended_attention_mask = attention_mask[:, None, None, :]
             extended_attention_mask = extended_attention_mask.to(dtype=torch.float32)

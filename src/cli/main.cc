@@ -1,5 +1,6 @@
 // The `headroom` command: parses arguments, calls the library, prints. Every user error is one
 // line on stderr and exit code 2, with nothing on stdout.
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -7,12 +8,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "frontends/model_source.h"
+#include "measure/watch.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_model.h"
 #include "plan/planner.h"
@@ -41,6 +45,11 @@ int fail(const std::string& message) {
   return kUsageError;
 }
 
+// Every file a command writes is named on stderr (stdout carries the result, e.g. --json).
+void say_written(const std::string& path, int64_t bytes) {
+  std::cerr << "headroom: wrote " << path << " (" << human_bytes(bytes) << ")\n";
+}
+
 bool color_enabled() {
   return isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 }
@@ -49,7 +58,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch, threads;
+  std::string seq, micro_batch, threads, prompt, new_tokens, attention, lora;
   bool json = false;
   bool trace = false;
 };
@@ -60,21 +69,29 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   if (model_required) model->required();
   cmd->add_option("--batch", a.batch, "batch size (default 1)");
   cmd->add_option("--seq", e.seq, "sequence length for sequence models");
-  cmd->add_option("--mode", a.mode, "infer or train (default train)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam or adamw (default adam)");
+  cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs)");
+  cmd->add_option("--prompt", e.prompt, "generate: prompt tokens");
+  cmd->add_option("--new-tokens", e.new_tokens, "generate: tokens to generate");
+  cmd->add_option("--attention", e.attention, "Hugging Face configs: eager, sdpa (default) or flash");
+  cmd->add_option("--lora", e.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
+  cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
+  cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
   cmd->add_flag("--foreach", a.foreach, "use the optimizer's foreach (multi-tensor) implementation");
   cmd->add_flag("--no-foreach", a.no_foreach, "use the single-tensor implementation");
-  cmd->add_option("--precision", a.precision, "fp32, amp-fp16, amp-bf16 or bf16 (default fp32)");
+  cmd->add_option("--precision", a.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16 (default fp32; Hugging Face configs: their torch_dtype)");
   cmd->add_option("--micro-batch", e.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--threads", e.threads, "--device cpu: intra-op threads, torch.set_num_threads (default 1)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
+  cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
+  cmd->add_option("--framework", a.framework, "hf-trainer: a Hugging Face Trainer loop of PyTorch < 2.0 (adamw, no foreach, --zero-grad zeros)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");
   cmd->add_flag("--json", e.json, "print one JSON object");
   cmd->add_flag("--trace", e.trace, "print every simulated allocation and free (for comparing with a measured trace)");
   cmd->add_option("--gpu", a.gpu, "GPU from the catalog (headroom gpus lists them)");
   cmd->add_option("--gpu-memory", a.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
+  cmd->add_option("--margin", a.margin, "with a GPU: memory kept free, e.g. 10% (default " + a.margin + "; 0% turns it off)");
   cmd->add_option("--cuda-context", a.cuda_context, "CUDA context size (default 254MiB, 616MiB with --eager-module-loading)");
   cmd->add_flag("--eager-module-loading", a.eager_loading, "CUDA_MODULE_LOADING=EAGER: a larger context");
   cmd->add_flag("--nccl", a.nccl, "add NCCL communicator memory (default 512MiB, --nccl-memory)");
@@ -94,6 +111,13 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--seq")) a.seq = e.seq;
   if (cmd->count("--micro-batch")) a.micro_batch = e.micro_batch;
   if (cmd->count("--threads")) a.threads = e.threads;
+  if (cmd->count("--prompt")) a.prompt = e.prompt;
+  if (cmd->count("--new-tokens")) a.new_tokens = e.new_tokens;
+  if (cmd->count("--attention")) a.attention = e.attention;
+  if (cmd->count("--lora")) a.lora = e.lora;
+  a.optimizer_given = cmd->count("--optimizer") > 0;
+  a.precision_given = cmd->count("--precision") > 0;
+  a.margin_given = cmd->count("--margin") > 0;
   a.keep_program = e.trace;
   return a;
 }
@@ -168,6 +192,7 @@ int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& ou
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
   if (!written.ok()) return fail(written.error());
+  say_written(output, written.value());
   return 0;
 }
 
@@ -202,6 +227,7 @@ int run_pack(const PackArgs& a) {
   if (!a.html.empty()) {
     Result<int64_t> written = write_file_atomically(a.html, pack_html(r.value()));
     if (!written.ok()) return fail(written.error());
+    say_written(a.html, written.value());
   }
   std::cout << (a.json ? pack_json(r.value()) : pack_text(r.value()));
   return 0;
@@ -237,10 +263,12 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     if (r.value().chain.fwd_ms.empty()) return fail("--export-chain: the model has no stages");
     Result<int64_t> written = write_file_atomically(export_chain, chain_json(r.value().chain));
     if (!written.ok()) return fail(written.error());
+    say_written(export_chain, written.value());
   }
   if (!html.empty()) {
     Result<int64_t> written = write_file_atomically(html, plan_html(r.value()));
     if (!written.ok()) return fail(written.error());
+    say_written(html, written.value());
   }
   std::cout << (a.json ? plan_json(r.value()) : plan_text(r.value()));
   return 0;
@@ -316,9 +344,106 @@ int run_models() {
   return 0;
 }
 
+// One line and one example per command: what bare `headroom` and `headroom help` print. README's
+// "Commands" block is this text (tests/cli_help_test.cc compares them).
+struct CommandHelp {
+  const char* usage;
+  const char* example;
+};
+const std::map<std::string, CommandHelp>& command_help() {
+  static const std::map<std::string, CommandHelp> help = {
+      {"estimate", {"estimate MODEL", "headroom estimate resnet50 --batch 32"}},
+      {"fit", {"fit MODEL --gpu NAME", "headroom fit gpt2 --gpu T4"}},
+      {"plan", {"plan MODEL --gpu NAME", "headroom plan gpt2 --batch 8 --gpu T4"}},
+      {"report", {"report MODEL -o FILE", "headroom report resnet50 -o report.html"}},
+      {"pack", {"pack MODEL...", "headroom pack resnet50 vgg16 --gpu T4"}},
+      {"models", {"models", "headroom models"}},
+      {"gpus", {"gpus", "headroom gpus"}},
+      {"watch", {"watch -- COMMAND", "headroom watch -o run.csv -- python train.py"}},
+      {"help", {"help [COMMAND]", "headroom help plan"}},
+  };
+  return help;
+}
+
+std::string overview(const CLI::App& app) {
+  std::string s = "headroom " HEADROOM_VERSION ": how much GPU memory a model needs, before you run it\n\n";
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    auto it = command_help().find(sub->get_name());
+    HEADROOM_CHECK(it != command_help().end(), "no help line for command " + sub->get_name());
+    s += fmt::format("  {:<22} {}\n  {:<22}   e.g. {}\n", it->second.usage, sub->get_description(), "",
+                     it->second.example);
+  }
+  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,..., an .onnx file, or a Hugging Face\n"
+       "config.json (or the checkpoint folder holding one).\n"
+       "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
+  return s;
+}
+
+// `watch`: NVML samples while a command runs (docs/gpu.md, "Measuring"). Exits with the
+// command's exit code once the summary is printed.
+struct WatchArgs {
+  std::string interval = "100ms";
+  std::string pid;
+  std::string samples;
+  std::string output;
+  std::string compare;
+  std::vector<std::string> command;
+};
+
+volatile sig_atomic_t g_interrupted = 0;
+
+int run_watch(const WatchArgs& a) {
+  std::optional<int64_t> predicted;
+  std::unique_ptr<Nvml> nvml;
+  Result<WatchOptions> o = capture_input_errors([&]() -> WatchOptions {
+    WatchOptions w;
+    w.interval_ms = parse_interval_ms(a.interval);
+    if (!a.pid.empty()) {
+      int64_t pid = parse_positive("--pid", a.pid);
+      if (pid > INT32_MAX) throw InputError("--pid " + a.pid + " is not a process id");
+      w.pid = static_cast<pid_t>(pid);
+    }
+    if (!a.samples.empty()) w.max_samples = parse_positive("--samples", a.samples);
+    w.command = a.command;
+    if (!a.output.empty()) (void)sample_format_for(a.output);
+    if (!a.compare.empty()) {
+      Result<int64_t> p = predicted_device_total(a.compare);
+      if (!p.ok()) throw InputError(p.error());
+      predicted = p.value();
+    }
+    nvml = Nvml::load();
+    return w;
+  });
+  if (!o.ok()) return fail(o.error());
+  WatchOptions w = o.value();
+  // Without a command, Ctrl-C ends the watch and still prints the summary; with one, the command
+  // gets the terminal's signal itself and the watch ends when it exits. The handler (not
+  // SIG_IGN) is reset to the default in the started command by exec.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = 1; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  w.interrupted = [] { return g_interrupted != 0; };
+  std::ofstream file;
+  if (!a.output.empty()) {
+    file.open(a.output, std::ios::binary | std::ios::trunc);
+    if (!file) return fail("-o " + a.output + ": cannot open the file for writing");
+  }
+  Result<WatchResult> r = watch(w, *nvml, a.output.empty() ? nullptr : &file,
+                                a.output.empty() ? SampleFormat::Csv : sample_format_for(a.output));
+  if (!r.ok()) {
+    if (!a.output.empty()) std::remove(a.output.c_str());  // no half-written file
+    return fail(r.error());
+  }
+  std::cout << watch_summary(r.value(), predicted) << std::flush;
+  return r.value().exit_code.value_or(0);
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{"headroom: how much GPU memory a model needs, before you run it"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", "headroom " HEADROOM_VERSION);
   EstimateArgs ea;
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
@@ -327,14 +452,13 @@ int main_impl(int argc, char** argv) {
   std::string vary = "batch";
   CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
   add_estimate_options(fitc, fa);
-  fitc->add_option("--margin", fa.run.margin, "memory kept free, e.g. 5% (default 0%)");
   fitc->add_option("--vary", vary, "batch (default) or seq");
   CLI::App* gpus = app.add_subcommand("gpus", "list the GPU catalog");
   std::string chain_file, chain_budget, chain_slots, plan_strategy = "auto", cost_gpu, activation_budget, export_chain;
   EstimateArgs pla;
+  pla.run.margin = "0%";  // a plan's budget is the whole GPU unless asked otherwise
   CLI::App* planc = app.add_subcommand("plan", "the fastest way to train within a memory budget (or --chain: the chain solver)");
   add_estimate_options(planc, pla, /*model_required=*/false);
-  planc->add_option("--margin", pla.run.margin, "memory kept free with --gpu, e.g. 5% (default 0%)");
   planc->add_option("--chain", chain_file, "chain model JSON (docs/chain-solver.md)");
   planc->add_option("--budget", chain_budget, "memory budget, e.g. 20GiB (default with --gpu: its memory)");
   planc->add_option("--strategy", plan_strategy,
@@ -365,8 +489,21 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  WatchArgs wa;
+  CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
+  watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
+  watchc->add_option("--pid", wa.pid, "watch a running process (and its children) instead of starting one");
+  watchc->add_option("--samples", wa.samples, "stop sampling after N samples");
+  watchc->add_option("-o,--output", wa.output, "write every sample to FILE.csv or FILE.jsonl");
+  watchc->add_option("--compare", wa.compare, "estimate --gpu --json output: print its device total beside the peak");
+  watchc->add_option("COMMAND", wa.command, "the command to run and watch, after --");
+  std::string help_topic;
+  CLI::App* helpc = app.add_subcommand("help", "this overview, or a command's options");
+  helpc->add_option("COMMAND", help_topic, "a command");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -375,6 +512,23 @@ int main_impl(int argc, char** argv) {
     std::string msg = e.what();
     if (msg.empty()) msg = "invalid arguments (see headroom --help)";
     return fail(msg);
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << overview(app);
+    return 0;
+  }
+  if (*helpc) {
+    if (help_topic.empty()) {
+      std::cout << overview(app);
+      return 0;
+    }
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == help_topic) {
+        std::cout << sub->help();
+        return 0;
+      }
+    }
+    return fail("help: unknown command '" + help_topic + "' (headroom help lists them)");
   }
   if (*est) return run_estimate(ea, est);
   if (*models) return run_models();
@@ -395,6 +549,7 @@ int main_impl(int argc, char** argv) {
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output);
+  if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }
 

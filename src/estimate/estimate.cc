@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 
 #include "frontends/zoo/registry.h"
 #include "training/autocast.h"
@@ -16,15 +17,40 @@ std::string_view precision_name(Precision p) {
     case Precision::AmpFp16: return "amp-fp16";
     case Precision::AmpBf16: return "amp-bf16";
     case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
   }
   return "?";
 }
 
 std::optional<Precision> parse_precision(std::string_view s) {
-  for (Precision p : {Precision::Fp32, Precision::AmpFp16, Precision::AmpBf16, Precision::Bf16}) {
+  for (Precision p : {Precision::Fp32, Precision::AmpFp16, Precision::AmpBf16, Precision::Bf16, Precision::Fp16}) {
     if (precision_name(p) == s) return p;
   }
   return std::nullopt;
+}
+
+void apply_freeze(Graph& g, const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    std::regex re;
+    try {
+      re = std::regex(pattern);
+    } catch (const std::regex_error&) {
+      throw InputError("--freeze '" + pattern + "' is not a regular expression");
+    }
+    bool any = false;
+    for (Tensor& t : g.tensors) {
+      // named_parameters() lists a tied parameter once, under its first name.
+      if (t.role == TensorRole::Parameter && t.tied_to == kNone && std::regex_search(t.name, re)) {
+        t.frozen = true;
+        any = true;
+      }
+    }
+    if (!any) throw InputError("--freeze '" + pattern + "' matches no parameter of " + g.model);
+  }
+  // A tied parameter is the same tensor as the one it is tied to.
+  for (Tensor& t : g.tensors) {
+    if (t.tied_to != kNone) t.frozen = g.tensors[static_cast<size_t>(t.tied_to)].frozen;
+  }
 }
 
 Graph build_graph(const EstimateOptions& o, int64_t batch) {
@@ -34,8 +60,14 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.loss = o.loss;
   cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
   cfg.inference = o.mode == RunMode::Inference;
-  cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
+  cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : o.precision == Precision::Fp16 ? DType::F16 : DType::F32;
+  cfg.attention = o.attention;
+  cfg.lora = o.lora;
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
+  apply_freeze(g, o.freeze);
+  if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {
+    throw InputError("every parameter is frozen: a training step has nothing to train");
+  }
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
   // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
   if (o.precision == Precision::AmpBf16) return apply_autocast(g, DType::BF16, /*grad_scaler=*/false);
@@ -47,7 +79,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.mode = o.mode;
   s.optimizer = o.optimizer;
   s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
-  s.foreach = o.foreach.value_or(s.device.default_foreach);
+  s.foreach = optimizer_has_foreach(o.optimizer) && o.foreach.value_or(s.device.default_foreach);
   if (o.device == "cpu") s.device.threads = o.threads.value_or(1);
   if (o.device == "cuda") {
     if (o.gpu && !o.gpu->gpu.empty()) s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
@@ -56,6 +88,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
     s.device.conv_workspace_bytes = o.conv_workspace_bytes;
   }
   s.iterations = o.iterations;
+  s.zero_grad = o.zero_grad;
   if (o.mode == RunMode::Training) s.plan = o.plan;
   return s;
 }
@@ -64,6 +97,7 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   Estimate e;
   e.options = o;
   e.parameter_count = g.parameter_count();
+  e.trainable_parameter_count = g.trainable_parameter_count();
   e.weights_bytes = g.weights_bytes();
   e.input_bytes = g.input_bytes();
   e.peak_bytes = sim.peak.bytes;
@@ -138,8 +172,75 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
   }
 }
 
+std::string forward_name(int64_t forward) { return forward == 0 ? "prefill" : "decode " + std::to_string(forward); }
+
+namespace {
+
+// The forward a step belongs to, from the op-name prefix the HF decoder gives generation graphs
+// ("prefill.", "decode<i>.").
+int64_t forward_of_label(const std::string& label) {
+  if (label.rfind("decode", 0) != 0) return 0;
+  return std::stoll(label.substr(6, label.find('.') - 6));
+}
+
+// Generation: generate()'s forwards in two windows, each simulated as one inference program.
+// Decode forwards 2..M-2 need no simulation of their own: forward i + 1 runs the same ops in the
+// same order as forward i, with every buffer the same size or larger (the cache, the scores and
+// the ids grow by one token) and the same state carried in, so its peak is at least forward i's.
+// The peak of the whole run is the larger of window [prefill, decode 1] and window [decode M-1].
+Estimate estimate_generation(const EstimateOptions& o) {
+  const GenerationOptions& gen = *o.generation;
+  if (o.mode != RunMode::Inference) throw InputError("generation is an inference run");
+  if (o.seq) throw InputError("--seq does not apply to --mode generate (the prompt length is --prompt)");
+  if (gen.prompt <= 0) throw InputError("--prompt must be a positive number of tokens");
+  if (gen.new_tokens <= 0) throw InputError("--new-tokens must be a positive number of tokens");
+  ScheduleOptions so = schedule_options(o);
+  std::vector<std::pair<int64_t, int64_t>> windows = {{0, std::min<int64_t>(1, gen.new_tokens - 1)}};
+  if (gen.new_tokens - 1 >= 2) windows.push_back({gen.new_tokens - 1, gen.new_tokens - 1});
+  std::optional<Estimate> best;
+  for (auto [first, last] : windows) {
+    EstimateOptions wo = o;
+    GenerationWindow w{gen.prompt, gen.new_tokens, first, last};
+    wo.graph_loader = [&o, w](const BuildConfig& cfg) {
+      BuildConfig c = cfg;
+      c.generation = w;
+      return o.graph_loader(c);
+    };
+    Graph g = build_graph(wo, o.batch);
+    Program p = build_program(g, so);
+    SimResult sim = simulate(p);
+    if (best && sim.peak.bytes <= best->peak_bytes) continue;
+    Estimate e = summarize(o, g, p, sim);
+    e.kv_cache_bytes = sim.at_peak[static_cast<size_t>(Category::KvCache)];
+    e.peak_forward = forward_of_label(e.peak_op);
+    if (o.gpu) e.device = device_memory(p, *o.gpu);
+    if (o.keep_program) e.program = std::move(p);
+    best = std::move(e);
+  }
+  best->notes.push_back("generation: prefill of " + std::to_string(gen.prompt) + " tokens, then " +
+                        std::to_string(gen.new_tokens - 1) +
+                        " decode forwards with a DynamicCache; simulated: prefill, decode 1 and the last decode (the decode forwards between them run the same program on a shorter cache)");
+  best->foreach = so.foreach;
+  best->micro_batch = o.batch;
+  // The prompt (the caller's input_ids); the carried-in cache of the last window is not an input.
+  best->input_bytes = checked_mul(checked_mul(o.batch, gen.prompt, "prompt"), 8, "prompt bytes");
+  return *best;
+}
+
+}  // namespace
+
 Result<Estimate> estimate(const EstimateOptions& o) {
   return capture_input_errors([&]() -> Estimate {
+    if (o.foreach && !optimizer_has_foreach(o.optimizer)) {
+      throw InputError("--foreach / --no-foreach apply to sgd, momentum, adam and adamw, not " + std::string(optimizer_name(o.optimizer)));
+    }
+    if (o.generation) {
+      if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
+      if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");
+      if (!o.graph_loader) throw InputError("--mode generate needs a Hugging Face config.json");
+      if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
+      return estimate_generation(o);
+    }
     if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
     if (o.seq && *o.seq <= 0) throw InputError("sequence length must be positive, got " + std::to_string(*o.seq));
     if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");

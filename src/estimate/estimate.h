@@ -23,9 +23,18 @@
 
 namespace headroom {
 
-enum class Precision : uint8_t { Fp32, AmpFp16, AmpBf16, Bf16 };
+// fp16 / bf16: the model's weights and activations in that dtype (model.to(dtype), or
+// from_pretrained(torch_dtype=...)); amp-*: fp32 weights under torch.autocast.
+enum class Precision : uint8_t { Fp32, AmpFp16, AmpBf16, Bf16, Fp16 };
 std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view s);
+
+// --mode generate: transformers' generate() with a DynamicCache (greedy): a prefill of `prompt`
+// tokens, then new_tokens - 1 decode forwards of one token each.
+struct GenerationOptions {
+  int64_t prompt = 0;
+  int64_t new_tokens = 0;
+};
 
 struct EstimateOptions {
   std::string model;                  // built-in spec ("resnet50", "mlp:layers=4,dim=256") or a name
@@ -37,6 +46,7 @@ struct EstimateOptions {
   RunMode mode = RunMode::Training;
   OptimizerKind optimizer = OptimizerKind::Adam;
   std::optional<bool> foreach;        // unset: the device's default implementation
+  ZeroGrad zero_grad = ZeroGrad::SetToNone;  // training: what zero_grad() after each step does
   Precision precision = Precision::Fp32;
   std::string device = "cuda";        // "cuda" or "cpu"
   // CPU profile: intra-op threads (torch.set_num_threads). More than one sends 1x1 stride-1
@@ -63,6 +73,13 @@ struct EstimateOptions {
   // Checkpoint segments by op name, "first..last" (inclusive), resolved against the graph and
   // added to `plan` (the CLI's --checkpoint); an unknown name is an InputError.
   std::vector<std::string> checkpoint_ranges;
+  // Generation (mode Inference; Hugging Face decoders only).
+  std::optional<GenerationOptions> generation;
+  AttentionKind attention = AttentionKind::Default;  // Hugging Face decoders only
+  std::optional<LoraConfig> lora;                     // Hugging Face decoders only
+  // --freeze: parameters whose name matches one of these regular expressions (searched, not
+  // anchored) get requires_grad=False. Each must match at least one parameter.
+  std::vector<std::string> freeze;
 };
 
 struct BufferAtPeak {
@@ -92,6 +109,7 @@ struct Estimate {
   int64_t micro_batch = 0;        // resolved (== batch without accumulation)
   int micro_batches = 1;
   int64_t parameter_count = 0;
+  int64_t trainable_parameter_count = 0;  // without frozen parameters (--freeze, --lora)
   int64_t weights_bytes = 0;
   int64_t input_bytes = 0;
   int64_t peak_bytes = 0;
@@ -105,13 +123,22 @@ struct Estimate {
   std::vector<std::string> notes;
   Program program;  // only with EstimateOptions::keep_program
   std::optional<DeviceMemory> device;  // with EstimateOptions::gpu
+  // Generation: the KV cache live at the peak, and the forward holding the peak (0 = the
+  // prefill, i = the decode of token i + 1).
+  int64_t kv_cache_bytes = 0;
+  int64_t peak_forward = 0;
 };
+
+// "prefill" or "decode i".
+std::string forward_name(int64_t forward);
 
 // The whole pipeline. Bad input comes back as a failed Result with one line.
 Result<Estimate> estimate(const EstimateOptions& options);
 
 // The pieces, for tools that reuse them (fit, plan, tests).
 Graph build_graph(const EstimateOptions& options, int64_t batch);
+// --freeze: marks matching parameters frozen; InputError on a bad pattern or one matching nothing.
+void apply_freeze(Graph& g, const std::vector<std::string>& patterns);
 ScheduleOptions schedule_options(const EstimateOptions& options);
 Estimate summarize(const EstimateOptions& options, const Graph& g, const Program& p, const SimResult& sim);
 // Resolves "first..last" op-name ranges into plan.checkpoints (sorted); InputError on unknown

@@ -1,5 +1,7 @@
 #include "frontends/model_source.h"
 
+#include "frontends/hf/hf_config.h"
+#include "frontends/hf/hf_frontend.h"
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/onnx/onnx_weights.h"
 #include "util/error.h"
@@ -8,17 +10,36 @@ namespace headroom {
 
 ModelSourceKind model_source_kind(const std::string& model) {
   if (looks_like_onnx_path(model)) return ModelSourceKind::Onnx;
+  if (looks_like_hf_config(model)) return ModelSourceKind::HuggingFace;
   return ModelSourceKind::Builtin;
 }
 
 void select_frontend(EstimateOptions& options, const ModelSourceOptions& source) {
-  if (source.captured) {
-    if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");
-    if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files, not to a captured module");
-    options.graph_loader = source.captured;
-    return;
+  // A captured program is the source whenever one is handed in; the model text is then its name.
+  const ModelSourceKind kind = source.captured ? ModelSourceKind::Captured : model_source_kind(options.model);
+  const std::string what = kind == ModelSourceKind::Captured ? "a captured module" : "'" + options.model + "'";
+  if (kind != ModelSourceKind::HuggingFace) {
+    if (options.generation) throw InputError("--mode generate needs a Hugging Face config.json; " + what + " is not one");
+    if (options.attention != AttentionKind::Default) throw InputError("--attention applies to Hugging Face configs; " + what + " is not one");
+    if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; " + what + " is not one");
   }
-  switch (model_source_kind(options.model)) {
+  switch (kind) {
+    case ModelSourceKind::Captured:
+      if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");
+      if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files, not to a captured module");
+      options.graph_loader = source.captured;
+      return;
+    case ModelSourceKind::HuggingFace: {
+      if (!source.dims.empty()) throw InputError("--dim applies to ONNX files; '" + options.model + "' is a Hugging Face config");
+      if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files; '" + options.model + "' is a Hugging Face config");
+      HfLoader l = hf_graph_loader(options.model);
+      options.graph_loader = l.load;
+      if (!source.precision_given && l.torch_dtype) {
+        if (*l.torch_dtype == DType::BF16) options.precision = Precision::Bf16;
+        if (*l.torch_dtype == DType::F16) options.precision = Precision::Fp16;
+      }
+      return;
+    }
     case ModelSourceKind::Builtin:
       if (!source.dims.empty()) {
         throw InputError("--dim applies to ONNX files; '" + options.model + "' is a built-in model");
@@ -35,12 +56,17 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       options.graph_loader = onnx_graph_loader(options.model, io);
       return;
     }
-    case ModelSourceKind::Captured: break;  // never chosen from text
   }
 }
 
 LoadedModel load_model_for_pack(const std::string& model, int64_t batch) {
   if (model_source_kind(model) == ModelSourceKind::Builtin) return load_builtin_model(model, batch);
+  if (model_source_kind(model) == ModelSourceKind::HuggingFace) {
+    BuildConfig cfg;
+    cfg.batch = batch;
+    cfg.inference = true;
+    return loaded_from_graph(hf_graph_loader(model).load(cfg));
+  }
   OnnxImportOptions io;
   io.batch = batch;
   io.with_loss = false;

@@ -1,6 +1,6 @@
 // model_source: the one place that decides which frontend reads a model argument, so that the
-// CLI, the Python package and `pack` resolve "resnet50", "net.onnx" and (next) a Hugging Face
-// config.json the same way.
+// CLI, the Python package and `pack` resolve "resnet50", "net.onnx" and a Hugging Face
+// config.json (or a checkpoint folder holding one) the same way.
 //
 // Invariants: the choice depends only on the argument's text (and, for a directory, on whether it
 // holds a config.json), never on the options, except that a program captured from PyTorch (the
@@ -18,7 +18,7 @@
 
 namespace headroom {
 
-enum class ModelSourceKind : uint8_t { Builtin, Onnx, Captured };
+enum class ModelSourceKind : uint8_t { Builtin, Onnx, HuggingFace, Captured };
 
 // Options that only some frontends take.
 struct ModelSourceOptions {
@@ -29,14 +29,18 @@ struct ModelSourceOptions {
   // A program captured from an nn.Module (python/headroom/recorder.py): builds the graph for each
   // run's BuildConfig. Set, it is the model source and the model argument is its display name.
   std::function<Graph(const BuildConfig&)> captured;
+  // Whether the user chose the precision (--precision). Hugging Face configs: when not, the
+  // config's torch_dtype is the precision (float16 -> fp16, bfloat16 -> bf16).
+  bool precision_given = false;
 };
 
 // Which frontend reads `model`.
 ModelSourceKind model_source_kind(const std::string& model);
 
 // Sets options.graph_loader for `options.model` (left unset for built-in models, which
-// estimate() builds from the zoo). Throws InputError when `source` holds an option the chosen
-// frontend does not take.
+// estimate() builds from the zoo), and for Hugging Face configs the default precision. Throws
+// InputError when `source` or `options` hold an option the chosen frontend does not take
+// (--attention and --mode generate need a Hugging Face config).
 void select_frontend(EstimateOptions& options, const ModelSourceOptions& source);
 
 // pack's loader: every model argument, built-in or file, as an inference graph at a batch size

@@ -533,6 +533,10 @@ TensorId GraphBuilder::transpose(const std::string& name, TensorId x, int64_t d0
   OpId op = add_op(OpKind::Transpose, name, {x}, a);
   bool same = a0 == a1 || s[static_cast<size_t>(a0)] == 1 || s[static_cast<size_t>(a1)] == 1;
   TensorId out = add_output(op, os, tensor(x).dtype, x, same && is_contiguous(x));
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (!same && is_contiguous(x) && rank >= 2 && std::min(a0, a1) == rank - 2 && std::max(a0, a1) == rank - 1) {
+    g_.tensors[static_cast<size_t>(out)].transposed_matrix = true;
+  }
   finish_op(op, 0);
   return out;
 }

@@ -179,6 +179,16 @@ class GraphBuilder {
   // How many ops have been written; the last one is op_count() - 1.
   OpId op_count() const { return static_cast<OpId>(g_.ops.size()); }
 
+  // References that outlive Python scopes, as generate() keeps them across loop iterations:
+  // `t` stays referenced until op `until` finishes (the cache slot replaced by torch.cat, the
+  // next-token logits rebound in the next iteration).
+  void keep_until(TensorId t, OpId until) { g_.holds.push_back({t, until}); }
+  // An input the caller drops after op `until` (see Graph::input_releases).
+  void release_input_after(TensorId input, OpId until) { g_.input_releases.push_back({input, until}); }
+  // Marks `t`'s storage as KV cache (Graph::kv_cache).
+  void mark_kv_cache(TensorId t) { g_.kv_cache.push_back(g_.storage_root(t)); }
+  OpId last_op() const { return static_cast<OpId>(g_.ops.size()) - 1; }
+
   const Tensor& tensor(TensorId id) const { return g_.tensor(id); }
   const std::vector<int64_t>& shape(TensorId id) const { return g_.tensor(id).shape; }
   // Whether a tensor's memory is laid out contiguously in its shape order.

@@ -52,6 +52,14 @@ int64_t Graph::parameter_count() const {
   return n;
 }
 
+int64_t Graph::trainable_parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor& t : tensors) {
+    if (t.requires_grad() && t.tied_to == kNone) n = checked_add(n, t.numel(), "parameter count");
+  }
+  return n;
+}
+
 int64_t Graph::weights_bytes() const {
   int64_t n = 0;
   for (const Tensor& t : tensors) {

@@ -56,6 +56,13 @@ struct Tensor {
   // Whether the storage is laid out contiguously in `shape` order (permute/transpose views are
   // not). Matmul and reshape copy non-contiguous operands, which costs memory.
   bool contiguous = true;
+  // x.transpose(-2, -1) of a contiguous x: not contiguous, but matmul folds its batch dimensions
+  // with a view and BLAS reads the transposed matrices in place (no copy).
+  bool transposed_matrix = false;
+  // A parameter with requires_grad=False (--freeze, a LoRA base model): counted in
+  // parameter_count(), but no gradient, no optimizer state, and autograd saves nothing for it.
+  bool frozen = false;
+  bool requires_grad() const { return role == TensorRole::Parameter && !frozen; }
 
   int64_t numel() const;  // checked
   int64_t bytes() const;  // checked
@@ -116,6 +123,13 @@ struct Graph {
   // loss behind GradScaler's scaled one, partial losses held in Python variables).
   std::vector<TensorId> loss_terms;
   std::vector<std::string> notes;  // facts a report should state (e.g. "batch norm folded")
+  // Generation: storages that are a KV cache (the tensors DynamicCache holds, or the carried-in
+  // cache of a graph that starts after the prefill); their buffers are reported as "kv cache".
+  std::vector<TensorId> kv_cache;
+  // Inputs whose caller drops them during the run (generate()'s carried state: the old cache
+  // slot after torch.cat replaced it, the previous step's logits): the input's reference goes
+  // when op `until` finishes. Other inputs live for the whole run.
+  std::vector<Hold> input_releases;
 
   const Tensor& tensor(TensorId id) const { return tensors.at(static_cast<size_t>(id)); }
   const Op& op(OpId id) const { return ops.at(static_cast<size_t>(id)); }
@@ -123,6 +137,7 @@ struct Graph {
   bool is_weight(TensorId id) const;  // parameter or buffer
 
   int64_t parameter_count() const;  // tied parameters count once
+  int64_t trainable_parameter_count() const;  // parameters that are not frozen
   int64_t weights_bytes() const;     // parameters + buffers, tied ones once
   int64_t input_bytes() const;       // inputs + targets
 

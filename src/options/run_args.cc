@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <cmath>
 #include <map>
+#include <sstream>
 
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
@@ -80,10 +82,47 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
   }
   src.allow_unknown = a.allow_unknown;
   src.captured = a.captured;
+  src.precision_given = a.precision_given;
   select_frontend(o, src);
 }
 
 }  // namespace
+
+LoraConfig parse_lora(const std::string& text) {
+  LoraConfig l;
+  bool have_r = false, have_targets = false, in_targets = false;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      if (!in_targets || item.empty()) throw InputError("--lora '" + text + "': '" + item + "' is not KEY=VALUE");
+      l.targets.push_back(item);
+      continue;
+    }
+    in_targets = false;
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "r") {
+      l.r = parse_positive("--lora r", value);
+      have_r = true;
+    } else if (key == "alpha" || key == "dropout") {
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !(v >= 0.0) || !std::isfinite(v) || (key == "dropout" && v >= 1.0)) {
+        throw InputError("--lora " + key + " must be a number" + (key == "dropout" ? " in [0, 1)" : " >= 0") + ", got '" + value + "'");
+      }
+      (key == "alpha" ? l.alpha : l.dropout) = v;
+    } else if (key == "targets") {
+      if (value.empty()) throw InputError("--lora targets= is empty");
+      l.targets = {value};
+      have_targets = in_targets = true;
+    } else {
+      throw InputError("--lora: unknown key '" + key + "' (r, alpha, targets, dropout)");
+    }
+  }
+  if (!have_r || !have_targets) throw InputError("--lora needs r=N and targets=NAME[,NAME...]");
+  return l;
+}
 
 Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
   return capture_input_errors([&]() -> EstimateOptions {
@@ -92,16 +131,30 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
     o.batch = parse_positive("--batch", a.batch);
     if (a.seq) o.seq = parse_positive("--seq", *a.seq);
     if (a.mode == "train") o.mode = RunMode::Training;
-    else if (a.mode == "infer") o.mode = RunMode::Inference;
-    else throw InputError("--mode must be infer or train, got '" + a.mode + "'");
+    else if (a.mode == "infer" || a.mode == "generate") o.mode = RunMode::Inference;
+    else throw InputError("--mode must be infer, train or generate, got '" + a.mode + "'");
+    if (a.mode == "generate") {
+      if (!a.prompt || !a.new_tokens) throw InputError("--mode generate needs --prompt N and --new-tokens M");
+      o.generation = GenerationOptions{parse_positive("--prompt", *a.prompt), parse_positive("--new-tokens", *a.new_tokens)};
+    } else if (a.prompt || a.new_tokens) {
+      throw InputError(std::string(a.prompt ? "--prompt" : "--new-tokens") + " applies to --mode generate");
+    }
+    if (a.lora) o.lora = parse_lora(*a.lora);
+    o.freeze = a.freeze;
+    if (a.attention) {
+      if (*a.attention == "eager") o.attention = AttentionKind::Eager;
+      else if (*a.attention == "sdpa") o.attention = AttentionKind::Sdpa;
+      else if (*a.attention == "flash") o.attention = AttentionKind::Flash;
+      else throw InputError("--attention must be eager, sdpa or flash, got '" + *a.attention + "'");
+    }
     auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam or adamw, got '" + a.optimizer + "'");
+    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor, got '" + a.optimizer + "'");
     o.optimizer = *opt;
     if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
     if (a.foreach) o.foreach = true;
     if (a.no_foreach) o.foreach = false;
     auto prec = parse_precision(a.precision);
-    if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
+    if (!prec) throw InputError("--precision must be fp32, fp16, bf16, amp-fp16 or amp-bf16, got '" + a.precision + "'");
     o.precision = *prec;
     if (a.micro_batch) o.micro_batch = parse_positive("--micro-batch", *a.micro_batch);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
@@ -120,6 +173,20 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
     else if (a.loss == "next-token") o.loss = LossKind::NextToken;
     else if (a.loss == "mse") o.loss = LossKind::Mse;
     else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
+    if (!a.framework.empty()) {
+      // Defaults of the loop; options given explicitly still win.
+      if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");
+      if (o.mode != RunMode::Training) throw InputError("--framework hf-trainer applies to --mode train");
+      if (!a.optimizer_given) o.optimizer = OptimizerKind::AdamW;
+      if (!a.foreach && !a.no_foreach) o.foreach = false;
+      o.zero_grad = ZeroGrad::Zeros;
+    }
+    if (!a.zero_grad.empty()) {
+      auto z = parse_zero_grad(a.zero_grad);
+      if (!z) throw InputError("--zero-grad must be none or zeros, got '" + a.zero_grad + "'");
+      if (o.mode != RunMode::Training) throw InputError("--zero-grad applies to --mode train");
+      o.zero_grad = *z;
+    }
     if (a.top < 0) throw InputError("--top must not be negative");
     o.top_tensors = a.top;
     o.keep_program = a.keep_program;
@@ -131,6 +198,9 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a) {
         o.conv_workspace = ConvWorkspace::Fixed;
         o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);
       }
+    }
+    if (a.margin_given && a.gpu.empty() && a.gpu_memory.empty()) {
+      throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
     }
     apply_gpu_args(a, o, false);
     apply_model_source(a, o);
@@ -155,14 +225,29 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"batch", [](RunArgs& r, const std::string& v) { r.batch = v; }},
       {"seq", [](RunArgs& r, const std::string& v) { r.seq = v; }},
       {"mode", [](RunArgs& r, const std::string& v) { r.mode = v; }},
-      {"optimizer", [](RunArgs& r, const std::string& v) { r.optimizer = v; }},
+      {"optimizer",
+       [](RunArgs& r, const std::string& v) {
+         r.optimizer = v;
+         r.optimizer_given = true;
+       }},
+      {"zero_grad", [](RunArgs& r, const std::string& v) { r.zero_grad = v; }},
+      {"framework", [](RunArgs& r, const std::string& v) { r.framework = v; }},
       {"foreach",
        [](RunArgs& r, const std::string& v) {
          bool on = parse_flag("foreach", v);
          r.foreach = on;
          r.no_foreach = !on;
        }},
-      {"precision", [](RunArgs& r, const std::string& v) { r.precision = v; }},
+      {"precision",
+       [](RunArgs& r, const std::string& v) {
+         r.precision = v;
+         r.precision_given = true;
+       }},
+      {"prompt", [](RunArgs& r, const std::string& v) { r.prompt = v; }},
+      {"new_tokens", [](RunArgs& r, const std::string& v) { r.new_tokens = v; }},
+      {"attention", [](RunArgs& r, const std::string& v) { r.attention = v; }},
+      {"lora", [](RunArgs& r, const std::string& v) { r.lora = v; }},
+      {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},
       {"threads", [](RunArgs& r, const std::string& v) { r.threads = v; }},
@@ -187,7 +272,11 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"expandable_segments", [](RunArgs& r, const std::string& v) { r.expandable_segments = parse_flag("expandable_segments", v); }},
       {"cublas_workspace", [](RunArgs& r, const std::string& v) { r.cublas_workspace = v; }},
       {"conv_workspace", [](RunArgs& r, const std::string& v) { r.conv_workspace = v; }},
-      {"margin", [](RunArgs& r, const std::string& v) { r.margin = v; }},
+      {"margin",
+       [](RunArgs& r, const std::string& v) {
+         r.margin = v;
+         r.margin_given = true;
+       }},
       {"dim", [](RunArgs& r, const std::string& v) { r.dims.push_back(v); }},
       {"allow_unknown", [](RunArgs& r, const std::string& v) { r.allow_unknown = parse_flag("allow_unknown", v); }},
       {"checkpoint", [](RunArgs& r, const std::string& v) { r.checkpoints.push_back(v); }},

@@ -34,6 +34,15 @@ struct RunArgs {
   std::optional<std::string> threads;  // CPU profile only
   std::string dropout = "on";
   std::string loss = "default";
+  // Hugging Face configs: generation, attention kernels, LoRA (docs/llm.md)
+  std::optional<std::string> prompt, new_tokens;  // --mode generate
+  std::optional<std::string> attention;           // eager | sdpa | flash
+  std::optional<std::string> lora;                // r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05]
+  std::vector<std::string> freeze;                // regular expressions over parameter names
+  bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
+  std::string zero_grad;   // none | zeros; "" leaves the default (none)
+  std::string framework;   // hf-trainer: that loop's defaults, under the options given explicitly
+  bool optimizer_given = false;  // --optimizer was written (a framework's default does not override it)
   int top = 10;
   bool keep_program = false;  // --trace and report keep the simulated program
   // GPU
@@ -47,7 +56,10 @@ struct RunArgs {
   bool expandable_segments = false;
   std::string cublas_workspace;
   std::string conv_workspace;
-  std::string margin = "0%";
+  // Kept free with a GPU: 5% for estimate's verdict and fit (fragmentation drift, other processes,
+  // library growth); plan's CLI default is 0%. Given without a GPU: an InputError.
+  std::string margin = "5%";
+  bool margin_given = false;
   // ONNX files
   std::vector<std::string> dims;  // NAME=VALUE
   bool allow_unknown = false;
@@ -68,6 +80,10 @@ double parse_fraction(const std::string& flag, const std::string& text);
 // The GPU options (--gpu, --gpu-memory, allocator and context flags) into o.gpu. `required`: a GPU
 // must be given (fit). --gpu all is left for fit to expand.
 void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required);
+
+// "r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05": targets take every following item
+// without '=' (module names contain no '='). InputError naming what is wrong.
+LoraConfig parse_lora(const std::string& text);
 
 // Everything, model source included. The first problem comes back as one line.
 Result<EstimateOptions> to_estimate_options(const RunArgs& a);

@@ -10,7 +10,10 @@
 namespace headroom {
 namespace {
 
-std::string mode_name(RunMode m) { return m == RunMode::Training ? "train" : "infer"; }
+std::string mode_name(const EstimateOptions& o) {
+  if (o.generation) return "generate";
+  return o.mode == RunMode::Training ? "train" : "infer";
+}
 
 std::string bar(int64_t part, int64_t total, int width) {
   if (total <= 0) return "";
@@ -44,16 +47,21 @@ std::string estimate_text(const Estimate& e, bool color) {
   if (o.mode == RunMode::Training) {
     s += fmt::format(", training ({})", optimizer_desc(e));
     if (e.micro_batches > 1) s += fmt::format(", micro-batch {} x {}", e.micro_batch, e.micro_batches);
+  } else if (o.generation) {
+    s += fmt::format(", generation (prompt {}, {} new tokens)", o.generation->prompt, o.generation->new_tokens);
   } else {
     s += ", inference";
   }
   s += fmt::format(", {}, device {}\n", precision_name(o.precision), o.device);
-  s += fmt::format("parameters {} | weights {} | inputs {} | {} ops\n\n", with_commas(e.parameter_count),
-                   human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
+  s += fmt::format("parameters {}", with_commas(e.parameter_count));
+  if (e.trainable_parameter_count != e.parameter_count) s += fmt::format(" ({} trainable)", with_commas(e.trainable_parameter_count));
+  s += fmt::format(" | weights {} | inputs {} | {} ops\n\n", human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
                    with_commas(e.peak_bytes), phase_name(e.peak_phase));
   if (e.peak_iteration > 0) s += fmt::format(" of step {}", e.peak_iteration);
+  if (o.generation) s += fmt::format(" ({})", forward_name(e.peak_forward));
   s += fmt::format(", at '{}'\n", e.peak_op);
+  if (o.generation) s += fmt::format("KV cache at the peak {} ({} bytes)\n", human_bytes(e.kv_cache_bytes), with_commas(e.kv_cache_bytes));
   for (const IterationSummary& it : e.iterations) {
     s += fmt::format("  step {}: peak {} in {} at '{}'  (", it.iteration, human_bytes(it.peak_bytes),
                      phase_name(it.peak_phase), it.peak_op);
@@ -91,7 +99,11 @@ std::string device_text(const DeviceMemory& d, bool color) {
   s += fmt::format("  {:<34} {:>10}  (+{} over the allocated peak)\n", "reserved peak (caching allocator)",
                    human_bytes(d.reserved_peak_bytes), human_bytes(d.reserved_peak_bytes - d.allocated_peak_bytes));
   s += fmt::format("  {:<34} {:>10}\n", "device total (what nvidia-smi shows)", human_bytes(d.device_total_bytes));
-  if (d.usable_bytes != d.capacity_bytes) s += fmt::format("  {:<34} {:>10}\n", "usable with the margin", human_bytes(d.usable_bytes));
+  if (d.usable_bytes != d.capacity_bytes) {
+    const double margin = 1.0 - static_cast<double>(d.usable_bytes) / static_cast<double>(d.capacity_bytes);
+    s += fmt::format("  {:<34} {:>10}  (kept free: fragmentation drift over long runs, other processes, library growth; --margin 0% turns it off)\n",
+                     fmt::format("usable with a {:.0f}% margin", 100.0 * margin), human_bytes(d.usable_bytes));
+  }
   if (d.fits) {
     s += fmt::format("  {}fits{}, {} left\n", green, reset, human_bytes(d.headroom_bytes));
   } else {
@@ -121,7 +133,11 @@ std::string estimate_json(const Estimate& e) {
   j["model"] = o.model;
   j["batch"] = o.batch;
   if (o.seq) j["seq"] = *o.seq;
-  j["mode"] = mode_name(o.mode);
+  j["mode"] = mode_name(o);
+  if (o.generation) {
+    j["prompt"] = o.generation->prompt;
+    j["new_tokens"] = o.generation->new_tokens;
+  }
   j["optimizer"] = o.mode == RunMode::Training ? nlohmann::ordered_json(std::string(optimizer_name(o.optimizer)))
                                                 : nlohmann::ordered_json(nullptr);
   j["foreach"] = o.mode == RunMode::Training ? nlohmann::ordered_json(e.foreach) : nlohmann::ordered_json(nullptr);
@@ -129,13 +145,21 @@ std::string estimate_json(const Estimate& e) {
   j["device"] = o.device;
   j["micro_batch"] = e.micro_batch;
   j["parameter_count"] = e.parameter_count;
+  j["trainable_parameter_count"] = e.trainable_parameter_count;
   j["weights_bytes"] = e.weights_bytes;
   j["input_bytes"] = e.input_bytes;
   j["peak_bytes"] = e.peak_bytes;
   j["peak_phase"] = std::string(phase_name(e.peak_phase));
   j["peak_op"] = e.peak_op;
+  if (o.generation) {
+    j["peak_step"] = forward_name(e.peak_forward);
+    j["kv_cache_bytes"] = e.kv_cache_bytes;
+  }
   nlohmann::ordered_json bd = nlohmann::ordered_json::object();
-  for (size_t c = 0; c < kCategoryCount; ++c) bd[std::string(category_name(static_cast<Category>(c)))] = e.breakdown_at_peak[c];
+  for (size_t c = 0; c < kCategoryCount; ++c) {
+    if (static_cast<Category>(c) == Category::KvCache && !o.generation) continue;  // only generation has one
+    bd[std::string(category_name(static_cast<Category>(c)))] = e.breakdown_at_peak[c];
+  }
   j["breakdown_at_peak"] = bd;
   nlohmann::ordered_json largest = nlohmann::ordered_json::array();
   for (const BufferAtPeak& b : e.largest_at_peak) {

@@ -32,7 +32,10 @@ std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& res
     const FitPoint* p = r.at_max ? &*r.at_max : (r.next ? &*r.next : nullptr);
     if (p) margin = 1.0 - static_cast<double>(p->device.usable_bytes) / static_cast<double>(p->device.capacity_bytes);
   }
-  if (margin > 0.0005) s += fmt::format(" with a {:.0f}% margin", 100.0 * margin);
+  if (margin > 0.0005) {
+    s += fmt::format(" with a {:.0f}% margin (kept free: fragmentation drift over long runs, other processes, library growth; --margin 0% turns it off)",
+                     100.0 * margin);
+  }
   s += "\n\n";
   s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   {}\n", "gpu", "memory", "max " + axis, "total at max",
                    "at max+1", "");

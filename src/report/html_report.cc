@@ -167,11 +167,11 @@ StackOrder stack_order(const Timeline& t) {
   for (size_t i = 1; i < t.points.size(); ++i) persistent = persistent && t.points[i].bytes[w] >= t.points[i - 1].bytes[w];
   if (persistent) {
     return {Category::Weights,          Category::Inputs,      Category::Workspaces,
-            Category::OptimizerState,   Category::Gradients,   Category::SavedActivations,
+            Category::KvCache,          Category::OptimizerState,   Category::Gradients,   Category::SavedActivations,
             Category::Activations,      Category::ActivationGradients, Category::Temporaries};
   }
-  return {Category::Weights,          Category::Inputs,      Category::OptimizerState,
-          Category::Gradients,        Category::SavedActivations, Category::Activations,
+  return {Category::Weights,          Category::Inputs,      Category::KvCache,
+          Category::OptimizerState,   Category::Gradients,        Category::SavedActivations, Category::Activations,
           Category::ActivationGradients, Category::Temporaries, Category::Workspaces};
 }
 

@@ -28,6 +28,7 @@ inline const Rgb& category_color(Category c) {
       {0xD5, 0x5E, 0x00, "#D55E00"},  // activation gradients: vermillion
       {0xF0, 0xE4, 0x42, "#F0E442"},  // temporaries: yellow
       {0x66, 0x66, 0x66, "#666666"},  // workspaces: dark grey
+      {0x88, 0x22, 0x55, "#882255"},  // kv cache: wine
   }};
   return kColors[static_cast<size_t>(c)];
 }

@@ -22,6 +22,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
       out_buf[j] = buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
     } else {
       Category cat = saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
+      if (kv_cache_[static_cast<size_t>(out)]) cat = Category::KvCache;
       int64_t bytes = (j == 0 && fp.output_bytes >= 0) ? fp.output_bytes : g_.tensor(out).bytes();
       out_buf[j] = new_buffer(bytes, cat, g_.tensor(out).name, op.id);
       fresh_.push_back(out_buf[j]);
@@ -101,6 +102,8 @@ Program Interpreter::run() {
 
 void Interpreter::setup() {
   buf_of_.assign(g_.tensors.size(), kNone);
+  kv_cache_.assign(g_.tensors.size(), false);
+  for (TensorId t : g_.kv_cache) kv_cache_[static_cast<size_t>(t)] = true;
   begin_step(Phase::Setup, 0, 0, kNone, "weights and inputs");
   for (const Tensor& t : g_.tensors) {
     bool weight = g_.is_weight(t.id);
@@ -110,7 +113,8 @@ void Interpreter::setup() {
       buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(t.tied_to)];
       continue;
     }
-    BufferId b = new_buffer(t.bytes(), weight ? Category::Weights : Category::Inputs, t.name, kNone);
+    Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
+    BufferId b = new_buffer(t.bytes(), cat, t.name, kNone);
     alloc(b);
     ref(b);  // held by the model or the data loader for the whole run
     buf_of_[static_cast<size_t>(t.id)] = b;
@@ -121,7 +125,7 @@ void Interpreter::setup() {
 void Interpreter::forward(int iteration, int micro, Phase phase) {
   const bool grad_mode = phase == Phase::Forward;
   requires_grad_.assign(g_.tensors.size(), false);
-  for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.role == TensorRole::Parameter;
+  for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.requires_grad();
   nodes_.assign(g_.ops.size(), Node{});
   grad_.assign(g_.tensors.size(), GradValue{});
   redirect_.assign(g_.tensors.size(), kNone);
@@ -143,6 +147,9 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     ++uses[static_cast<size_t>(h.tensor)];
     hold_release[static_cast<size_t>(h.until)].push_back(h.tensor);
   }
+  // Inputs the caller drops mid-run give up their setup reference (taken in setup()).
+  HEADROOM_CHECK(g_.input_releases.empty() || phase == Phase::Inference, "inputs released in a training run");
+  for (const Hold& h : g_.input_releases) hold_release[static_cast<size_t>(h.until)].push_back(h.tensor);
   std::vector<TensorId> returned = g_.outputs;
   if (phase == Phase::Forward) {
     returned.push_back(g_.loss);

@@ -9,7 +9,8 @@
 //             engine's ready queue); each node allocates its input gradients, drops its incoming
 //             gradient and its saved tensors, then delivers gradients (accumulating into
 //             pending buffers); AccumulateGrad steals or clones parameter gradients;
-//   optimizer state on the first step, update temporaries, then zero_grad(set_to_none=True).
+//   optimizer state on the first step, update temporaries, then zero_grad (set_to_none=True
+//             frees the gradients; ZeroGrad::Zeros keeps them for the next step).
 #pragma once
 
 #include "ir/graph.h"
@@ -28,6 +29,7 @@ struct ScheduleOptions {
   bool foreach = false;           // the resolved optimizer implementation
   int iterations = 2;             // training steps simulated (step 1 creates optimizer state)
   int micro_batches = 1;          // forward+backward passes per optimizer step
+  ZeroGrad zero_grad = ZeroGrad::SetToNone;  // what zero_grad() after each step does
   DeviceProfile device = DeviceProfile::cuda();
   MemoryPlan plan;                // checkpointing, offloading, workspace choices (training)
 };

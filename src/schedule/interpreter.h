@@ -170,6 +170,8 @@ class Interpreter {
   std::vector<TensorId> trainable() const;
 
   void optimizer_step(int iteration);
+  // bitsandbytes 8-bit AdamW (paged or not), Lion and Adafactor: their state and temporaries.
+  void fine_tuning_optimizer_step(const std::vector<TensorId>& ps);
 
   // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
   // 288-byte RecordFunction holder, both freed before the work starts.
@@ -226,6 +228,7 @@ class Interpreter {
   std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
   std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
+  std::vector<bool> kv_cache_;           // per tensor: its storage is a KV cache (Graph::kv_cache)
   std::vector<BufferId> fresh_;          // buffers the current op made
   // Offloading state per buffer.
   struct OffloadCandidate {

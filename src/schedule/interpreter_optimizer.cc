@@ -22,7 +22,10 @@ void Interpreter::optimizer_step(int iteration) {
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step()");
   record_function();
   const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
-  if (!state_created_) {
+  if (o_.optimizer == OptimizerKind::AdamW8bit || o_.optimizer == OptimizerKind::PagedAdamW8bit ||
+      o_.optimizer == OptimizerKind::Lion || o_.optimizer == OptimizerKind::Adafactor) {
+    fine_tuning_optimizer_step(ps);
+  } else if (!state_created_) {
     // State is created lazily by step() for each parameter, in parameter order.
     for (TensorId p : ps) {
       const Tensor& t = g_.tensor(p);
@@ -64,6 +67,13 @@ void Interpreter::optimizer_step(int iteration) {
     }
   }
   end_step();
+  if (o_.zero_grad == ZeroGrad::Zeros) {
+    // _foreach_zero_ (or zero_()) on the kept gradients: in place, nothing allocated or freed.
+    begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=False)");
+    record_function();
+    end_step();
+    return;
+  }
   begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=True)");
   record_function();
   for (TensorId p : ps) {
@@ -71,6 +81,76 @@ void Interpreter::optimizer_step(int iteration) {
     param_grad_[static_cast<size_t>(p)] = kNone;
   }
   end_step();
+}
+
+void Interpreter::fine_tuning_optimizer_step(const std::vector<TensorId>& ps) {
+  const bool create = !state_created_;
+  state_created_ = true;
+  for (TensorId p : ps) {
+    const Tensor& t = g_.tensor(p);
+    const int64_t n = t.numel();
+    switch (o_.optimizer) {
+      case OptimizerKind::AdamW8bit:
+      case OptimizerKind::PagedAdamW8bit:
+        // bitsandbytes Optimizer8bit.init_state: tensors under min_8bit_size (4096 elements) keep
+        // 32-bit state1/state2; larger ones uint8 state1/state2 and, block-wise, fp32 absmax1/2 of
+        // ceil(n / 2048) blocks. `step` is a Python int; the qmaps are shared by all parameters.
+        // The update is one fused kernel (optimizer_update_8bit_blockwise): no temporaries.
+        if (!create) break;
+        if (n < 4096) {
+          state(checked_mul(n, 4, "optimizer state"), t.name + ".state1");
+          state(checked_mul(n, 4, "optimizer state"), t.name + ".state2");
+        } else {
+          const int64_t blocks = (n + 2047) / 2048;
+          state(n, t.name + ".state1");
+          state(n, t.name + ".state2");
+          state(checked_mul(blocks, 4, "absmax"), t.name + ".absmax1");
+          state(checked_mul(blocks, 4, "absmax"), t.name + ".absmax2");
+        }
+        break;
+      case OptimizerKind::Lion: {
+        // lion_pytorch update_fn: exp_avg (like p); update = exp_avg.clone().mul_(beta1)
+        // .add(grad, alpha=1 - beta1).sign_(): the clone and the add's result, the clone gone
+        // when the expression ends, `update` when update_fn returns.
+        if (create) state(t.bytes(), t.name + ".exp_avg");
+        BufferId clone = temp(t.bytes(), t.name + ".exp_avg.clone");
+        BufferId update = temp(t.bytes(), t.name + ".update");
+        unref(clone);
+        unref(update);
+        break;
+      }
+      case OptimizerKind::Adafactor: {
+        // transformers Adafactor (beta1=None, relative_step): rank >= 2 keeps exp_avg_sq_row
+        // (shape[:-1]) and exp_avg_sq_col (shape[:-2] + shape[-1:]) in fp32, rank 1 exp_avg_sq.
+        // step: update = grad**2 + eps (two p-sized fp32 tensors, the first dropped), the
+        // factored estimate torch.mul(r_factor, c_factor) replaces it (rebinding), then in place.
+        const std::vector<int64_t>& s = t.shape;
+        const bool factored = s.size() >= 2;
+        if (create) {
+          if (factored) {
+            const int64_t cols = s.back(), rows = n / cols, lead = rows / s[s.size() - 2];
+            state(checked_mul(rows, 4, "exp_avg_sq_row"), t.name + ".exp_avg_sq_row");
+            state(checked_mul(checked_mul(lead, cols, "exp_avg_sq_col"), 4, "exp_avg_sq_col"), t.name + ".exp_avg_sq_col");
+          } else {
+            state(checked_mul(n, 4, "exp_avg_sq"), t.name + ".exp_avg_sq");
+          }
+        }
+        const int64_t f32 = checked_mul(n, 4, "adafactor update");
+        BufferId sq = temp(f32, t.name + ".grad_pow2");
+        BufferId update = temp(f32, t.name + ".update");
+        unref(sq);
+        if (factored) {
+          BufferId approx = temp(f32, t.name + "._approx_sq_grad");
+          unref(update);
+          update = approx;
+        }
+        unref(update);
+        break;
+      }
+      default:
+        break;
+    }
+  }
 }
 
 void Interpreter::record_function() {

@@ -13,7 +13,7 @@ namespace headroom {
 // inputs have requires_grad=True", torch/utils/checkpoint.py:31).
 bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
   std::vector<bool> rg(g.tensors.size(), false);
-  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.role == TensorRole::Parameter;
+  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad();
   for (OpId o = 0; o < first; ++o) {
     const Op& op = g.op(o);
     bool any = false;

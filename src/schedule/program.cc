@@ -17,6 +17,7 @@ std::string_view category_name(Category c) {
     case Category::ActivationGradients: return "activation_gradients";
     case Category::Temporaries: return "temporaries";
     case Category::Workspaces: return "workspaces";
+    case Category::KvCache: return "kv_cache";
   }
   return "?";
 }

@@ -30,8 +30,9 @@ enum class Category : uint8_t {
   ActivationGradients, // gradients of activations during backward
   Temporaries,         // allocated and freed inside one op
   Workspaces,          // cuBLAS handle workspaces and cuDNN convolution workspaces
+  KvCache,             // generation: the keys and values DynamicCache keeps between forwards
 };
-inline constexpr size_t kCategoryCount = 9;
+inline constexpr size_t kCategoryCount = 10;
 std::string_view category_name(Category c);
 using CategoryBytes = std::array<int64_t, kCategoryCount>;
 

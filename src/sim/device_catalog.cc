@@ -251,6 +251,12 @@ int64_t parse_memory_size(std::string_view input) {
       {"gib", 1LL << 30},
       {"tib", 1LL << 40},
   }};
+  // A bare number is ambiguous (`--gpu-memory 24` meant 24 GiB, not 24 bytes); only 0 needs no unit.
+  if (unit.empty() && (whole != 0 || frac != 0)) {
+    throw InputError(fmt::format("memory size '{}' has no unit: write e.g. {}GiB or {}GB (B, KB, MB, GB, TB = "
+                                 "powers of 1000; KiB, MiB, GiB, TiB = powers of 1024)",
+                                 input, whole, whole));
+  }
   int64_t multiplier = -1;
   for (const auto& [name, m] : kUnits) {
     if (unit == name) multiplier = m;

@@ -103,7 +103,9 @@ class Rewriter {
   TensorId cast(TensorId t, DType to, const std::string& name, OpStage stage) {
     const Tensor& x = out_.tensor(t);
     if (x.dtype == to || !is_floating(x.dtype)) return t;
-    bool cacheable = x.role == TensorRole::Parameter;
+    // autocast caches casts of leaves that require grad only (cached_cast: arg.requires_grad()
+    // && arg.is_leaf()): a frozen weight is cast again at every use.
+    bool cacheable = x.requires_grad();
     if (cacheable) {
       auto it = weight_cast_.find(t);
       if (it != weight_cast_.end()) return it->second;

@@ -283,12 +283,14 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::MatMul: {
       // matmul folds batch dimensions with reshape: an operand whose layout cannot be viewed that
       // way is copied, and bmm saves the operands it multiplies (the copies when there are any).
+      // A contiguous tensor with its last two dimensions swapped folds as a view, and bmm reads
+      // transposed matrices in place (BLAS / cuBLAS transpose flags): no copy.
       ForwardPlan p;
       p.output_alias.push_back(-1);
       p.creates_node = c.grad_mode && any_needs(c);
       int copies[2] = {-1, -1};
       for (int i = 0; i < 2; ++i) {
-        if (!in_t(c, i).contiguous) copies[i] = add_extra(p, i == 0 ? "lhs_copy" : "rhs_copy", in_bytes(c, i));
+        if (!in_t(c, i).contiguous && !in_t(c, i).transposed_matrix) copies[i] = add_extra(p, i == 0 ? "lhs_copy" : "rhs_copy", in_bytes(c, i));
       }
       p.events.push_back({K::AllocOutput, 0, 0});
       if (p.creates_node) {

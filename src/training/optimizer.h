@@ -9,7 +9,32 @@
 
 namespace headroom {
 
-enum class OptimizerKind : uint8_t { Sgd, Momentum, Adam, AdamW };
+// Beyond torch.optim (what people fine-tune LLMs with; each rule cites its source in
+// interpreter_optimizer.cc):
+//   AdamW8bit       bitsandbytes.optim.AdamW8bit: block-wise 8-bit moments (1 byte each per
+//                   element, an fp32 absmax per 2048-element block) for tensors of >= 4096
+//                   elements, 32-bit moments for smaller ones; one fused kernel, no temporaries;
+//   PagedAdamW8bit  bitsandbytes.optim.PagedAdamW8bit: the same state in CUDA unified memory
+//                   (counted on the device; the driver may page it out under pressure);
+//   Lion            lion_pytorch.Lion: one exp_avg per parameter, update temporaries;
+//   Adafactor       transformers.optimization.Adafactor (defaults: no first moment, factored
+//                   second moment for tensors of rank >= 2: row and column fp32 vectors).
+enum class OptimizerKind : uint8_t { Sgd, Momentum, Adam, AdamW, AdamW8bit, PagedAdamW8bit, Lion, Adafactor };
+
+// The optimizers with a torch.optim foreach implementation (sgd, momentum, adam, adamw).
+bool optimizer_has_foreach(OptimizerKind k);
+
+// What optimizer.zero_grad() does with the gradients after each step (torch/optim/optimizer.py
+// Optimizer.zero_grad; nn.Module.zero_grad the same):
+//   SetToNone (set_to_none=True, PyTorch >= 2.0's default): p.grad = None, the buffers are freed.
+//   Zeros (set_to_none=False, the default before 2.0, and what a Hugging Face Trainer run with
+//   PyTorch < 2.0 did through model.zero_grad()): the buffers are zeroed in place and kept, so
+//   from the second step on every gradient is held through the forward and the backward, and
+//   AccumulateGrad adds each new gradient into it (torch/csrc/autograd/functions/accumulate_grad.h)
+//   instead of stealing it.
+enum class ZeroGrad : uint8_t { SetToNone, Zeros };
+std::string_view zero_grad_name(ZeroGrad z);            // "none", "zeros" (the CLI's words)
+std::optional<ZeroGrad> parse_zero_grad(std::string_view name);
 
 std::string_view optimizer_name(OptimizerKind k);
 std::optional<OptimizerKind> parse_optimizer(std::string_view name);

@@ -78,6 +78,7 @@ std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& pa
   return [path, base](const BuildConfig& cfg) {
     OnnxImportOptions run = base;
     run.batch = cfg.batch;
+    run.seq = cfg.seq;
     run.with_loss = !cfg.inference;
     run.loss = cfg.loss;
     run.dropout_scale = cfg.dropout_scale;

@@ -47,6 +47,10 @@ struct OnnxImportOptions {
   // Wins over `batch`. A name the inputs do not use is an InputError; so is a symbolic input
   // dimension left without a value. Values must be positive.
   std::map<std::string, int64_t> dims;
+  // Value of every symbolic dimension named like a sequence ("seq", "sequence_length", "seq_len",
+  // "num_tokens", T, S, L), the CLI's --seq; `dims` wins. Given while no input dimension is named
+  // so: an InputError that lists the symbolic dimensions (bind one with --dim).
+  std::optional<int64_t> seq;
   // Ops headroom does not know: false (default) makes them one InputError listing every unknown
   // op type with its count; true records them as Opaque elementwise ops (output shapes from shape
   // inference, else the broadcast of the inputs) and lists them in Graph::notes.

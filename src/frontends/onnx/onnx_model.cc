@@ -435,6 +435,15 @@ bool batch_like(const std::string& symbol) {
   return s == "n" || s == "b" || s == "bs" || s.find("batch") != std::string::npos;
 }
 
+// Names exporters give a sequence axis: dynamic_axes={"input_ids": {1: "seq"}}, "sequence_length",
+// "seq_len", "num_tokens"...
+bool sequence_like(const std::string& symbol) {
+  std::string s;
+  for (char c : symbol) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "t" || s == "s" || s == "l" || s.find("seq") != std::string::npos ||
+         s.find("token") != std::string::npos || s.find("length") != std::string::npos;
+}
+
 void substitute(onnx::TypeProto* type, const std::map<std::string, int64_t>& values) {
   if (type->value_case() != onnx::TypeProto::kTensorType || !type->tensor_type().has_shape())
     return;
@@ -510,6 +519,19 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
   if (options.batch && *options.batch <= 0) {
     throw InputError("batch must be positive, got " + std::to_string(*options.batch));
   }
+  std::set<std::string> sequence;
+  if (options.seq) {
+    if (*options.seq <= 0) throw InputError("--seq must be positive, got " + std::to_string(*options.seq));
+    for (const std::string& sym : symbols) {
+      if (!batch.count(sym) && sequence_like(sym)) sequence.insert(sym);
+    }
+    if (sequence.empty()) {
+      std::string known = symbols.empty() ? "it has none"
+                                          : "its symbolic dimensions are " + quoted_list(symbols, 8);
+      throw InputError("--seq: no symbolic dimension of the model's inputs is named like a sequence (" +
+                       known + "); bind the right one with --dim NAME=N");
+    }
+  }
   std::vector<std::string> unbound;
   for (const std::string& sym : symbols) {
     auto d = options.dims.find(sym);
@@ -517,6 +539,8 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
       b.values[sym] = d->second;
     } else if (batch.count(sym) && options.batch) {
       b.values[sym] = *options.batch;
+    } else if (sequence.count(sym)) {
+      b.values[sym] = *options.seq;
     } else {
       unbound.push_back(sym);
     }
@@ -531,8 +555,9 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
              quoted_list(u) + (batch.count(unbound[i]) ? ", the batch axis" : "") + ")";
     }
     msg += unbound.size() > 1 ? " have no value" : " has no value";
-    msg += batch.count(unbound[0]) ? ": pass --batch N or --dim " + unbound[0] + "=N"
-                                   : ": pass --dim " + unbound[0] + "=N";
+    msg += batch.count(unbound[0])           ? ": pass --batch N or --dim " + unbound[0] + "=N"
+           : sequence_like(unbound[0]) ? ": pass --seq N or --dim " + unbound[0] + "=N"
+                                       : ": pass --dim " + unbound[0] + "=N";
     throw InputError(msg);
   }
   // Batch axes per input; a fixed-batch model asked for another batch cannot be re-batched.

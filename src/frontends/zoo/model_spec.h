@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/dtype.h"
 
@@ -21,6 +22,31 @@ ModelSpec parse_model_spec(const std::string& text);
 
 enum class LossKind : uint8_t { Default, CrossEntropy, NextToken, Mse };
 
+// Generation (--mode generate) as transformers' generate() runs it with a DynamicCache: forward 0
+// is the prefill of `prompt` tokens, forward i (1 <= i < new_tokens) decodes one token with a cache
+// of prompt + i - 1 tokens. A graph holds the forwards first..last; one that starts after the
+// prefill takes what generate() carries between forwards (the cache, the token ids, the last
+// logits) as inputs.
+struct GenerationWindow {
+  int64_t prompt = 0;
+  int64_t new_tokens = 0;
+  int64_t first = 0, last = 0;
+};
+
+// How attention runs (transformers' attn_implementation): eager materialises the scores and
+// probabilities; sdpa and flash call one fused kernel (see docs/llm.md for the rules).
+enum class AttentionKind : uint8_t { Default, Eager, Sdpa, Flash };
+
+// LoRA adapters as peft's LoraConfig describes them (r, lora_alpha, target_modules,
+// lora_dropout): every nn.Linear whose name ends in a target gets lora_A [r, in] and
+// lora_B [out, r]; the base model is frozen (peft's mark_only_lora_as_trainable).
+struct LoraConfig {
+  int64_t r = 8;
+  double alpha = 8.0;
+  std::vector<std::string> targets;
+  double dropout = 0.0;
+};
+
 // What every builder needs besides its own parameters.
 struct BuildConfig {
   int64_t batch = 1;
@@ -33,6 +59,9 @@ struct BuildConfig {
   // it: inception_v3 skips its aux head in eval, nn.MultiheadAttention takes its fused fast path
   // (torch._native_multi_head_attention) under eval + no_grad.
   bool inference = false;
+  std::optional<GenerationWindow> generation;  // Hugging Face decoders only
+  AttentionKind attention = AttentionKind::Default;
+  std::optional<LoraConfig> lora;  // Hugging Face decoders only
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that

@@ -38,6 +38,10 @@ const ZooEntry& find_model(const std::string& name) {
 Graph build_model(const std::string& spec_text, const BuildConfig& config) {
   ModelSpec spec = parse_model_spec(spec_text);
   const ZooEntry& entry = find_model(spec.name);
+  if (config.seq && !entry.takes_sequence) {
+    throw InputError("--seq applies to sequence models (bert, gpt2, llama...); '" + spec.name +
+                     "' has no sequence axis");
+  }
   Graph g = entry.build(spec, config);
   g.model = spec_text;
   return g;

@@ -32,6 +32,7 @@ int64_t head_dim(const std::string& model, int64_t hidden, int64_t heads);
 struct LinearParams {
   TensorId weight = kNone;
   TensorId bias = kNone;
+  TensorId lora_a = kNone, lora_b = kNone;  // LoRA adapters (Hugging Face decoders with --lora)
 };
 LinearParams linear_params(GraphBuilder& b, const std::string& module, int64_t in, int64_t out, bool bias = true);
 

@@ -1,0 +1,818 @@
+#include "frontends/hf/hf_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "frontends/zoo/losses.h"
+#include "frontends/zoo/transformer_common.h"
+#include "ir/builder.h"
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace headroom {
+namespace {
+
+constexpr double kFloat32Min = -3.4028234663852886e38;
+
+struct LayerParams {
+  LinearParams q, k, v, qkv, o;
+  LinearParams gate, up, gate_up, down;  // plain MLPs: up = fc1 (dense_h_to_4h), down = fc2
+  TensorId router = kNone;
+  struct Expert {
+    LinearParams w1, w2, w3;
+  };
+  std::vector<Expert> experts;
+  NormParams in_norm, post_norm, pre_ff_norm, post_ff_norm;
+};
+
+struct Params {
+  TensorId embed = kNone;
+  std::vector<LayerParams> layers;
+  NormParams final_norm;
+  TensorId inv_freq = kNone;
+  TensorId lm_head = kNone;
+};
+
+// Module paths of each family's state_dict.
+struct Names {
+  std::string embed, layer, attn, q, k, v, qkv, o, mlp, fc1, fc2, in_norm, post_norm, final_norm, rotary, lm_head;
+};
+
+Names names_of(const HfDecoderConfig& c) {
+  switch (c.family) {
+    case HfFamily::GptNeox:
+      return {"gpt_neox.embed_in", "gpt_neox.layers.", "attention", "", "", "", "query_key_value", "dense", "mlp",
+              "dense_h_to_4h", "dense_4h_to_h", "input_layernorm", "post_attention_layernorm",
+              "gpt_neox.final_layer_norm", "gpt_neox.rotary_emb", "embed_out"};
+    case HfFamily::Falcon:
+      return {"transformer.word_embeddings", "transformer.h.", "self_attention", "", "", "", "query_key_value",
+              "dense", "mlp", "dense_h_to_4h", "dense_4h_to_h", "input_layernorm", "post_attention_layernorm",
+              "transformer.ln_f", "transformer.rotary_emb", "lm_head"};
+    default:
+      return {"model.embed_tokens", "model.layers.", "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
+              c.experts > 0 ? "block_sparse_moe" : "mlp", "", "", "input_layernorm", "post_attention_layernorm",
+              "model.norm", "model.rotary_emb", "lm_head"};
+  }
+}
+
+NormParams norm_params(GraphBuilder& b, const HfDecoderConfig& c, const std::string& m) {
+  if (c.norm == HfNorm::LayerNorm) return layer_norm_params(b, m, c.hidden);
+  return {b.parameter(m + ".weight", {c.hidden}), kNone};
+}
+
+// nn.Linear's parameters, and with LoRA on this module peft's lora_A / lora_B after them
+// (lora.Linear registers base_layer, then lora_A and lora_B). `used` collects matched targets.
+LinearParams linear_params_lora(GraphBuilder& b, const std::optional<LoraConfig>& lora, std::set<std::string>& used,
+                                const std::string& module, int64_t in, int64_t out, bool bias) {
+  LinearParams p = linear_params(b, module, in, out, bias);
+  if (!lora) return p;
+  const std::string leaf = module.substr(module.rfind('.') + 1);
+  if (std::find(lora->targets.begin(), lora->targets.end(), leaf) == lora->targets.end()) return p;
+  used.insert(leaf);
+  p.lora_a = b.parameter(module + ".lora_A.default.weight", {lora->r, in});
+  p.lora_b = b.parameter(module + ".lora_B.default.weight", {out, lora->r});
+  return p;
+}
+
+// The model's __init__, module by module (parameter order = named_parameters()).
+Params declare(GraphBuilder& b, const HfDecoderConfig& c, const Names& n, const std::optional<LoraConfig>& lora,
+               std::set<std::string>& lora_used) {
+  auto linear_params = [&](GraphBuilder& bb, const std::string& module, int64_t in, int64_t out, bool bias) {
+    return linear_params_lora(bb, lora, lora_used, module, in, out, bias);
+  };
+  Params p;
+  const int64_t h = c.hidden, q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
+  p.embed = b.parameter(n.embed + ".weight", {c.vocab, h});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string m = n.layer + std::to_string(i) + ".";
+    LayerParams lp;
+    auto attention = [&] {
+      const std::string a = m + n.attn + ".";
+      if (c.family == HfFamily::Phi3) {  // Phi3Attention registers o_proj before qkv_proj
+        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
+        lp.qkv = linear_params(b, a + n.qkv, h, q_out + 2 * kv_out, c.qkv_bias);
+      } else if (c.qkv != HfQkv::Separate) {
+        lp.qkv = linear_params(b, a + n.qkv, h, q_out + 2 * kv_out, c.qkv_bias);
+        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
+      } else {
+        lp.q = linear_params(b, a + n.q, h, q_out, c.qkv_bias);
+        lp.k = linear_params(b, a + n.k, h, kv_out, c.qkv_bias);
+        lp.v = linear_params(b, a + n.v, h, kv_out, c.qkv_bias);
+        lp.o = linear_params(b, a + n.o, q_out, h, c.o_bias);
+      }
+    };
+    auto mlp = [&] {
+      const std::string f = m + n.mlp + ".";
+      if (c.experts > 0) {  // MixtralSparseMoeBlock: gate, then experts (w1, w2, w3)
+        lp.router = b.parameter(f + "gate.weight", {c.experts, h});
+        for (int64_t e = 0; e < c.experts; ++e) {
+          const std::string x = f + "experts." + std::to_string(e) + ".";
+          LayerParams::Expert ex;
+          ex.w1 = linear_params(b, x + "w1", h, c.intermediate, false);
+          ex.w2 = linear_params(b, x + "w2", c.intermediate, h, false);
+          ex.w3 = linear_params(b, x + "w3", h, c.intermediate, false);
+          lp.experts.push_back(ex);
+        }
+      } else if (c.fused_gate_up) {
+        lp.gate_up = linear_params(b, f + "gate_up_proj", h, 2 * c.intermediate, c.mlp_bias);
+        lp.down = linear_params(b, f + "down_proj", c.intermediate, h, c.mlp_bias);
+      } else if (c.gated_mlp) {
+        lp.gate = linear_params(b, f + "gate_proj", h, c.intermediate, c.mlp_bias);
+        lp.up = linear_params(b, f + "up_proj", h, c.intermediate, c.mlp_bias);
+        lp.down = linear_params(b, f + "down_proj", c.intermediate, h, c.mlp_bias);
+      } else {
+        lp.up = linear_params(b, f + n.fc1, h, c.intermediate, c.mlp_bias);
+        lp.down = linear_params(b, f + n.fc2, c.intermediate, h, c.mlp_bias);
+      }
+    };
+    if (c.family == HfFamily::GptNeox) {  // GPTNeoXLayer: both norms, attention, mlp
+      lp.in_norm = norm_params(b, c, m + n.in_norm);
+      lp.post_norm = norm_params(b, c, m + n.post_norm);
+      attention();
+      mlp();
+    } else {  // the decoder layer registers attention and mlp before its norms
+      attention();
+      mlp();
+      lp.in_norm = norm_params(b, c, m + n.in_norm);
+      if (!c.shared_layernorm) lp.post_norm = norm_params(b, c, m + n.post_norm);
+      if (c.sandwich_norms) {
+        lp.pre_ff_norm = norm_params(b, c, m + "pre_feedforward_layernorm");
+        lp.post_ff_norm = norm_params(b, c, m + "post_feedforward_layernorm");
+      }
+    }
+    p.layers.push_back(lp);
+  }
+  p.final_norm = norm_params(b, c, n.final_norm);
+  // inv_freq: a non-persistent float32 buffer (arange(...).float() ignores the default dtype).
+  p.inv_freq = b.buffer(n.rotary + ".inv_freq", {c.rotary_dim / 2}, DType::F32);
+  p.lm_head = c.tie_embeddings ? b.tied_parameter(n.lm_head + ".weight", p.embed)
+                               : b.parameter(n.lm_head + ".weight", {c.vocab, h});
+  return p;
+}
+
+// The keys and values each layer holds (DynamicCache.key_cache / value_cache).
+struct Cache {
+  std::vector<TensorId> k, v;
+};
+
+class Forward {
+ public:
+  // `inference`: no autograd (the memory-efficient kernel then computes no logsumexp).
+  Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference,
+          const std::optional<LoraConfig>& lora)
+      : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(lora) {}
+
+  // One model call on `ids` [B, S] with `past` cached tokens; `cache` null: use_cache=False.
+  // Returns the final hidden states [B, S, H] (the caller applies lm_head).
+  TensorId model(const std::string& pre, TensorId ids, int64_t past, Cache* cache) {
+    size_t scope = b_.open_scope();
+    const int64_t batch = b_.shape(ids)[0], seq = b_.shape(ids)[1];
+    TensorId embeds = b_.embedding_with(pre + n_.embed, ids, p_.embed);
+    b_.hold(embeds);  // inputs_embeds, a local of the whole forward
+    // cache_position = torch.arange(past, past + S); position_ids = cache_position.unsqueeze(0)
+    TensorId cache_position = b_.factory(pre + "cache_position", {seq}, DType::I64);
+    b_.hold(cache_position);
+    TensorId position_ids = b_.unsqueeze(pre + "position_ids", cache_position, 0);
+    b_.hold(position_ids);
+    TensorId mask = causal_mask(pre + "_update_causal_mask", batch, seq, past, cache_position);
+    if (mask != kNone) b_.hold(mask);
+    TensorId hidden = embeds;
+    if (c_.scale_embeddings) {
+      // normalizer = torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype)
+      TensorId normalizer = b_.factory(pre + "normalizer", {}, b_.tensor(embeds).dtype);
+      hidden = b_.mul(pre + "embed_scale", hidden, normalizer);
+    }
+    auto [cos, sin] = rotary(pre + n_.rotary, position_ids);
+    b_.hold(cos);
+    b_.hold(sin);
+    for (int64_t i = 0; i < c_.layers; ++i) {
+      hidden = layer(pre + n_.layer + std::to_string(i), static_cast<size_t>(i), hidden, mask, cos, sin, cache);
+    }
+    hidden = norm(pre + n_.final_norm, hidden, p_.final_norm);
+    b_.release_holds(scope);
+    return hidden;
+  }
+
+  // lm_head on the last `keep` positions (0: all), gemma2's final soft-capping.
+  TensorId logits(const std::string& pre, TensorId hidden, int64_t keep) {
+    size_t scope = b_.open_scope();
+    b_.hold(hidden);
+    const auto s = b_.shape(hidden);
+    // hidden_states[:, -num_logits_to_keep:, :] (0 keeps all: three full-range slices, whose
+    // backward still allocates a gradient each).
+    TensorId x = b_.slice(pre + "keep.slice", hidden, 0, 0, s[0]);
+    x = b_.slice(pre + "keep.slice", x, 1, keep > 0 ? s[1] - keep : 0, s[1]);
+    x = b_.slice(pre + "keep.slice", x, 2, 0, s[2]);
+    TensorId out = b_.linear_with(pre + n_.lm_head, x, p_.lm_head);
+    if (c_.final_logit_softcap > 0.0) {
+      out = b_.div_scalar(pre + "final_logit_softcapping.div", out, c_.final_logit_softcap);
+      out = b_.tanh(pre + "final_logit_softcapping.tanh", out);
+      out = b_.mul_scalar(pre + "final_logit_softcapping.mul", out, c_.final_logit_softcap);
+    }
+    b_.release_holds(scope);
+    return out;
+  }
+
+ private:
+  DType dtype() const { return b_.activation_dtype(); }
+  bool eager() const { return attention_ == AttentionKind::Eager; }
+
+  // LlamaModel._update_causal_mask: eager builds [B, 1, S, past + S + 1] in the model dtype
+  // (_prepare_4d_causal_attention_mask_with_cache_position, DynamicCache's target length); sdpa
+  // without padding returns None (AttentionMaskConverter._ignore_causal_mask_sdpa: one query, or
+  // as many keys as queries), and so does flash_attention_2.
+  TensorId causal_mask(const std::string& m, int64_t batch, int64_t seq, int64_t past, TensorId cache_position) {
+    if (!eager()) return kNone;
+    const int64_t target = checked_add(checked_add(past, seq, "mask length"), 1, "mask length");
+    size_t scope = b_.open_scope();
+    TensorId mask = b_.factory(m + ".full", {seq, target}, dtype());  // torch.full(min_dtype)
+    if (seq != 1) mask = b_.opaque(m + ".triu", {mask}, {{{seq, target}, dtype()}})[0];
+    TensorId arange = b_.factory(m + ".arange", {target}, DType::I64);
+    TensorId column = b_.view(m + ".cache_position.reshape", cache_position, {seq, 1});
+    TensorId keep = b_.compare(m + ".gt", arange, column);
+    // causal_mask *= (arange > cache_position): in place, like add_ (no new storage).
+    mask = b_.add_(m + ".mul_", mask, keep);
+    mask = b_.unsqueeze(m + ".unsqueeze", mask, 0);
+    mask = b_.unsqueeze(m + ".unsqueeze", mask, 1);
+    mask = b_.slice(m + ".slice", mask, 2, 0, seq);
+    mask = b_.slice(m + ".slice", mask, 3, 0, target);
+    mask = b_.expand(m + ".expand", mask, {batch, 1, seq, target});
+    b_.release_holds(scope);
+    return mask;
+  }
+
+  // LlamaRotaryEmbedding.forward: inv_freq[None, :, None].float().expand(B, -1, 1) @
+  // position_ids[:, None, :].float(), transposed, cat((freqs, freqs)), cos/sin, times
+  // attention_scaling, .to(x.dtype). cos and sin are [1, S, rotary_dim].
+  std::pair<TensorId, TensorId> rotary(const std::string& m, TensorId position_ids) {
+    size_t scope = b_.open_scope();
+    const int64_t seq = b_.shape(position_ids)[1], half = c_.rotary_dim / 2;
+    TensorId inv = b_.unsqueeze(m + ".inv_freq.unsqueeze", p_.inv_freq, 0);
+    inv = b_.slice(m + ".inv_freq.slice", inv, 1, 0, half);
+    inv = b_.unsqueeze(m + ".inv_freq.unsqueeze", inv, 2);
+    inv = b_.expand(m + ".inv_freq.expand", inv, {1, half, 1});
+    TensorId pos = b_.slice(m + ".position_ids.slice", position_ids, 0, 0, 1);
+    pos = b_.unsqueeze(m + ".position_ids.unsqueeze", pos, 1);
+    pos = b_.slice(m + ".position_ids.slice", pos, 2, 0, seq);
+    pos = b_.cast(m + ".position_ids.float", pos, DType::F32);
+    b_.hold(pos);  // position_ids_expanded, a local until the function returns
+    TensorId freqs = b_.matmul(m + ".matmul", inv, pos);
+    freqs = b_.transpose(m + ".transpose", freqs, 1, 2);
+    b_.hold(freqs);
+    TensorId emb = b_.cat(m + ".cat", {freqs, freqs}, -1);
+    b_.hold(emb);
+    // cos = emb.cos(); sin = emb.sin(); cos = cos * attention_scaling (rebinding frees the first).
+    TensorId cos = b_.opaque(m + ".cos", {emb}, {{b_.shape(emb), DType::F32}})[0];
+    TensorId sin = b_.opaque(m + ".sin", {emb}, {{b_.shape(emb), DType::F32}})[0];
+    b_.hold(sin);
+    cos = b_.mul_scalar(m + ".cos.attention_scaling", cos, 1.0);
+    b_.hold(cos);
+    sin = b_.mul_scalar(m + ".sin.attention_scaling", sin, 1.0);
+    b_.hold(sin);
+    if (dtype() != DType::F32) {  // return cos.to(x.dtype), sin.to(x.dtype)
+      cos = b_.cast(m + ".cos.to", cos, dtype());
+      b_.hold(cos);
+      sin = b_.cast(m + ".sin.to", sin, dtype());
+    }
+    b_.release_holds(scope);
+    return {cos, sin};
+  }
+
+  TensorId norm(const std::string& m, TensorId x, const NormParams& w) {
+    if (c_.norm == HfNorm::LayerNorm) return apply_layer_norm(b_, m, x, w);
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    const DType input_dtype = b_.tensor(x).dtype;
+    TensorId h = x;
+    if (input_dtype != DType::F32) h = b_.cast(m + ".to_float32", h, DType::F32);
+    b_.hold(h);
+    TensorId variance = b_.pow_scalar(m + ".pow", h, 2.0);
+    variance = b_.mean(m + ".mean", variance, -1, true);
+    b_.hold(variance);
+    TensorId r = b_.add_scalar(m + ".add_eps", variance, 1e-6);  // the value of eps changes no size
+    r = b_.rsqrt(m + ".rsqrt", r);
+    h = b_.mul(m + ".mul", h, r);
+    TensorId out;
+    if (c_.norm == HfNorm::GemmaRms) {
+      // output * (1.0 + self.weight.float()), then .type_as(x)
+      TensorId wf = w.weight;
+      if (b_.tensor(wf).dtype != DType::F32) wf = b_.cast(m + ".weight.float", wf, DType::F32);
+      TensorId scale = b_.add_scalar(m + ".one_plus_weight", wf, 1.0);
+      out = b_.mul(m + ".mul_weight", h, scale);
+      if (input_dtype != DType::F32) out = b_.cast(m + ".type_as", out, input_dtype);
+    } else {
+      if (input_dtype != DType::F32) h = b_.cast(m + ".to_input_dtype", h, input_dtype);
+      out = b_.mul(m + ".mul_weight", w.weight, h);
+    }
+    b_.release_holds(scope);
+    return out;
+  }
+
+  TensorId layer(const std::string& m, size_t i, TensorId hidden, TensorId mask, TensorId cos, TensorId sin,
+                 Cache* cache) {
+    const LayerParams& lp = p_.layers[i];
+    size_t scope = b_.open_scope();
+    b_.hold(hidden);  // residual, and the caller's hidden_states until the layer returns
+    TensorId residual = hidden;
+    TensorId out;
+    if (c_.family == HfFamily::GptNeox && c_.parallel_residual) {
+      // attn = attention(input_layernorm(x)); mlp = mlp(post_attention_layernorm(x)); mlp + attn + x
+      TensorId a = attention(m + "." + n_.attn, i, norm(m + "." + n_.in_norm, hidden, lp.in_norm), mask, cos, sin, cache);
+      b_.hold(a);
+      TensorId f = mlp(m + "." + n_.mlp, lp, norm(m + "." + n_.post_norm, hidden, lp.post_norm));
+      out = b_.add(m + ".add", f, a);
+      out = b_.add(m + ".add_residual", out, residual);
+    } else if (c_.shared_layernorm) {
+      // Falcon (parallel_attn): one layernorm feeds attention and mlp; mlp_output += attention_output;
+      // output = residual + dropout(mlp_output) (p = 0: dropout returns its input in eval).
+      TensorId ln = norm(m + "." + n_.in_norm, hidden, lp.in_norm);
+      b_.hold(ln);
+      TensorId a = attention(m + "." + n_.attn, i, ln, mask, cos, sin, cache);
+      b_.hold(a);
+      TensorId f = mlp(m + "." + n_.mlp, lp, ln);
+      f = b_.add_(m + ".add_attention", f, a);
+      out = b_.add(m + ".dropout_add", residual, f);
+    } else {
+      TensorId h = norm(m + "." + n_.in_norm, hidden, lp.in_norm);
+      h = attention(m + "." + n_.attn, i, h, mask, cos, sin, cache);
+      if (c_.sandwich_norms) h = norm(m + ".post_attention_layernorm", h, lp.post_norm);
+      h = b_.add(m + ".add_attn", residual, h);
+      b_.hold(h);
+      residual = h;
+      h = norm(m + (c_.sandwich_norms ? ".pre_feedforward_layernorm" : "." + n_.post_norm), h,
+               c_.sandwich_norms ? lp.pre_ff_norm : lp.post_norm);
+      h = c_.experts > 0 ? moe(m + "." + n_.mlp, lp, h) : mlp(m + "." + n_.mlp, lp, h);
+      if (c_.sandwich_norms) h = norm(m + ".post_feedforward_layernorm", h, lp.post_ff_norm);
+      out = b_.add(m + ".add_mlp", residual, h);
+    }
+    b_.release_holds(scope);
+    return out;
+  }
+
+  TensorId rotate_half(const std::string& m, TensorId x) {
+    const int64_t d = b_.shape(x).back();
+    TensorId x1 = b_.slice(m + ".x1", x, -1, 0, d / 2);
+    TensorId x2 = b_.slice(m + ".x2", x, -1, d / 2, d);
+    return b_.cat(m + ".cat", {b_.neg(m + ".neg", x2), x1}, -1);
+  }
+
+  // apply_rotary_pos_emb(q, k, cos, sin): cos.unsqueeze(1), q * cos + rotate_half(q) * sin.
+  std::pair<TensorId, TensorId> apply_rotary(const std::string& m, TensorId q, TensorId k, TensorId cos, TensorId sin) {
+    size_t scope = b_.open_scope();
+    b_.hold(q);
+    b_.hold(k);
+    cos = b_.unsqueeze(m + ".cos.unsqueeze", cos, 1);
+    sin = b_.unsqueeze(m + ".sin.unsqueeze", sin, 1);
+    TensorId qc = b_.mul(m + ".q_mul_cos", q, cos);
+    TensorId qs = b_.mul(m + ".q_rot_mul_sin", rotate_half(m + ".q_rotate_half", q), sin);
+    TensorId q_embed = b_.add(m + ".q_embed", qc, qs);
+    b_.hold(q_embed);
+    TensorId kc = b_.mul(m + ".k_mul_cos", k, cos);
+    TensorId ks = b_.mul(m + ".k_rot_mul_sin", rotate_half(m + ".k_rotate_half", k), sin);
+    TensorId k_embed = b_.add(m + ".k_embed", kc, ks);
+    b_.release_holds(scope);
+    return {q_embed, k_embed};
+  }
+
+  TensorId repeat_kv(const std::string& m, TensorId x, int64_t n_rep) {
+    if (n_rep == 1) return x;
+    const auto s = b_.shape(x);  // [B, kv_heads, T, head_dim]
+    // hidden_states[:, :, None, :, :].expand(...).reshape(...): a copy.
+    x = b_.slice(m + ".slice", x, 0, 0, s[0]);
+    x = b_.slice(m + ".slice", x, 1, 0, s[1]);
+    x = b_.unsqueeze(m + ".unsqueeze", x, 2);
+    x = b_.slice(m + ".slice", x, 3, 0, s[2]);
+    x = b_.slice(m + ".slice", x, 4, 0, s[3]);
+    x = b_.expand(m + ".expand", x, {s[0], s[1], n_rep, s[2], s[3]});
+    return b_.reshape(m + ".reshape", x, {s[0], s[1] * n_rep, s[2], s[3]});
+  }
+
+  // DynamicCache.update: the prefill appends the new keys/values (no copy); a decode step
+  // concatenates them to the cached ones (a new tensor of past + S tokens) and the cache slot drops
+  // the old tensor once the cat has returned.
+  std::pair<TensorId, TensorId> update_cache(const std::string& m, size_t i, TensorId k, TensorId v, Cache* cache) {
+    if (cache == nullptr) return {k, v};
+    if (cache->k[i] == kNone) {
+      b_.mark_kv_cache(k);
+      b_.mark_kv_cache(v);
+      cache->k[i] = k;
+      cache->v[i] = v;
+      return {k, v};
+    }
+    // key_states, value_states = past_key_value.update(key_states, value_states, ...): the new
+    // token's keys and values stay referenced by the caller's locals until update returns.
+    size_t scope = b_.open_scope();
+    b_.hold(k);
+    b_.hold(v);
+    TensorId nk = b_.cat(m + ".key_cache.cat", {cache->k[i], k}, -2);
+    b_.mark_kv_cache(nk);
+    TensorId nv = b_.cat(m + ".value_cache.cat", {cache->v[i], v}, -2);
+    b_.mark_kv_cache(nv);
+    b_.release_holds(scope);
+    cache->k[i] = nk;
+    cache->v[i] = nv;
+    return {nk, nv};
+  }
+
+  // q, k, v [B, heads, S, head_dim] from the layer's projections.
+  std::tuple<TensorId, TensorId, TensorId> project(const std::string& m, const LayerParams& lp, TensorId hidden) {
+    const int64_t batch = b_.shape(hidden)[0], seq = b_.shape(hidden)[1];
+    const int64_t hd = c_.head_dim, q_out = c_.heads * hd, kv_out = c_.kv_heads * hd;
+    TensorId q, k, v;
+    if (c_.qkv == HfQkv::Separate) {
+      q = linear(m + "." + n_.q, hidden, lp.q);
+      k = linear(m + "." + n_.k, hidden, lp.k);
+      v = linear(m + "." + n_.v, hidden, lp.v);
+      q = b_.transpose(m + ".q.transpose", b_.view(m + ".q.view", q, {batch, seq, c_.heads, hd}), 1, 2);
+      k = b_.transpose(m + ".k.transpose", b_.view(m + ".k.view", k, {batch, seq, c_.kv_heads, hd}), 1, 2);
+      v = b_.transpose(m + ".v.transpose", b_.view(m + ".v.view", v, {batch, seq, c_.kv_heads, hd}), 1, 2);
+      return {q, k, v};
+    }
+    TensorId qkv = linear(m + "." + n_.qkv, hidden, lp.qkv);
+    if (c_.qkv == HfQkv::Interleaved) {
+      // gpt_neox: qkv.view(B, S, heads, 3 * head_dim); q = qkv[..., :hd].permute(0, 2, 1, 3), ...
+      qkv = b_.view(m + ".qkv.view", qkv, {batch, seq, c_.heads, 3 * hd});
+      q = b_.permute(m + ".q.permute", b_.slice(m + ".q.slice", qkv, 3, 0, hd), {0, 2, 1, 3});
+      k = b_.permute(m + ".k.permute", b_.slice(m + ".k.slice", qkv, 3, hd, 2 * hd), {0, 2, 1, 3});
+      v = b_.permute(m + ".v.permute", b_.slice(m + ".v.slice", qkv, 3, 2 * hd, 3 * hd), {0, 2, 1, 3});
+      return {q, k, v};
+    }
+    // phi3 / falcon: q = qkv[..., :q_out], k = qkv[..., q_out:q_out + kv_out], v = the rest.
+    q = b_.slice(m + ".q.slice", qkv, 2, 0, q_out);
+    k = b_.slice(m + ".k.slice", qkv, 2, q_out, q_out + kv_out);
+    v = b_.slice(m + ".v.slice", qkv, 2, q_out + kv_out, q_out + 2 * kv_out);
+    q = b_.transpose(m + ".q.transpose", b_.unflatten(m + ".q.view", q, 2, {c_.heads, hd}), 1, 2);
+    k = b_.transpose(m + ".k.transpose", b_.unflatten(m + ".k.view", k, 2, {c_.kv_heads, hd}), 1, 2);
+    v = b_.transpose(m + ".v.transpose", b_.unflatten(m + ".v.view", v, 2, {c_.kv_heads, hd}), 1, 2);
+    return {q, k, v};
+  }
+
+  TensorId attention(const std::string& m, size_t i, TensorId hidden, TensorId mask, TensorId cos, TensorId sin,
+                     Cache* cache) {
+    const LayerParams& lp = p_.layers[i];
+    size_t scope = b_.open_scope();
+    b_.hold(hidden);
+    const int64_t batch = b_.shape(hidden)[0], seq = b_.shape(hidden)[1], hd = c_.head_dim;
+    auto [q, k, v] = project(m, lp, hidden);
+    if (c_.rotary_dim == hd) {
+      std::tie(q, k) = apply_rotary(m + ".rotary", q, k, cos, sin);
+    } else {
+      // gpt_neox partial rotary: the first rotary_dim channels rotate, the rest pass; cat back.
+      TensorId q_rot = b_.slice(m + ".q_rot", q, -1, 0, c_.rotary_dim), q_pass = b_.slice(m + ".q_pass", q, -1, c_.rotary_dim, hd);
+      TensorId k_rot = b_.slice(m + ".k_rot", k, -1, 0, c_.rotary_dim), k_pass = b_.slice(m + ".k_pass", k, -1, c_.rotary_dim, hd);
+      b_.hold(q_pass);
+      b_.hold(k_pass);
+      auto [qr, kr] = apply_rotary(m + ".rotary", q_rot, k_rot, cos, sin);
+      q = b_.cat(m + ".q.cat", {qr, q_pass}, -1);
+      k = b_.cat(m + ".k.cat", {kr, k_pass}, -1);
+    }
+    b_.hold(q);
+    std::tie(k, v) = update_cache(m, i, k, v, cache);
+    TensorId out;
+    const int64_t groups = c_.heads / c_.kv_heads;
+    if (attention_ == AttentionKind::Flash) {
+      out = flash_attention(m, q, k, v);
+    } else {
+      k = repeat_kv(m + ".repeat_kv_key", k, groups);
+      b_.hold(k);
+      v = repeat_kv(m + ".repeat_kv_value", v, groups);
+      b_.hold(v);
+      out = eager() ? eager_attention(m, q, k, v, mask) : sdpa(m, q, k, v);
+    }
+    out = b_.reshape(m + ".attn_output.reshape", out, {batch, seq, c_.heads * hd});
+    out = linear(m + "." + n_.o, out, lp.o);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // eager_attention_forward: softmax(q @ k^T / sqrt(d) + mask) in float32, @ v; returns
+  // [B, S, heads, head_dim] contiguous (transpose(1, 2).contiguous()).
+  TensorId eager_attention(const std::string& m, TensorId q, TensorId k, TensorId v, TensorId mask) {
+    const int64_t keys = b_.shape(k)[2];
+    TensorId w = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".key.transpose", k, 2, 3));
+    w = b_.div_scalar(m + ".div", w, std::sqrt(static_cast<double>(c_.head_dim)));
+    if (mask != kNone) {
+      // causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+      TensorId cm = b_.slice(m + ".causal_mask", mask, 0, 0, b_.shape(mask)[0]);
+      cm = b_.slice(m + ".causal_mask", cm, 1, 0, 1);
+      cm = b_.slice(m + ".causal_mask", cm, 2, 0, b_.shape(mask)[2]);
+      cm = b_.slice(m + ".causal_mask", cm, 3, 0, keys);
+      w = b_.add(m + ".add_mask", w, cm);
+    }
+    // softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    if (b_.tensor(w).dtype != DType::F32) w = b_.cast(m + ".softmax.to_float32", w, DType::F32);
+    w = b_.softmax(m + ".softmax", w, -1);
+    if (b_.tensor(q).dtype != DType::F32) w = b_.cast(m + ".softmax.to", w, b_.tensor(q).dtype);
+    b_.hold(w);  // attn_weights, a local until the attention returns
+    TensorId out = b_.matmul(m + ".matmul_context", w, v);
+    out = b_.transpose(m + ".attn_output.transpose", out, 1, 2);
+    return b_.contiguous(m + ".attn_output.contiguous", out);
+  }
+
+  // torch.nn.functional.scaled_dot_product_attention (is_causal = S > 1, no mask): PyTorch's
+  // dispatcher (sdp_utils select_sdp_backend) takes the flash kernel for fp16/bf16
+  // (_scaled_dot_product_flash_attention: output in [B, S, heads, d] layout and a float32
+  // logsumexp [B, heads, S]) and the memory-efficient one for float32
+  // (_scaled_dot_product_efficient_attention: the same output, and a logsumexp padded to a
+  // multiple of 32 rows only when compute_log_sumexp, i.e. under grad). The transpose(1, 2) that
+  // follows in HF is then already contiguous: contiguous() copies nothing.
+  TensorId sdpa(const std::string& m, TensorId q, TensorId k, TensorId v) {
+    const auto s = b_.shape(q);  // [B, heads, S, d]
+    std::vector<GraphBuilder::OpaqueOutput> outs = {{{s[0], s[2], s[1], s[3]}, b_.tensor(q).dtype}};
+    if (dtype() != DType::F32) {
+      outs.push_back({{s[0], s[1], s[2]}, DType::F32});
+    } else if (!inference_) {
+      outs.push_back({{s[0], s[1], (s[2] + 31) / 32 * 32}, DType::F32});
+    }
+    return b_.opaque(m + ".scaled_dot_product_attention", {q, k, v}, outs)[0];
+  }
+
+  // LlamaFlashAttention2 -> flash_attn_func: q, k, v transposed to [B, S, heads, d] (views; the
+  // kernel needs only the last dimension contiguous), no repeat_kv (the kernel reads the
+  // kv heads of each group), output [B, S, heads, d] and softmax_lse float32 [B, heads, S]
+  // (flash_attn_interface._flash_attn_forward).
+  TensorId flash_attention(const std::string& m, TensorId q, TensorId k, TensorId v) {
+    const auto s = b_.shape(q);
+    q = b_.transpose(m + ".q.transpose_bshd", q, 1, 2);
+    k = b_.transpose(m + ".k.transpose_bshd", k, 1, 2);
+    v = b_.transpose(m + ".v.transpose_bshd", v, 1, 2);
+    return b_.opaque(m + ".flash_attn_func", {q, k, v},
+                     {{{s[0], s[2], s[1], s[3]}, b_.tensor(q).dtype}, {{s[0], s[1], s[2]}, DType::F32}})[0];
+  }
+
+  // nn.Linear, or peft's lora.Linear: result = base_layer(x); result = result +
+  // lora_B(lora_A(dropout(x))) * scaling (scaling = lora_alpha / r; dropout is nn.Identity at 0).
+  TensorId linear(const std::string& m, TensorId x, const LinearParams& p) {
+    if (p.lora_a == kNone) return apply_linear(b_, m, x, p);
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    TensorId result = apply_linear(b_, m + ".base_layer", x, p);
+    TensorId d = x;
+    if (lora_->dropout > 0.0) d = b_.dropout(m + ".lora_dropout", x, lora_->dropout);
+    TensorId a = b_.linear_with(m + ".lora_A", d, p.lora_a);
+    TensorId up = b_.linear_with(m + ".lora_B", a, p.lora_b);
+    up = b_.mul_scalar(m + ".scaling", up, lora_->alpha / static_cast<double>(lora_->r));
+    TensorId out = b_.add(m + ".add", result, up);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  TensorId act(const std::string& m, TensorId x) {
+    return c_.gelu ? b_.gelu(m, x, /*approximate_tanh=*/c_.norm == HfNorm::GemmaRms) : b_.silu(m, x);
+  }
+
+  TensorId mlp(const std::string& m, const LayerParams& lp, TensorId x) {
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    TensorId out;
+    if (c_.fused_gate_up) {
+      // up_states = gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);
+      // up_states = up_states * act(gate); down_proj(up_states)
+      TensorId gu = linear(m + ".gate_up_proj", x, lp.gate_up);
+      std::vector<TensorId> parts = b_.chunk(m + ".chunk", gu, 2, -1);
+      b_.hold(parts[1]);
+      TensorId h = b_.mul(m + ".mul", parts[1], act(m + ".activation_fn", parts[0]));
+      out = linear(m + ".down_proj", h, lp.down);
+    } else if (c_.gated_mlp) {
+      TensorId gate = act(m + ".act_fn", linear(m + ".gate_proj", x, lp.gate));
+      TensorId up = linear(m + ".up_proj", x, lp.up);
+      out = linear(m + ".down_proj", b_.mul(m + ".mul", gate, up), lp.down);
+    } else {
+      TensorId h = act(m + ".act", linear(m + "." + n_.fc1, x, lp.up));
+      out = linear(m + "." + n_.fc2, h, lp.down);
+    }
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // MixtralSparseMoeBlock.forward: router logits, softmax in float32, topk, renormalise, then per
+  // expert: torch.where on its one-hot mask, index its tokens, run the expert, scale by the
+  // routing weights and index_add_ into final_hidden_states (in place). Routing is balanced:
+  // expert e gets floor(T * k / E) tokens, one more for the first (T * k) mod E experts.
+  TensorId moe(const std::string& m, const LayerParams& lp, TensorId x) {
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    const auto s = b_.shape(x);
+    const int64_t tokens = s[0] * s[1], k = c_.experts_per_tok, e_count = c_.experts;
+    TensorId flat = b_.view(m + ".view", x, {tokens, s[2]});
+    b_.hold(flat);
+    TensorId router_logits = b_.linear_with(m + ".gate", flat, lp.router);
+    b_.hold(router_logits);  // returned with the output
+    TensorId rw = router_logits;
+    if (b_.tensor(rw).dtype != DType::F32) rw = b_.cast(m + ".softmax.to_float32", rw, DType::F32);
+    rw = b_.softmax(m + ".softmax", rw, 1);
+    auto topk = b_.opaque(m + ".topk", {rw}, {{{tokens, k}, DType::F32}, {{tokens, k}, DType::I64}});
+    TensorId weights = topk[0], selected = topk[1];
+    b_.hold(selected);
+    TensorId denom = b_.sum(m + ".sum", weights, -1, true);
+    OpAttrs inplace;
+    inplace.inplace = true;
+    weights = b_.opaque(m + ".div_", {weights, denom}, {{{tokens, k}, DType::F32}}, inplace)[0];
+    if (dtype() != DType::F32) weights = b_.cast(m + ".routing_weights.to", weights, dtype());
+    b_.hold(weights);
+    TensorId final_states = b_.factory(m + ".zeros", {tokens, s[2]}, dtype());
+    TensorId one_hot = b_.opaque(m + ".one_hot", {selected}, {{{tokens, k, e_count}, DType::I64}})[0];
+    TensorId expert_mask = b_.permute(m + ".permute", one_hot, {2, 1, 0});
+    b_.hold(expert_mask);
+    const int64_t routed = checked_mul(tokens, k, "routed tokens");
+    for (int64_t e = 0; e < e_count; ++e) {
+      const std::string x_name = m + ".experts." + std::to_string(e);
+      const int64_t n = routed / e_count + (e < routed % e_count ? 1 : 0);
+      size_t es = b_.open_scope();
+      TensorId sel = b_.select(x_name + ".mask", expert_mask, 0, e);
+      auto where = b_.opaque(x_name + ".where", {sel}, {{{n}, DType::I64}, {{n}, DType::I64}});
+      b_.hold(where[0]);
+      b_.hold(where[1]);
+      TensorId state = b_.opaque(x_name + ".index", {flat, where[1]}, {{{n, s[2]}, dtype()}})[0];
+      const LayerParams::Expert& ex = lp.experts[static_cast<size_t>(e)];
+      TensorId h = act(x_name + ".act_fn", linear(x_name + ".w1", state, ex.w1));
+      h = b_.mul(x_name + ".mul", h, linear(x_name + ".w3", state, ex.w3));
+      h = linear(x_name + ".w2", h, ex.w2);
+      TensorId scale = b_.opaque(x_name + ".routing_weights.index", {weights, where[1], where[0]}, {{{n, 1}, dtype()}})[0];
+      h = b_.mul(x_name + ".mul_routing", h, scale);
+      final_states = b_.opaque(x_name + ".index_add_", {final_states, where[1], h}, {{{tokens, s[2]}, dtype()}}, inplace)[0];
+      b_.release_holds(es);
+    }
+    TensorId out = b_.reshape(m + ".reshape", final_states, {s[0], s[1], s[2]});
+    b_.release_holds(scope);
+    return out;
+  }
+
+  GraphBuilder& b_;
+  const HfDecoderConfig& c_;
+  const Params& p_;
+  Names n_;
+  AttentionKind attention_;
+  bool inference_;
+  const std::optional<LoraConfig>& lora_;
+};
+
+AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg, const std::string& model) {
+  AttentionKind a = cfg.attention == AttentionKind::Default ? default_attention(c) : cfg.attention;
+  if (a == AttentionKind::Flash && cfg.dtype == DType::F32) {
+    throw InputError(model + ": flash attention runs in fp16 or bf16 only (flash_attn_func); use --precision bf16 or --attention sdpa");
+  }
+  return a;
+}
+
+void check_lora_targets(const std::optional<LoraConfig>& lora, const std::set<std::string>& used, const std::string& model) {
+  if (!lora) return;
+  for (const std::string& t : lora->targets) {
+    if (!used.count(t)) throw InputError("--lora targets: " + model + " has no nn.Linear named '" + t + "'");
+  }
+}
+
+// peft's mark_only_lora_as_trainable: requires_grad=False on everything but lora_ parameters.
+void freeze_all_but_adapters(Graph& g) {
+  for (Tensor& t : g.tensors) {
+    if (t.role == TensorRole::Parameter && t.name.find(".lora_") == std::string::npos) t.frozen = true;
+  }
+}
+
+// One forward with use_cache=False: all logits; training adds ForCausalLMLoss.
+Graph build_single(const HfDecoderConfig& c, const std::string& model, const BuildConfig& cfg) {
+  const int64_t seq = sequence_length(cfg, 128, c.max_positions, model, "max_position_embeddings");
+  GraphBuilder b(model, cfg.dtype);
+  b.set_dim("batch", cfg.batch);
+  b.set_dim("seq", seq);
+  std::set<std::string> lora_used;
+  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_lora_targets(cfg.lora, lora_used, model);
+  TensorId ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), cfg.inference, cfg.lora);
+  TensorId logits = fw.logits("", fw.model("", ids, 0, nullptr), 0);
+  b.mark_output(logits);
+  if (!cfg.inference) {
+    b.begin_loss();
+    // ForCausalLMLoss: logits = logits.float(), then the shifted cross-entropy.
+    TensorId lf = b.tensor(logits).dtype == DType::F32 ? logits : b.cast("loss.logits.float", logits, DType::F32);
+    b.set_loss(add_loss(b, lf, LossKind::NextToken, cfg));
+  }
+  Graph g = b.finish();
+  if (cfg.lora) freeze_all_but_adapters(g);
+  return g;
+}
+
+std::string forward_prefix(int64_t f) { return f == 0 ? "prefill." : "decode" + std::to_string(f) + "."; }
+
+// Forwards first..last of generate()'s greedy loop (GenerationMixin._sample). After each
+// forward: next_token_logits = outputs.logits[:, -1, :].clone().float(); next_tokens =
+// argmax(next_token_logits, -1); input_ids = torch.cat([input_ids, next_tokens[:, None]], -1);
+// del outputs. Python rebinds a name after its new value exists, so the previous iteration's
+// next_token_logits, next_tokens and input_ids live until their replacements are made.
+Graph build_generation(const HfDecoderConfig& c, const std::string& model, const BuildConfig& cfg) {
+  const GenerationWindow& w = *cfg.generation;
+  if (w.prompt <= 0 || w.new_tokens <= 0 || w.first < 0 || w.last < w.first || w.last >= w.new_tokens) {
+    throw InputError(model + ": invalid generation window");
+  }
+  const int64_t total = checked_add(w.prompt, w.new_tokens - 1, "prompt + new tokens");
+  if (total > c.max_positions) {
+    throw InputError(model + ": prompt " + std::to_string(w.prompt) + " + " + std::to_string(w.new_tokens) +
+                     " new tokens is longer than max_position_embeddings " + std::to_string(c.max_positions));
+  }
+  const int64_t batch = cfg.batch;
+  GraphBuilder b(model, cfg.dtype);
+  b.set_dim("batch", batch);
+  b.set_dim("seq", w.prompt);
+  std::set<std::string> lora_used;
+  Params p = declare(b, c, names_of(c), cfg.lora, lora_used);
+  check_lora_targets(cfg.lora, lora_used, model);
+  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg.lora);
+  TensorId prompt = b.input("input_ids", {batch, w.prompt}, DType::I64);  // the caller keeps it
+  Cache cache;
+  cache.k.assign(static_cast<size_t>(c.layers), kNone);
+  cache.v.assign(static_cast<size_t>(c.layers), kNone);
+  TensorId input_ids = prompt, last_logits = kNone, last_tokens = kNone, previous_ids = kNone;
+  // Carried in from the forwards before the window: inputs released when generate() drops them.
+  if (w.first > 0) {
+    const int64_t past = w.prompt + w.first - 1;
+    for (int64_t i = 0; i < c.layers; ++i) {
+      const std::string m = "past_key_values." + std::to_string(i);
+      cache.k[static_cast<size_t>(i)] = b.input(m + ".key", {batch, c.kv_heads, past, c.head_dim}, cfg.dtype);
+      b.mark_kv_cache(cache.k[static_cast<size_t>(i)]);
+      cache.v[static_cast<size_t>(i)] = b.input(m + ".value", {batch, c.kv_heads, past, c.head_dim}, cfg.dtype);
+      b.mark_kv_cache(cache.v[static_cast<size_t>(i)]);
+    }
+    input_ids = b.input("generated_ids", {batch, w.prompt + w.first}, DType::I64);
+    // The ids before the last torch.cat, still viewed by the previous forward's model input.
+    if (w.first >= 2) previous_ids = b.input("previous_generated_ids", {batch, w.prompt + w.first - 1}, DType::I64);
+    last_logits = b.input("next_token_logits", {batch, c.vocab}, DType::F32);
+    last_tokens = b.input("next_tokens", {batch}, DType::I64);
+  }
+  for (int64_t f = w.first; f <= w.last; ++f) {
+    const std::string pre = forward_prefix(f);
+    const int64_t past = f == 0 ? 0 : w.prompt + f - 1;
+    TensorId ids = input_ids;
+    if (f > 0) {  // the tokens not in the cache: model_input = input_ids[:, -1:] (a view)
+      const int64_t len = b.shape(input_ids)[1];
+      ids = b.slice(pre + "input_ids.slice", input_ids, 0, 0, batch);
+      ids = b.slice(pre + "input_ids.slice", ids, 1, len - 1, len);
+      // Rebinding model_input drops the view of the ids before the last cat.
+      if (previous_ids != kNone) {
+        if (b.tensor(previous_ids).role == TensorRole::Input) b.release_input_after(previous_ids, b.last_op());
+        else b.keep_until(previous_ids, b.last_op());
+      }
+    }
+    std::vector<TensorId> old_k = cache.k, old_v = cache.v;
+    TensorId hidden = fw.model(pre, ids, past, &cache);
+    // The cache slot's old tensor goes when torch.cat has replaced it.
+    for (size_t i = 0; i < cache.k.size(); ++i) {
+      if (f == 0) continue;
+      for (auto [old, now] : {std::pair{old_k[i], cache.k[i]}, std::pair{old_v[i], cache.v[i]}}) {
+        OpId cat = b.tensor(now).producer;
+        if (b.tensor(old).role == TensorRole::Input) b.release_input_after(old, cat);
+        else b.keep_until(old, cat);
+      }
+    }
+    TensorId logits = fw.logits(pre, hidden, 1);  // num_logits_to_keep=1
+    // next_token_logits = outputs.logits[:, -1, :].clone().float()
+    const int64_t kept = b.shape(logits)[1];
+    TensorId row = b.slice(pre + "logits.slice", logits, 0, 0, batch);
+    row = b.select(pre + "logits.select", row, 1, kept - 1);
+    row = b.slice(pre + "logits.slice", row, 1, 0, c.vocab);
+    TensorId next_logits = b.opaque(pre + "logits.clone", {row}, {{{batch, c.vocab}, b.tensor(logits).dtype}})[0];
+    if (b.tensor(next_logits).dtype != DType::F32) next_logits = b.cast(pre + "logits.float", next_logits, DType::F32);
+    if (last_logits != kNone) {
+      if (b.tensor(last_logits).role == TensorRole::Input) b.release_input_after(last_logits, b.last_op());
+      else b.keep_until(last_logits, b.last_op());
+    }
+    TensorId next_tokens = b.opaque(pre + "argmax", {next_logits}, {{{batch}, DType::I64}})[0];
+    if (last_tokens != kNone) {
+      if (b.tensor(last_tokens).role == TensorRole::Input) b.release_input_after(last_tokens, b.last_op());
+      else b.keep_until(last_tokens, b.last_op());
+    }
+    TensorId col = b.unsqueeze(pre + "next_tokens.unsqueeze", next_tokens, 1);
+    TensorId longer = b.cat(pre + "input_ids.cat", {input_ids, col}, -1);
+    // `del outputs` (the logits). The old input_ids lives on in the model input's view until
+    // the next forward slices the new one (the caller keeps the prompt itself).
+    b.keep_until(logits, b.last_op());
+    previous_ids = input_ids == prompt ? kNone : input_ids;
+    input_ids = longer;
+    last_logits = next_logits;
+    last_tokens = next_tokens;
+  }
+  // What is alive when the window ends: the cache, the ids, the last logits and tokens.
+  for (size_t i = 0; i < cache.k.size(); ++i) {
+    b.mark_output(cache.k[i]);
+    b.mark_output(cache.v[i]);
+  }
+  b.mark_output(input_ids);
+  if (previous_ids != kNone) b.mark_output(previous_ids);
+  b.mark_output(last_logits);
+  b.mark_output(last_tokens);
+  Graph g = b.finish();
+  if (cfg.lora) freeze_all_but_adapters(g);
+  return g;
+}
+
+}  // namespace
+
+AttentionKind default_attention(const HfDecoderConfig&) { return AttentionKind::Sdpa; }
+
+Graph build_hf_decoder(const HfDecoderConfig& c, const std::string& model_name, const BuildConfig& cfg) {
+  if (cfg.generation) return build_generation(c, model_name, cfg);
+  return build_single(c, model_name, cfg);
+}
+
+}  // namespace headroom

@@ -1,0 +1,29 @@
+#include "frontends/hf/hf_frontend.h"
+
+#include "frontends/hf/hf_decoder.h"
+#include "frontends/hf/hf_t5.h"
+#include "frontends/zoo/registry.h"
+#include "util/error.h"
+
+namespace headroom {
+
+HfLoader hf_graph_loader(const std::string& path) {
+  HfModel m = read_hf_config(path);
+  HfLoader l;
+  l.torch_dtype = m.torch_dtype;
+  l.load = [m](const BuildConfig& cfg) -> Graph {
+    if (!m.zoo_spec.empty()) {
+      if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");
+      if (cfg.lora) throw InputError("--lora applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
+      if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));
+      Graph g = build_model(m.zoo_spec, cfg);
+      g.model = m.path;
+      return g;
+    }
+    if (m.family == HfFamily::T5) return build_hf_t5(m.t5, m.path, cfg);
+    return build_hf_decoder(m.decoder, m.path, cfg);
+  };
+  return l;
+}
+
+}  // namespace headroom

@@ -1,0 +1,288 @@
+#include "frontends/hf/hf_t5.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "frontends/zoo/losses.h"
+#include "frontends/zoo/transformer_common.h"
+#include "ir/builder.h"
+#include "util/error.h"
+
+namespace headroom {
+namespace {
+
+struct AttentionParams {
+  TensorId q = kNone, k = kNone, v = kNone, o = kNone, relative_bias = kNone;
+};
+
+struct BlockParams {
+  AttentionParams self_attn, cross_attn;
+  TensorId self_norm = kNone, cross_norm = kNone, ff_norm = kNone;
+  TensorId wi_0 = kNone, wi_1 = kNone, wo = kNone;  // wi_1 only gated; wi_0 is `wi` otherwise
+};
+
+struct StackParams {
+  std::vector<BlockParams> blocks;
+  TensorId final_norm = kNone;
+};
+
+struct T5Params {
+  TensorId shared = kNone;
+  StackParams encoder, decoder;
+  TensorId lm_head = kNone;
+};
+
+// T5Attention.__init__: q, k, v, o (no biases), relative_attention_bias in the first block.
+AttentionParams attention_params(GraphBuilder& b, const T5Config& c, const std::string& m, bool relative) {
+  const int64_t inner = c.heads * c.d_kv;
+  AttentionParams p;
+  p.q = b.parameter(m + ".q.weight", {inner, c.d_model});
+  p.k = b.parameter(m + ".k.weight", {inner, c.d_model});
+  p.v = b.parameter(m + ".v.weight", {inner, c.d_model});
+  p.o = b.parameter(m + ".o.weight", {c.d_model, inner});
+  if (relative) p.relative_bias = b.parameter(m + ".relative_attention_bias.weight", {c.buckets, c.heads});
+  return p;
+}
+
+StackParams stack_params(GraphBuilder& b, const T5Config& c, const std::string& s, int64_t layers, bool decoder) {
+  StackParams p;
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string m = s + ".block." + std::to_string(i) + ".layer.";
+    BlockParams bp;
+    bp.self_attn = attention_params(b, c, m + "0.SelfAttention", i == 0);
+    bp.self_norm = b.parameter(m + "0.layer_norm.weight", {c.d_model});
+    int ff = 1;
+    if (decoder) {
+      bp.cross_attn = attention_params(b, c, m + "1.EncDecAttention", false);
+      bp.cross_norm = b.parameter(m + "1.layer_norm.weight", {c.d_model});
+      ff = 2;
+    }
+    const std::string f = m + std::to_string(ff);
+    if (c.gated) {
+      bp.wi_0 = b.parameter(f + ".DenseReluDense.wi_0.weight", {c.d_ff, c.d_model});
+      bp.wi_1 = b.parameter(f + ".DenseReluDense.wi_1.weight", {c.d_ff, c.d_model});
+    } else {
+      bp.wi_0 = b.parameter(f + ".DenseReluDense.wi.weight", {c.d_ff, c.d_model});
+    }
+    bp.wo = b.parameter(f + ".DenseReluDense.wo.weight", {c.d_model, c.d_ff});
+    bp.ff_norm = b.parameter(f + ".layer_norm.weight", {c.d_model});
+    p.blocks.push_back(bp);
+  }
+  p.final_norm = b.parameter(s + ".final_layer_norm.weight", {c.d_model});
+  return p;
+}
+
+constexpr double kFloat32Min = -3.4028234663852886e38;
+
+class T5Forward {
+ public:
+  T5Forward(GraphBuilder& b, const T5Config& c, const T5Params& p, double dropout) : b_(b), c_(c), p_(p), dropout_(dropout) {}
+
+  // T5ForConditionalGeneration.forward: logits [B, T, vocab].
+  TensorId run(TensorId input_ids, TensorId decoder_input_ids) {
+    size_t scope = b_.open_scope();
+    TensorId encoded = stack("encoder", p_.encoder, input_ids, kNone);
+    b_.hold(encoded);  // encoder_outputs, alive until the forward returns
+    TensorId out = stack("decoder", p_.decoder, decoder_input_ids, encoded);
+    if (c_.tie_embeddings) out = b_.mul_scalar("sequence_output.scale", out, std::pow(static_cast<double>(c_.d_model), -0.5));
+    TensorId logits = b_.linear_with("lm_head", out, p_.lm_head);
+    b_.release_holds(scope);
+    return logits;
+  }
+
+ private:
+  // T5LayerNorm: variance in float32, hidden * rsqrt(variance + eps), weight * hidden.
+  TensorId norm(const std::string& m, TensorId x, TensorId w) {
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    TensorId h = x;
+    if (b_.tensor(x).dtype != DType::F32) h = b_.cast(m + ".to_float32", h, DType::F32);
+    TensorId var = b_.mean(m + ".mean", b_.pow_scalar(m + ".pow", h, 2.0), -1, true);
+    b_.hold(var);
+    TensorId r = b_.rsqrt(m + ".rsqrt", b_.add_scalar(m + ".add_eps", var, 1e-6));
+    TensorId y = b_.mul(m + ".mul", x, r);
+    if (b_.tensor(y).dtype != b_.tensor(w).dtype) y = b_.cast(m + ".to_weight_dtype", y, b_.tensor(w).dtype);
+    TensorId out = b_.mul(m + ".mul_weight", w, y);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // T5Stack.forward over `ids`; `encoded` is the encoder output for the decoder (kNone: encoder).
+  TensorId stack(const std::string& s, const StackParams& sp, TensorId ids, TensorId encoded) {
+    size_t scope = b_.open_scope();
+    const int64_t batch = b_.shape(ids)[0], seq = b_.shape(ids)[1];
+    TensorId embeds = b_.embedding_with(s + ".embed_tokens", ids, p_.shared);
+    b_.hold(embeds);
+    // attention_mask = torch.ones(B, S); get_extended_attention_mask: [B, 1, 1, S] (the decoder's
+    // causal one [B, 1, S, S]), (1.0 - mask) * finfo.min in the model dtype.
+    TensorId ones = b_.factory(s + ".attention_mask", {batch, seq}, DType::F32);
+    TensorId mask = extended_mask(s + ".get_extended_attention_mask", ones, encoded != kNone);
+    b_.hold(mask);
+    TensorId cross_mask = kNone;
+    if (encoded != kNone) {
+      TensorId enc_ones = b_.factory(s + ".encoder_attention_mask", {batch, b_.shape(encoded)[1]}, DType::F32);
+      cross_mask = extended_mask(s + ".invert_attention_mask", enc_ones, false);
+      b_.hold(cross_mask);
+    }
+    TensorId h = b_.dropout(s + ".dropout", embeds, dropout_);
+    TensorId position_bias = kNone, cross_bias = kNone;
+    for (size_t i = 0; i < sp.blocks.size(); ++i) {
+      const BlockParams& bp = sp.blocks[i];
+      const std::string m = s + ".block." + std::to_string(i) + ".layer.";
+      size_t bs = b_.open_scope();
+      b_.hold(h);
+      // T5LayerSelfAttention: h + dropout(SelfAttention(layer_norm(h)))
+      TensorId a = attention(m + "0.SelfAttention", bp.self_attn, norm(m + "0.layer_norm", h, bp.self_norm), kNone,
+                             mask, position_bias);
+      h = b_.add(m + "0.add", h, b_.dropout(m + "0.dropout", a, dropout_));
+      int ff = 1;
+      if (encoded != kNone) {
+        b_.hold(h);
+        TensorId x = attention(m + "1.EncDecAttention", bp.cross_attn, norm(m + "1.layer_norm", h, bp.cross_norm),
+                               encoded, cross_mask, cross_bias);
+        h = b_.add(m + "1.add", h, b_.dropout(m + "1.dropout", x, dropout_));
+        ff = 2;
+      }
+      b_.hold(h);
+      const std::string f = m + std::to_string(ff);
+      TensorId x = norm(f + ".layer_norm", h, bp.ff_norm);
+      x = feed_forward(f + ".DenseReluDense", bp, x);
+      h = b_.add(f + ".add", h, b_.dropout(f + ".dropout", x, dropout_));
+      b_.release_holds(bs);
+      if (i == 0) {  // the first block's position biases are passed to every later block
+        b_.hold(position_bias);
+        if (cross_bias != kNone) b_.hold(cross_bias);
+      }
+    }
+    h = norm(s + ".final_layer_norm", h, sp.final_norm);
+    h = b_.dropout(s + ".dropout_final", h, dropout_);
+    b_.release_holds(scope);
+    return h;
+  }
+
+  TensorId extended_mask(const std::string& m, TensorId ones, bool causal) {
+    size_t scope = b_.open_scope();
+    const int64_t batch = b_.shape(ones)[0], seq = b_.shape(ones)[1];
+    TensorId e;
+    if (causal) {
+      // create_extended_attention_mask_for_decoder: seq_ids = arange; causal = seq_ids[None, None, :]
+      // .repeat(B, S, 1) <= seq_ids[None, :, None]; .to(mask dtype); causal[:, None, :, :] * mask[:, None, None, :]
+      TensorId ids = b_.factory(m + ".arange", {seq}, DType::I64);
+      b_.hold(ids);
+      TensorId rep = b_.opaque(m + ".repeat", {ids}, {{{batch, seq, seq}, DType::I64}})[0];
+      TensorId le = b_.compare(m + ".le", rep, b_.view(m + ".seq_ids.view", ids, {1, seq, 1}));
+      TensorId cm = b_.cast(m + ".to", le, DType::F32);
+      cm = b_.unsqueeze(m + ".unsqueeze", cm, 1);
+      TensorId om = b_.unsqueeze(m + ".mask.unsqueeze", b_.unsqueeze(m + ".mask.unsqueeze", ones, 1), 1);
+      e = b_.mul(m + ".mul", cm, om);
+    } else {
+      e = b_.unsqueeze(m + ".unsqueeze", b_.unsqueeze(m + ".unsqueeze", ones, 1), 1);
+    }
+    if (b_.activation_dtype() != DType::F32) e = b_.cast(m + ".to_dtype", e, b_.activation_dtype());
+    TensorId inv = b_.rsub_scalar(m + ".rsub", e, 1.0);
+    TensorId out = b_.mul_scalar(m + ".mul_min", inv, kFloat32Min);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // T5Attention.forward: q @ k^T (no scaling) + position_bias (+ mask), softmax in float32,
+  // type_as, dropout, @ v, unshape, o. The first block computes the bias: compute_bias's bucket
+  // arithmetic on [S, K] int64 tensors and the embedding lookup [S, K, heads], permuted to
+  // [1, heads, S, K] (recorded as one op for the integer part); later blocks reuse it.
+  TensorId attention(const std::string& m, const AttentionParams& ap, TensorId x, TensorId kv, TensorId mask,
+                     TensorId& position_bias) {
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    const int64_t batch = b_.shape(x)[0], seq = b_.shape(x)[1];
+    TensorId src = kv == kNone ? x : kv;
+    const int64_t keys = b_.shape(src)[1];
+    auto shape = [&](const std::string& n, TensorId t, int64_t len) {
+      return b_.transpose(n + ".transpose", b_.view(n + ".view", t, {batch, len, c_.heads, c_.d_kv}), 1, 2);
+    };
+    TensorId q = shape(m + ".q", b_.linear_with(m + ".q", x, ap.q), seq);
+    b_.hold(q);
+    TensorId k = shape(m + ".k", b_.linear_with(m + ".k", src, ap.k), keys);
+    b_.hold(k);
+    TensorId v = shape(m + ".v", b_.linear_with(m + ".v", src, ap.v), keys);
+    b_.hold(v);
+    TensorId scores = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".k.transpose_scores", k, 3, 2));
+    if (position_bias == kNone) {
+      TensorId bias;
+      if (ap.relative_bias != kNone) {
+        TensorId buckets = b_.factory(m + ".compute_bias.relative_position_bucket", {seq, keys}, DType::I64);
+        TensorId values = b_.embedding_with(m + ".relative_attention_bias", buckets, ap.relative_bias);
+        bias = b_.unsqueeze(m + ".compute_bias.unsqueeze", b_.permute(m + ".compute_bias.permute", values, {2, 0, 1}), 0);
+      } else {
+        bias = b_.factory(m + ".position_bias.zeros", {1, c_.heads, seq, keys}, b_.activation_dtype());
+      }
+      position_bias = b_.add(m + ".position_bias.add_mask", bias, mask);
+    }
+    scores = b_.add_(m + ".scores.add_", scores, position_bias);
+    TensorId w = b_.tensor(scores).dtype == DType::F32 ? scores : b_.cast(m + ".scores.float", scores, DType::F32);
+    w = b_.softmax(m + ".softmax", w, -1);
+    if (b_.tensor(scores).dtype != DType::F32) w = b_.cast(m + ".type_as", w, b_.tensor(scores).dtype);
+    w = b_.dropout(m + ".dropout", w, dropout_);
+    b_.hold(w);
+    TensorId out = b_.matmul(m + ".matmul_context", w, v);
+    out = b_.contiguous(m + ".unshape.contiguous", b_.transpose(m + ".unshape.transpose", out, 1, 2));
+    out = b_.view(m + ".unshape.view", out, {batch, seq, c_.heads * c_.d_kv});
+    out = b_.linear_with(m + ".o", out, ap.o);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // T5DenseActDense: wo(dropout(relu(wi(x)))); T5DenseGatedActDense:
+  // wo(dropout(gelu_new(wi_0(x)) * wi_1(x))).
+  TensorId feed_forward(const std::string& m, const BlockParams& bp, TensorId x) {
+    size_t scope = b_.open_scope();
+    b_.hold(x);
+    TensorId h;
+    if (c_.gated) {
+      TensorId g = b_.gelu(m + ".act", b_.linear_with(m + ".wi_0", x, bp.wi_0), /*approximate_tanh=*/true);
+      h = b_.mul(m + ".mul", g, b_.linear_with(m + ".wi_1", x, bp.wi_1));
+    } else {
+      h = b_.relu(m + ".act", b_.linear_with(m + ".wi", x, bp.wi_0), false);
+    }
+    h = b_.dropout(m + ".dropout", h, dropout_);
+    TensorId out = b_.linear_with(m + ".wo", h, bp.wo);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  GraphBuilder& b_;
+  const T5Config& c_;
+  const T5Params& p_;
+  double dropout_;
+};
+
+}  // namespace
+
+Graph build_hf_t5(const T5Config& c, const std::string& model, const BuildConfig& cfg) {
+  if (cfg.generation) throw InputError(model + ": --mode generate covers decoder-only models (not t5)");
+  if (cfg.attention != AttentionKind::Default) throw InputError("--attention applies to the decoder-only families, not t5");
+  if (cfg.lora) throw InputError("--lora applies to the decoder-only families, not t5");
+  const int64_t seq = sequence_length(cfg, 128, INT64_MAX, model, "");
+  GraphBuilder b(model, cfg.dtype);
+  b.set_dim("batch", cfg.batch);
+  b.set_dim("seq", seq);
+  T5Params p;
+  p.shared = b.parameter("shared.weight", {c.vocab, c.d_model});
+  p.encoder = stack_params(b, c, "encoder", c.layers, false);
+  p.decoder = stack_params(b, c, "decoder", c.decoder_layers, true);
+  p.lm_head = c.tie_embeddings ? b.tied_parameter("lm_head.weight", p.shared) : b.parameter("lm_head.weight", {c.vocab, c.d_model});
+  TensorId input_ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
+  TensorId decoder_ids = b.input("decoder_input_ids", {cfg.batch, seq}, DType::I64);
+  T5Forward fw(b, c, p, c.dropout * cfg.dropout_scale);
+  TensorId logits = fw.run(input_ids, decoder_ids);
+  b.mark_output(logits);
+  if (!cfg.inference) {
+    b.begin_loss();
+    // CrossEntropyLoss(ignore_index=-100)(lm_logits.view(-1, V), labels.view(-1))
+    BuildConfig ce = cfg;
+    ce.loss = cfg.loss == LossKind::Default ? LossKind::CrossEntropy : cfg.loss;
+    b.set_loss(add_loss(b, logits, LossKind::CrossEntropy, ce));
+  }
+  return b.finish();
+}
+
+}  // namespace headroom
