@@ -3,7 +3,7 @@
 //  - the run functions (estimate, fit, plan, report) taking the options as the CLI's keyword names
 //    (options/run_args.h) and returning the CLI's JSON text, so that headroom.estimate(...) equals
 //    `headroom estimate --json` by construction;
-//  - GraphBuilder, through which capture.py writes the graph of a captured nn.Module;
+//  - GraphBuilder, through which recorder.py and lower.py write the graph of a captured nn.Module;
 //  - the exceptions: Error, and InputError for the library's one-line input problems.
 // The library never includes Python; this file is the only place the two meet.
 #include <pybind11/functional.h>
@@ -203,6 +203,7 @@ void bind_builder(py::module_& m) {
         return b.avg_pool2d_with(n, x, window(k, s, p, {1, 1}, ceil));
       })
       .def("adaptive_avg_pool2d", &B::adaptive_avg_pool2d)
+      .def("upsample2d", &B::upsample2d)
       .def("dropout", &B::dropout)
       .def("view", &B::view)
       .def("flatten", &B::flatten)

@@ -33,6 +33,46 @@ def mlp_seq():
 MODELS = {"mlp-seq": mlp_seq}
 
 
+def micro_batches(micro, count):
+    """`count` micro-batches of the mlp-seq shapes, each made when asked for (a DataLoader at the
+    micro-batch size): only the one in use is held."""
+    for _ in range(count):
+        yield torch.randn(micro, 256), torch.randint(0, 10, (micro,))
+
+
+def measure_accumulation(name, budget, strategy="accumulate"):
+    """plan.step with the plan's micro-batches (and plan.apply for its checkpointing), against
+    the re-simulated peak of what was applied."""
+    import headroom
+    model, x, y = MODELS[name]()
+    loss_fn = lambda out, t: F.cross_entropy(out, t)  # noqa: E731
+    plan = headroom.plan(model, x, loss_fn=lambda out: loss_fn(out, y), budget=budget, strategy=strategy,
+                         device="cpu", optimizer="sgd", foreach=False)
+    # The plan's capture keeps the model and its inputs (plan.apply re-captures at the
+    # micro-batch); they were allocated before profiling starts, so they are not counted.
+    gc.collect()
+    rec = memtrace.Recorder(use_shim=False)
+    with rec:
+        model = MODELS[name]()[0]
+        plan.apply(model)
+        opt = memtrace.make_optimizer("sgd", model.parameters(), False)
+        gc.collect()
+        gc.disable()
+        rec.mark("P:baseline")
+        for s in (1, 2):
+            rec.mark(f"P:step{s}:forward")
+            rec.mark(f"P:step{s}:backward")
+            rec.mark(f"P:step{s}:optimizer")
+            plan.step(model, micro_batches(plan.micro_batch, plan.micro_batches), loss_fn, opt)
+        rec.mark("P:end")
+        gc.enable()
+    rp = memtrace.Replay(rec.trace, rec.marks)
+    m = memtrace.analyze(dict(mode="train"), rec, rp)
+    return dict(measured=m["peak_bytes"], predicted=plan.applied["estimate"]["peak_bytes"],
+                plan_peak=plan["peak_bytes"], checkpoint=plan.applied["checkpoint"],
+                micro_batch=plan.micro_batch, micro_batches=plan.micro_batches)
+
+
 def measure(name, ranges_from_plan, budget):
     import headroom
     model, x, y = MODELS[name]()
@@ -80,8 +120,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=sorted(MODELS))
     ap.add_argument("--budget", default=None, help="plan under this budget and apply it")
+    ap.add_argument("--accumulate", default=None, metavar="STRATEGY",
+                    help="with --budget: an accumulate or accumulate+checkpoint plan run by plan.step")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.accumulate:
+        print(json.dumps(measure_accumulation(a.model, a.budget, a.accumulate), sort_keys=True))
+        return
     print(json.dumps(measure(a.model, a.budget is not None, a.budget), sort_keys=True))
 
 

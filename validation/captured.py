@@ -70,6 +70,16 @@ def _tv(name, **kw):
     return getattr(tvm, name)(weights=None, **kw)
 
 
+def _segmentation(name):
+    import torchvision.models.segmentation as seg
+    return getattr(seg, name)(weights=None, weights_backbone=None)
+
+
+def _seg_loss(out, y):
+    # torchvision's segmentation models return {"out": [N, classes, H, W]}.
+    return F.mse_loss(out["out"], y)
+
+
 def _frozen_backbone():
     m = _tv("resnet18")
     for p in m.parameters():
@@ -89,6 +99,7 @@ def _two_heads_loss(out, y):
 
 # name -> (builder, input shape without the batch, targets(batch), loss_fn)
 MODELS = {
+    "resnet50": (lambda: _tv("resnet50"), (3, 64, 64), "classes", _ce),
     "resnext50_32x4d": (lambda: _tv("resnext50_32x4d"), (3, 64, 64), "classes", _ce),
     "wide_resnet50_2": (lambda: _tv("wide_resnet50_2"), (3, 64, 64), "classes", _ce),
     "shufflenet_v2_x0_5": (lambda: _tv("shufflenet_v2_x0_5"), (3, 64, 64), "classes", _ce),
@@ -97,6 +108,8 @@ MODELS = {
     "mnasnet0_5": (lambda: _tv("mnasnet0_5"), (3, 64, 64), "classes", _ce),
     "regnet_y_400mf": (lambda: _tv("regnet_y_400mf"), (3, 64, 64), "classes", _ce),
     "regnet_x_400mf": (lambda: _tv("regnet_x_400mf"), (3, 64, 64), "classes", _ce),
+    "fcn_resnet50": (lambda: _segmentation("fcn_resnet50"), (3, 64, 64), "seg21", _seg_loss),
+    "deeplabv3_resnet50": (lambda: _segmentation("deeplabv3_resnet50"), (3, 64, 64), "seg21", _seg_loss),
     "resnet18-frozen-backbone": (_frozen_backbone, (3, 64, 64), "classes10", _ce),
     "held-intermediate": (HeldIntermediate, (3, 32, 32), "classes10", _ce),
     "two-heads": (TwoHeads, (3, 32, 32), "two-heads", _two_heads_loss),
@@ -109,6 +122,8 @@ def targets(kind, batch):
         return torch.randint(0, 1000, (batch,))
     if kind == "classes10":
         return torch.randint(0, 10, (batch,))
+    if kind == "seg21":
+        return torch.randn(batch, 21, 64, 64)
     if kind == "two-heads":
         return (torch.randint(0, 10, (batch,)), torch.randn(batch, 4, 16, 16))
     raise ValueError(kind)
@@ -134,7 +149,30 @@ def _cases_for(name):
     return out
 
 
-CASES = [c for name in MODELS for c in _cases_for(name)]
+def _threaded(c, threads):
+    c = dict(c, threads=threads)
+    c["id"] += f"/t{threads}"
+    return c
+
+
+# At 2 intra-op threads PyTorch 1.13 sends 1x1 stride-1 convolutions at batches below 16 to oneDNN
+# (aten _convolution's use_mkldnn) and layer norm's backward temporary is per thread.
+THREADED = ("resnet50", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1", "mlp-blocks")
+
+CASES = [c for name in MODELS for c in _cases_for(name)] + \
+    [_threaded(c, 2) for name in THREADED for c in _cases_for(name)]
+
+
+# Cases whose prediction misses by more than 1%, with the cause found in the measured trace. They
+# stay measured and listed (docs/accuracy.md); the test expects them to fail until the cause is
+# modelled.
+KNOWN_MISSES = {
+    "captured:deeplabv3_resnet50/infer/b2/dropout-on":
+        "ASPP's 3x3 convolutions at dilation 12-36 on an 8x8 map: headroom's CPU rule predicts oneDNN's "
+        "18,874,368-byte weight reorder, PyTorch allocates 85,376 bytes there",
+    "captured:deeplabv3_resnet50/train/b2/sgd/no-foreach/dropout-on":
+        "ASPP's dilated 3x3 convolutions (as in inference), in the backward",
+}
 
 
 def predict(case):
@@ -142,7 +180,7 @@ def predict(case):
     import headroom
     torch.manual_seed(0)
     model, x, y, loss_fn = build(case["model"][len("captured:"):], case["batch"])
-    options = dict(mode=case["mode"], device="cpu")
+    options = dict(mode=case["mode"], device="cpu", threads=case.get("threads") or 1)
     if case["mode"] == "train":
         options.update(optimizer=case["optimizer"], foreach=case["foreach"])
         return headroom.estimate(model, x, loss_fn=lambda out: loss_fn(out, y), **options)

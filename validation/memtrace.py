@@ -326,6 +326,9 @@ def run_case(case, use_shim=True, hook_modules=True, steps=2):
     """Builds the model and runs inference or `steps` training steps inside a
     Recorder. Returns (recorder, replay, info)."""
     import models
+    # Intra-op threads: 1 unless the case says (captured.py's 2-thread cases); more than one
+    # changes which CPU convolution kernel runs.
+    torch.set_num_threads(case.get("threads") or 1)
     torch.manual_seed(0)
     gc.collect()
     rec = Recorder(use_shim=use_shim)

@@ -161,14 +161,44 @@ class Plan(dict):
         self._options = options
         self.applied = None
 
+    @property
+    def micro_batch(self):
+        """The batch each forward/backward runs at."""
+        return self["decisions"]["micro_batch"]
+
+    @property
+    def micro_batches(self):
+        """Forward/backward passes per optimizer step (gradient accumulation when > 1)."""
+        return self["decisions"]["micro_batches"]
+
+    def step(self, model, batches, loss_fn, optimizer):
+        """One optimizer step as the plan runs it: forward and backward of `micro_batches`
+        (inputs, targets) pairs taken from the iterable `batches`, each at `micro_batch`, with
+        loss_fn(output, targets) / micro_batches so that the gradients are the full batch's mean;
+        then optimizer.step() and zero_grad(set_to_none=True). Returns the summed loss (a float).
+        The plan's peak assumes the micro-batches arrive one at a time (a DataLoader at
+        micro_batch): chunking a full batch you keep adds the rest of the batch's input bytes."""
+        total = 0.0
+        done = 0
+        for _, (inputs, targets) in zip(range(self.micro_batches), batches):
+            out = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+            loss = loss_fn(out, targets) / self.micro_batches
+            loss.backward()
+            total += float(loss)
+            del out, loss
+            done += 1
+        if done != self.micro_batches:
+            raise Error(f"plan.step: batches gave {done} micro-batches, the plan runs {self.micro_batches}")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return total
+
     def apply(self, model):
         from . import apply as ap
         if self._capture is None:
             raise Error("plan.apply needs a plan made for an nn.Module")
         if not self.get("feasible"):
             raise Error("plan.apply: the plan is not feasible")
-        if self.get("decisions", {}).get("micro_batches", 1) != 1:
-            raise Error("plan.apply: gradient accumulation (micro_batches > 1) is not applied yet")
         recompute = ap.recomputed_ops(self)
         low = self._capture.lowering()
         mops = ap.ModuleOps(low)
@@ -177,6 +207,8 @@ class Plan(dict):
         ap.apply_segments(model, chosen)
         options = dict(self._options)
         options["checkpoint"] = ranges
+        if self.micro_batches > 1:  # accumulate+checkpoint: the segments at the micro-batch
+            options["micro_batch"] = self.micro_batch
         self.applied = dict(checkpoint=ranges, estimate=estimate(self._capture, **options))
         return model
 

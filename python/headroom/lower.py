@@ -286,6 +286,17 @@ def _adaptive_avg_pool2d(L, c):
     L._set(c, L.b.adaptive_avg_pool2d(L._name(c, "adaptive_avg_pool2d"), L.T(a("input")), h, w))
 
 
+def _interpolate(L, c):
+    a = _Args(c, ["input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"])
+    mode = a("mode", "nearest")
+    x = a("input")
+    if mode not in ("nearest", "bilinear") or a("antialias", False) or len(L.t.tensors[x.tid].shape) != 4:
+        raise Error(f"capture: interpolate mode '{mode}' in module '{c.module}' is not mapped "
+                    "(nearest and bilinear of [N,C,H,W] are)")
+    out = L.t.tensors[c.outputs[0]].shape
+    L._set(c, L.b.upsample2d(L._name(c, "interpolate"), L.T(x), out[2], out[3], mode == "bilinear"))
+
+
 def _dropout(L, c):
     a = _Args(c, ["input", "p", "training", "inplace"])
     p, training = float(a("p", 0.5)), bool(a("training", True))
@@ -455,6 +466,7 @@ _RULES = {
     "avg_pool2d": _avg_pool2d,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "dropout": _dropout,
+    "interpolate": _interpolate,
     "flatten": _flatten,
     "view": _view, "reshape": _reshape,
     "cat": _cat, "concat": _cat,

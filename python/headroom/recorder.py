@@ -21,10 +21,6 @@ from torch.overrides import TorchFunctionMode
 
 from ._native import Error
 
-# Calls that only read metadata or return no tensor are not recorded.
-_IGNORED = {"dim", "size", "numel", "__len__", "__get__", "__bool__", "is_floating_point", "__format__",
-            "__repr__", "__hash__", "__eq__", "_has_compatible_shallow_copy_type", "stride", "is_contiguous",
-            "element_size", "__iter__"}
 
 
 class TensorInfo:
@@ -68,6 +64,8 @@ class Ref:
 
 def _func_name(func):
     name = getattr(func, "__name__", None) or str(func)
+    if name == "__get__":  # a property (x.T, x.data): name it by the property
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
     return name
 
 
@@ -83,7 +81,9 @@ class _Recorder(TorchFunctionMode):
         args = cap._leaves(args)
         kwargs = cap._leaves(kwargs)
         out = func(*args, **kwargs)
-        if name in _IGNORED or not _has_tensor(out):
+        # Calls that return no tensor (x.dim(), x.size(), x.shape) are metadata: not recorded. Every
+        # call that returns a tensor is recorded, and lowered or refused by name.
+        if not _has_tensor(out):
             return out
         return cap._record(func, name, args, kwargs, out)
 
@@ -259,6 +259,8 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
         raise Error("model must be an nn.Module, got " + type(model).__name__)
     if mode not in ("train", "infer"):
         raise Error(f"mode must be infer or train, got '{mode}'")
+    if loss_fn is not None and mode == "infer":
+        raise Error("loss_fn applies to mode='train'; inference runs no loss")
     if loss_fn is not None and not callable(loss_fn):
         raise Error("loss_fn must be a callable (output -> scalar tensor), got " + type(loss_fn).__name__)
     inputs = _as_tuple(example_inputs)
@@ -312,10 +314,12 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
             except Exception as e:  # the module failed on meta tensors
                 where = f" in module '{trace.scope[-1]}'" if trace.scope and trace.scope[-1] else ""
                 raise Error(f"capture: the model failed on meta tensors{where}: {type(e).__name__}: {e}") from e
-        outs = out if isinstance(out, (list, tuple)) else (out,)
+        # A tensor, a tuple or list of tensors, or a dict of them (torchvision's segmentation
+        # models return {"out": ..., "aux": ...}): every tensor is an output.
+        outs = list(out.values()) if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else (out,)
         for o in outs:
             if not isinstance(o, torch.Tensor) or trace.tid(o) is None:
-                raise Error("capture: the model must return a tensor or a tuple of tensors, got " +
+                raise Error("capture: the model must return a tensor, a tuple or a dict of tensors, got " +
                             type(o).__name__)
             trace.outputs.append(trace.tid(o))
         if mode == "train":

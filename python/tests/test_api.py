@@ -1,11 +1,15 @@
 """headroom.estimate/fit/plan/report on built-in models equal the CLI's JSON and files, and bad
 input is one headroom.Error with the CLI's message."""
+import json
 import os
 
 import pytest
 
 import headroom
 from conftest import cli_json, run_cli
+
+MEASURED = os.path.join(os.environ.get("HEADROOM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                        "validation", "captured.json")
 
 
 def test_estimate_equals_cli_json():
@@ -99,3 +103,24 @@ def test_example_inputs_with_a_builtin_model():
 def test_error_hierarchy():
     assert issubclass(headroom.InputError, headroom.Error)
     assert issubclass(headroom.Error, Exception)
+
+
+def test_threads_equals_cli_json_and_the_measurement():
+    # resnet50 training at batch 2, 64x64, on 2 CPU threads sends its 1x1 stride-1 convolutions to
+    # oneDNN: another peak than on 1 thread. Both are measured (validation/captured.json, the
+    # captured torchvision resnet50, whose graph is the built-in's).
+    measured = {c["id"]: c["measured"]["peak_bytes"] for c in json.load(open(MEASURED))["cases"]}
+    for threads, suffix in ((1, ""), (2, "/t2")):
+        py = headroom.estimate("resnet50:image=64", batch=2, device="cpu", threads=threads, optimizer="sgd",
+                               foreach=False)
+        assert py == cli_json("estimate", "resnet50:image=64", "--batch", "2", "--device", "cpu", "--threads",
+                              str(threads), "--optimizer", "sgd", "--no-foreach", "--json")
+        assert py["peak_bytes"] == measured["captured:resnet50/train/b2/sgd/no-foreach/dropout-on" + suffix]
+
+
+def test_threads_apply_to_the_cpu_profile_only():
+    code, out, err = run_cli("estimate", "resnet50", "--threads", "2")
+    assert code == 2 and out == ""
+    with pytest.raises(headroom.InputError) as e:
+        headroom.estimate("resnet50", threads=2)
+    assert "headroom: " + str(e.value) + "\n" == err

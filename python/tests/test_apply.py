@@ -75,3 +75,47 @@ def test_runs_that_no_module_covers_are_reported_as_applied():
     again = headroom.estimate(model, x, loss_fn=loss_fn, device="cpu", optimizer="sgd",
                               checkpoint=plan.applied["checkpoint"])
     assert plan.applied["estimate"] == again
+
+
+@pytest.mark.parametrize("budget,strategy,micro_batches,checkpoint", [
+    ("25MiB", "accumulate", 2, []),
+    ("20MiB", "accumulate", 4, []),
+    ("10MiB", "accumulate+checkpoint", 8, ["1..9"]),
+])
+def test_accumulation_plan_step_measures_its_predicted_peak(budget, strategy, micro_batches, checkpoint):
+    # plan.step runs the plan's micro-batches as a DataLoader at the micro-batch size hands them
+    # over (one at a time), plan.apply its segments; the measured peak is the plan's.
+    r = measure("mlp-seq", "--budget", budget, "--accumulate", strategy)
+    assert (r["micro_batches"], r["checkpoint"]) == (micro_batches, checkpoint)
+    assert r["measured"] == r["predicted"] == r["plan_peak"]
+
+
+def test_plan_step_gradients_are_the_full_batch_mean():
+    # Summing micro-batch gradients reorders the floating-point sums: equal to rounding, not bitwise.
+    model, x, y = applied.mlp_seq()
+    plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="20MiB",
+                         strategy="accumulate", device="cpu", optimizer="sgd")
+    m = plan.micro_batch
+    reference, _, _ = applied.mlp_seq()
+    F.cross_entropy(reference(x), y).backward()
+    stepped, _, _ = applied.mlp_seq()
+    grads = {}
+
+    class Capture(torch.optim.SGD):
+        def step(self, closure=None):
+            grads.update({n: p.grad.clone() for n, p in stepped.named_parameters()})
+
+    opt = Capture(stepped.parameters(), lr=0.1)
+    batches = ((x[i:i + m], y[i:i + m]) for i in range(0, x.shape[0], m))
+    plan.step(stepped, batches, F.cross_entropy, opt)
+    for name, p in reference.named_parameters():
+        assert torch.allclose(p.grad, grads[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_plan_step_needs_enough_micro_batches():
+    model, x, y = applied.mlp_seq()
+    plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="20MiB",
+                         strategy="accumulate", device="cpu", optimizer="sgd")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(headroom.Error, match="gave 1 micro-batches, the plan runs 4"):
+        plan.step(model, [(x[:512], y[:512])], F.cross_entropy, opt)

@@ -141,3 +141,30 @@ def test_python_held_local_costs_its_bytes_in_inference():
     held = headroom.estimate(HeldLocal(), x, mode="infer", device="cpu")
     dropped = headroom.estimate(DroppedLocal(), x, mode="infer", device="cpu")
     assert held["peak_bytes"] - dropped["peak_bytes"] == 64 * 256 * 4
+
+
+def test_loss_fn_in_inference_is_an_error():
+    with pytest.raises(headroom.Error, match="loss_fn applies to mode='train'"):
+        headroom.estimate(torch.nn.Linear(4, 4), torch.randn(2, 4), loss_fn=lambda out: out.sum(), mode="infer")
+
+
+def test_a_capture_is_reused_and_checks_its_mode():
+    cap = headroom.capture(torch.nn.Linear(64, 64), torch.randn(8, 64))
+    assert headroom.estimate(cap, device="cpu") == headroom.estimate(torch.nn.Linear(64, 64), torch.randn(8, 64),
+                                                                     device="cpu")
+    with pytest.raises(headroom.Error, match="captured with mode='train'"):
+        headroom.estimate(cap, mode="infer")
+
+
+class Detaches(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x).detach().T
+
+
+def test_tensor_returning_calls_without_a_rule_are_refused():
+    with pytest.raises(headroom.Error, match="'detach' in module 'fc'|'detach'"):
+        headroom.estimate(Detaches(), torch.randn(2, 4))

@@ -82,7 +82,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch, prompt, new_tokens, attention, lora, weights, group_size;
+  std::string seq, micro_batch, threads, prompt, new_tokens, attention, lora, weights, group_size;
   bool json = false;
   bool trace = false;
 };
@@ -107,6 +107,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--precision", a.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16 (default fp32; Hugging Face configs: their torch_dtype)");
   cmd->add_option("--micro-batch", e.micro_batch, "gradient accumulation: forward/backward at this size");
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
+  cmd->add_option("--threads", e.threads, "--device cpu: intra-op threads, torch.set_num_threads (default 1)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
   cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
   cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
@@ -135,6 +136,7 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   RunArgs a = e.run;
   if (cmd->count("--seq")) a.seq = e.seq;
   if (cmd->count("--micro-batch")) a.micro_batch = e.micro_batch;
+  if (cmd->count("--threads")) a.threads = e.threads;
   if (cmd->count("--prompt")) a.prompt = e.prompt;
   if (cmd->count("--new-tokens")) a.new_tokens = e.new_tokens;
   if (cmd->count("--attention")) a.attention = e.attention;

@@ -86,6 +86,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.optimizer = o.optimizer;
   s.device = o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda();
   s.foreach = optimizer_has_foreach(o.optimizer) && o.foreach.value_or(s.device.default_foreach);
+  if (o.device == "cpu") s.device.threads = o.threads.value_or(1);
   if (o.device == "cuda") {
     if (o.gpu && !o.gpu->gpu.empty()) s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
     if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;

@@ -49,6 +49,10 @@ struct EstimateOptions {
   ZeroGrad zero_grad = ZeroGrad::SetToNone;  // training: what zero_grad() after each step does
   Precision precision = Precision::Fp32;
   std::string device = "cuda";        // "cuda" or "cpu"
+  // CPU profile: intra-op threads (torch.set_num_threads). More than one sends 1x1 stride-1
+  // convolutions at small batches to oneDNN and widens layer norm's backward temporary
+  // (training/device_profile.h). Unset: 1, as validation measures.
+  std::optional<int> threads;
   std::optional<int64_t> micro_batch; // gradient accumulation: forward/backward at this size
   bool dropout = true;
   LossKind loss = LossKind::Default;

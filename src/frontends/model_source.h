@@ -26,7 +26,7 @@ struct ModelSourceOptions {
   std::map<std::string, int64_t> dims;
   // ONNX: unknown ops become elementwise Opaque ops (--allow-unknown).
   bool allow_unknown = false;
-  // A program captured from an nn.Module (python/headroom/capture.py): builds the graph for each
+  // A program captured from an nn.Module (python/headroom/recorder.py): builds the graph for each
   // run's BuildConfig. Set, it is the model source and the model argument is its display name.
   std::function<Graph(const BuildConfig&)> captured;
   // Whether the user chose the precision (--precision). Hugging Face configs: when not, the

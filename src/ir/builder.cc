@@ -442,6 +442,19 @@ TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Poo
   return out;
 }
 
+TensorId GraphBuilder::upsample2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w, bool bilinear) {
+  const std::vector<int64_t> s = shape(x);
+  if (s.size() != 4) throw InputError(name + ": interpolate expects [N,C,H,W], got " + shape_text(s));
+  if (out_h <= 0 || out_w <= 0) throw InputError(name + ": interpolate to an empty size");
+  OpAttrs a;
+  a.kernel = {out_h, out_w};
+  OpId op = add_op(OpKind::Upsample2d, name, {x}, a);
+  TensorId out = add_output(op, {s[0], s[1], out_h, out_w}, tensor(x).dtype);
+  // Bilinear: 4 taps, a multiply-add each, per output element.
+  finish_op(op, checked_mul(tensor(out).numel(), bilinear ? 8 : 1, name));
+  return out;
+}
+
 TensorId GraphBuilder::adaptive_avg_pool2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w) {
   const std::vector<int64_t> s = shape(x);
   if (s.size() != 4) throw InputError(name + ": adaptive_avg_pool2d expects [N,C,H,W], got " + shape_text(s));

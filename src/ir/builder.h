@@ -117,6 +117,8 @@ class GraphBuilder {
   TensorId max_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec);
   TensorId avg_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec);
   TensorId adaptive_avg_pool2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w);
+  // F.interpolate(x, size=(out_h, out_w), mode="nearest" or "bilinear") on [N,C,H,W].
+  TensorId upsample2d(const std::string& name, TensorId x, int64_t out_h, int64_t out_w, bool bilinear);
 
   TensorId dropout(const std::string& name, TensorId x, double p);
 

@@ -19,6 +19,9 @@ enum class OpKind : uint8_t {
   Softmax, LogSoftmax, MatMul, Mean, Sum,
   // Pooling.
   MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+  // F.interpolate of an [N,C,H,W] tensor (nearest or bilinear): a new output; the backward needs
+  // only the sizes.
+  Upsample2d,
   // Regularization.
   Dropout,
   // Data movement: views alias their input's storage, the rest copy.

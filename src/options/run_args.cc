@@ -174,6 +174,12 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool fit_command) 
     if (a.micro_batch) o.micro_batch = parse_positive("--micro-batch", *a.micro_batch);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;
+    if (a.threads) {
+      if (a.device != "cpu") throw InputError("--threads applies to --device cpu (PyTorch's CPU kernels)");
+      int64_t n = parse_positive("--threads", *a.threads);
+      if (n > 1024) throw InputError("--threads " + *a.threads + " is more than 1024");
+      o.threads = static_cast<int>(n);
+    }
     if (a.dropout == "on") o.dropout = true;
     else if (a.dropout == "off") o.dropout = false;
     else throw InputError("--dropout must be on or off, got '" + a.dropout + "'");
@@ -261,6 +267,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},
+      {"threads", [](RunArgs& r, const std::string& v) { r.threads = v; }},
       {"dropout", [](RunArgs& r, const std::string& v) { r.dropout = v; }},
       {"loss", [](RunArgs& r, const std::string& v) { r.loss = v; }},
       {"top",

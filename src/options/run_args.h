@@ -31,6 +31,7 @@ struct RunArgs {
   std::string precision = "fp32";
   std::optional<std::string> micro_batch;
   std::string device = "cuda";
+  std::optional<std::string> threads;  // CPU profile only
   std::string dropout = "on";
   std::string loss = "default";
   // Hugging Face configs: generation, attention kernels, LoRA (docs/llm.md)

@@ -320,6 +320,9 @@ ForwardPlan forward_plan(const RuleContext& c) {
       if (p.creates_node) save_input(p, 0);
       return p;
     }
+    case OpKind::Upsample2d:
+      // upsample_{nearest,bilinear}2d_backward takes the sizes only (derivatives.yaml).
+      return fresh_outputs(c);
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
       // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
