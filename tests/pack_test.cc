@@ -407,6 +407,8 @@ TEST(Workload, RejectsBadFiles) {
   EXPECT_NE(err(R"({"models": []})").find("'window_s' is required"), std::string::npos);
   EXPECT_NE(err(R"({"window_s": 1, "models": [{"model": "a", "latency_ms": 1}]})").find("exactly one of"),
             std::string::npos);
+  // Found by workload_json_fuzz: a key holding a newline made a two-line message.
+  EXPECT_EQ(err("{\"window_s\": 1, \"a\\nb\": 1}"), "w.json: unknown key 'a\\x0ab'");
   EXPECT_NE(err(R"({"window_s": 1, "modles": []})").find("unknown key 'modles'"), std::string::npos);
   EXPECT_NE(err(R"({"window_s": 1, "models": [{"model": "a", "fps": 1}]})").find("latency_ms"), std::string::npos);
   EXPECT_NE(err(R"({"window_s": 1, "models": [{"model": "a", "fps": -1, "latency_ms": 1}]})").find("'fps' must be"),

@@ -12,6 +12,7 @@
 #include "sim/gpus_json.h"  // generated from data/gpus.json
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 #include "util/json_input.h"
 #include "util/suggest.h"
 
@@ -174,7 +175,11 @@ DeviceCatalog DeviceCatalog::from_json(std::string_view text_in, std::string_vie
 DeviceCatalog DeviceCatalog::from_file(const std::string& path) {
   Result<std::string> text = read_input_file(path, "GPU catalog", kMaxJsonFileBytes);
   if (!text.ok()) throw InputError(text.error());
-  return from_json(text.value(), path);
+  try {
+    return from_json(text.value(), path);
+  } catch (const InputError& e) {
+    throw InputError(escape_control(e.what()));  // names from the file stay on one line
+  }
 }
 
 const DeviceCatalog& DeviceCatalog::builtin() {
