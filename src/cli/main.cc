@@ -27,6 +27,7 @@
 #include "frontends/zoo/registry.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
+#include "util/checked.h"
 #include "util/format.h"
 #include "pack/pack.h"
 #include "pack/pack_report.h"
@@ -100,6 +101,12 @@ struct EstimateArgs {
   std::vector<std::string> dims;
   bool allow_unknown = false;
   std::vector<std::string> checkpoints;
+  // Parallel layout
+  std::string gpus;
+  std::string zero;
+  std::string fsdp;
+  std::string reduce_bucket_size;
+  std::string grad_accum;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -135,6 +142,11 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
+  cmd->add_option("--gpus", a.gpus, "data-parallel GPUs: the estimate is one rank's (docs/distributed.md)");
+  cmd->add_option("--zero", a.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
+  cmd->add_option("--fsdp", a.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
+  cmd->add_option("--reduce-bucket-size", a.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
+  cmd->add_option("--grad-accum", a.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
 }
 
 // The frontend's own options (--dim, --allow-unknown); the library picks the frontend.
@@ -215,6 +227,26 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
     if (!prec) throw InputError("--precision must be fp32, amp-fp16, amp-bf16 or bf16, got '" + a.precision + "'");
     o.precision = *prec;
     if (cmd->count("--micro-batch")) o.micro_batch = parse_positive("--micro-batch", a.micro_batch);
+    if (cmd->count("--grad-accum")) {
+      if (!o.micro_batch) throw InputError("--grad-accum needs --micro-batch (the batch per GPU is micro-batch x accumulation)");
+      int64_t k = parse_positive("--grad-accum", a.grad_accum);
+      int64_t per_gpu = checked_mul(*o.micro_batch, k, "--micro-batch x --grad-accum");
+      if (cmd->count("--batch") && o.batch != per_gpu) {
+        throw InputError("--batch " + std::to_string(o.batch) + " is not --micro-batch x --grad-accum = " + std::to_string(per_gpu));
+      }
+      o.batch = per_gpu;
+    }
+    if (cmd->count("--gpus")) o.parallel.gpus = parse_positive("--gpus", a.gpus);
+    if (cmd->count("--zero")) {
+      if (a.zero != "0" && a.zero != "1" && a.zero != "2" && a.zero != "3") throw InputError("--zero must be 0, 1, 2 or 3, got '" + a.zero + "'");
+      o.parallel.zero_stage = a.zero[0] - '0';
+    }
+    if (cmd->count("--fsdp")) {
+      auto f = parse_fsdp_strategy(a.fsdp);
+      if (!f) throw InputError("--fsdp must be full, grad-op or no-shard, got '" + a.fsdp + "'");
+      o.parallel.fsdp = *f;
+    }
+    if (cmd->count("--reduce-bucket-size")) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", a.reduce_bucket_size);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;
     if (a.dropout == "on") o.dropout = true;

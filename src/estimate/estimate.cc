@@ -57,6 +57,9 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.iterations = o.iterations;
   s.zero_grad = o.zero_grad;
   if (o.mode == RunMode::Training) s.plan = o.plan;
+  s.sharding = resolve_sharding(o.parallel, o.mode == RunMode::Training, o.device == "cuda",
+                                o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16,
+                                o.zero_grad == ZeroGrad::Zeros);
   return s;
 }
 
@@ -166,6 +169,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     SimResult sim = simulate(p);
     Estimate e = summarize(o, g, p, sim);
     if (o.gpu) e.device = device_memory(p, *o.gpu);
+    if (o.parallel.given()) e.per_gpu = per_gpu_summary(o.parallel, so.sharding, p, sim);
     e.foreach = so.foreach;
     e.micro_batch = micro;
     e.micro_batches = micro_batches;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "estimate/device_memory.h"
+#include "estimate/parallel.h"
 #include "frontends/zoo/model_spec.h"
 #include "ir/graph.h"
 #include "schedule/build_program.h"
@@ -60,6 +61,8 @@ struct EstimateOptions {
   // Checkpoint segments by op name, "first..last" (inclusive), resolved against the graph and
   // added to `plan` (the CLI's --checkpoint); an unknown name is an InputError.
   std::vector<std::string> checkpoint_ranges;
+  // Data parallelism (--gpus, --zero, --fsdp): the estimate becomes one rank's (docs/distributed.md).
+  ParallelOptions parallel;
 };
 
 struct BufferAtPeak {
@@ -102,6 +105,7 @@ struct Estimate {
   std::vector<std::string> notes;
   Program program;  // only with EstimateOptions::keep_program
   std::optional<DeviceMemory> device;  // with EstimateOptions::gpu
+  std::optional<PerGpu> per_gpu;       // with a parallel layout (--gpus)
 };
 
 // The whole pipeline. Bad input comes back as a failed Result with one line.
