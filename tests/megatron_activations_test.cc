@@ -27,6 +27,7 @@ namespace {
 struct LayerCase {
   const char* model;
   int64_t b, s, h, a;
+  int64_t t = 1;  // Megatron tensor parallelism (one rank's layer)
 };
 
 int64_t simulated_layer_saved_bytes(const LayerCase& c) {
@@ -36,6 +37,10 @@ int64_t simulated_layer_saved_bytes(const LayerCase& c) {
   o.seq = c.s;
   o.precision = Precision::Bf16;
   o.keep_program = true;
+  if (c.t > 1) {
+    o.parallel.gpus = c.t;
+    o.parallel.tensor_parallel = c.t;
+  }
   Result<Estimate> r = estimate(o);
   EXPECT_TRUE(r.ok()) << r.error();
   if (!r.ok()) return -1;
@@ -48,7 +53,7 @@ int64_t simulated_layer_saved_bytes(const LayerCase& c) {
     }
   }
   EXPECT_GT(at, 0);
-  Graph g = build_graph(o, c.b);
+  Graph g = build_graph(o, c.b);  // the same rank's graph, for the op names
   int64_t total = 0;
   for (BufferId id : live_after(p, at - 1)) {
     const Buffer& buf = p.buffers[static_cast<size_t>(id)];
@@ -76,6 +81,25 @@ INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronActivations,
                          ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12}, LayerCase{"gpt2", 1, 1024, 768, 12},
                                            LayerCase{"gpt2-medium", 2, 1024, 1024, 16},
                                            LayerCase{"gpt2-large", 1, 512, 1280, 20}));
+
+// With tensor parallelism t (no sequence parallelism) Korthikanti et al. give
+// sbh (10 + 24/t + 5 a s / (h t)): LayerNorm inputs 4 sbh, the QKV and MLP inputs 4 sbh and the
+// two residual dropout masks 2 sbh stay whole on every rank; the rest divides by t. The
+// written-out gelu_new (24 sbh) is inside the column-parallel MLP, so it divides too:
+//   t = 2: 10 sbh 15,728,640 + 12 sbh 18,874,368 + 5 as^2b/2 31,457,280 + gelu 12 sbh 18,874,368
+//          + 16 sb 32,768 + 2 = 84,967,426;
+//   t = 4: 15,728,640 + 9,437,184 + 15,728,640 + 9,437,184 + 32,768 + 2 = 50,364,418.
+class MegatronTensorParallel : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(MegatronTensorParallel, PerLayerSavedBytesFollowTheSplit) {
+  const LayerCase c = GetParam();
+  const int64_t sbh = c.s * c.b * c.h;
+  const int64_t korthikanti = 10 * sbh + 24 * sbh / c.t + 5 * c.a * c.s * c.s * c.b / c.t;
+  EXPECT_EQ(simulated_layer_saved_bytes(c), korthikanti + 24 * sbh / c.t + 16 * c.s * c.b + 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronTensorParallel,
+                         ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12, 2}, LayerCase{"gpt2", 4, 512, 768, 12, 4}));
 
 }  // namespace
 }  // namespace headroom

@@ -233,6 +233,35 @@ TEST(Sharding, DeepSpeedStageTwoBucketIsReduceBucketSize) {
   EXPECT_EQ(big.value().peak_bytes - small.value().peak_bytes, 1000000000 - 2000);
 }
 
+TEST(ShardingCli, TensorParallelLayoutErrors) {
+  // gpt2 has 12 heads: T = 5 splits no whole head; bert has no Megatron split here; FSDP in
+  // PyTorch 1.13 does not compose with tensor parallelism.
+  for (const char* args : {"gpt2 --gpus 10 --tensor-parallel 5", "bert-base --gpus 2 --tensor-parallel 2",
+                           "gpt2 --gpus 4 --tensor-parallel 2 --fsdp full --precision bf16"}) {
+    CliRun r = run_cli(std::string("estimate ") + args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+TEST(Sharding, TensorParallelSplitsGpt2Parameters) {
+  // GPT-2 small per rank with T = 2: wte rows: 50,257 padded to a multiple of 128 * 2 = 50,432,
+  // 25,216 per rank -> 25,216 * 768 = 19,365,888; wpe 1024 * 768 = 786,432; ln_f 1,536.
+  // Per layer: ln_1, ln_2 3,072; c_attn 768 * 1,152 + 1,152 = 885,888; attn c_proj 384 * 768
+  // + 768 = 295,680; c_fc 768 * 1,536 + 1,536 = 1,181,184; mlp c_proj 1,536 * 768 + 768
+  // = 1,180,416 -> 3,546,240, times 12 = 42,554,880. Total 62,708,736.
+  EstimateOptions o;
+  o.model = "gpt2";
+  o.parallel.gpus = 2;
+  o.parallel.tensor_parallel = 2;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().parameter_count, 62708736);
+  EXPECT_EQ(r.value().per_gpu->tensor_parallel, 2);
+  EXPECT_EQ(r.value().per_gpu->data_parallel, 1);
+}
+
 TEST(ShardingCli, JsonHasPerGpu) {
   CliRun r = run_cli("estimate mlp:layers=4,dim=256 --gpus 4 --zero 3 --precision bf16 --micro-batch 2 --grad-accum 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -246,7 +275,8 @@ TEST(ShardingCli, BadLayoutsAreOneLineExitTwo) {
   for (const char* args : {"--zero 3", "--gpus 4 --zero 4", "--gpus 4 --zero 3 --fsdp full", "--gpus 4 --zero 2 --precision amp-bf16",
                            "--gpus 4 --zero 2 --mode infer", "--gpus 4 --fsdp half", "--gpus 0", "--gpus 4 --grad-accum 2",
                            "--gpus 4 --zero 1 --reduce-bucket-size 100", "--gpus 4 --zero 2 --device cpu",
-                           "--gpus 4 --batch 5 --micro-batch 2 --grad-accum 2"}) {
+                           "--gpus 4 --batch 5 --micro-batch 2 --grad-accum 2", "--gpus 4 --tensor-parallel 2",
+                           "--gpus 6 --tensor-parallel 4 --zero 1"}) {
     CliRun r = run_cli(std::string("estimate mlp:layers=2,dim=64 ") + args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_TRUE(r.out.empty()) << args;

@@ -107,6 +107,7 @@ struct EstimateArgs {
   std::string fsdp;
   std::string reduce_bucket_size;
   std::string grad_accum;
+  std::string tensor_parallel;
 };
 
 void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = true) {
@@ -146,6 +147,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& a, bool model_required = 
   cmd->add_option("--zero", a.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
   cmd->add_option("--fsdp", a.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
   cmd->add_option("--reduce-bucket-size", a.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
+  cmd->add_option("--tensor-parallel", a.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2 models); data-parallel size gpus / T");
   cmd->add_option("--grad-accum", a.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
 }
 
@@ -246,6 +248,7 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
       if (!f) throw InputError("--fsdp must be full, grad-op or no-shard, got '" + a.fsdp + "'");
       o.parallel.fsdp = *f;
     }
+    if (cmd->count("--tensor-parallel")) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", a.tensor_parallel);
     if (cmd->count("--reduce-bucket-size")) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", a.reduce_bucket_size);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;

@@ -27,7 +27,15 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
     throw InputError("--reduce-bucket-size applies to --zero 2 and 3 (DeepSpeed's ipg bucket)");
   }
   if (p.gpus > 1000000) throw InputError("--gpus " + std::to_string(p.gpus) + " is more than a million GPUs");
-  s.data_parallel = static_cast<int>(p.gpus);
+  if (p.tensor_parallel < 1) throw InputError("--tensor-parallel must be a positive integer");
+  if (p.gpus % p.tensor_parallel != 0) {
+    throw InputError("--gpus " + std::to_string(p.gpus) + " is not a multiple of --tensor-parallel " + std::to_string(p.tensor_parallel) +
+                     " (the data-parallel size is gpus / tensor-parallel)");
+  }
+  if (p.fsdp && p.tensor_parallel > 1) {
+    throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
+  }
+  s.data_parallel = static_cast<int>(p.gpus / p.tensor_parallel);
   if (!p.zero_stage && !p.fsdp) return s;  // DDP: every rank holds the full program
   const std::string flag = p.zero_stage ? "--zero" : "--fsdp";
   if (!training) throw InputError(flag + " applies to --mode train (the engines shard training states)");
@@ -77,6 +85,7 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   PerGpu r;
   r.gpus = p.gpus;
   r.data_parallel = s.data_parallel;
+  r.tensor_parallel = p.tensor_parallel;
   r.zero_stage = s.zero_stage;
   switch (s.engine) {
     case ShardingEngine::None: r.engine = "ddp"; break;
@@ -87,7 +96,9 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
                      : s.engine == ShardingEngine::Fsdp
                          ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
                          : std::string("DDP (full replica)");
-  r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": data-parallel " + std::to_string(s.data_parallel) + ", " + what;
+  r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
+             (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
+             "data-parallel " + std::to_string(s.data_parallel) + ", " + what;
   // Model states when the last optimizer step begins; in inference, what is live at the end.
   int32_t at = static_cast<int32_t>(program.events.size());
   int last_iteration = 0;

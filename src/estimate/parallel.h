@@ -2,7 +2,7 @@
 // the Sharding rewrite that build_program applies, so the estimate is the simulated program of
 // one rank. The per-GPU summary reads that rank's simulated program; it adds no formula.
 //
-// Invariants: a layout needs --gpus; ZeRO and FSDP exclude each other; sharding applies to
+// Invariants: a layout needs --gpus, a multiple of the tensor-parallel size T; ZeRO and FSDP exclude each other; sharding applies to
 // training on CUDA in fp32 or bf16 (DeepSpeed and FSDP hold 16-bit parameters themselves,
 // not through autocast).
 #pragma once
@@ -25,13 +25,15 @@ struct ParallelOptions {
   std::optional<int> zero_stage;
   std::optional<FsdpStrategy> fsdp;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
-  bool given() const { return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements; }
+  int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
+  bool given() const { return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1; }
 };
 
 struct PerGpu {
   std::string layout;             // "8 GPUs: data-parallel 8, DeepSpeed ZeRO-3"
   int64_t gpus = 1;
   int64_t data_parallel = 1;
+  int64_t tensor_parallel = 1;
   std::string engine;             // "ddp", "deepspeed", "fsdp"
   int zero_stage = 0;
   // Parameters, gradients and optimizer states one rank holds when the optimizer step begins

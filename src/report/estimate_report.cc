@@ -166,7 +166,8 @@ std::string estimate_json(const Estimate& e) {
   if (e.device) device_json(*e.device, j);
   if (e.per_gpu) {
     const PerGpu& g = *e.per_gpu;
-    j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel}, {"engine", g.engine},
+    j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel},
+                                {"tensor_parallel", g.tensor_parallel}, {"engine", g.engine},
                                 {"zero_stage", g.zero_stage}, {"description", g.layout}}},
                     {"model_states_bytes", g.model_states_bytes},
                     {"activations_bytes", g.activations_bytes},

@@ -33,6 +33,10 @@ struct BuildConfig {
   // it: inception_v3 skips its aux head in eval, nn.MultiheadAttention takes its fused fast path
   // (torch._native_multi_head_attention) under eval + no_grad.
   bool inference = false;
+  // Megatron tensor parallelism: the graph of one of `tensor_parallel` ranks (column-parallel
+  // QKV and fc1, row-parallel projections, vocab-parallel embedding). Builders that have no
+  // split reject values above 1 (ZooEntry::tensor_parallel).
+  int64_t tensor_parallel = 1;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that
