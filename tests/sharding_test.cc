@@ -262,6 +262,21 @@ TEST(Sharding, TensorParallelSplitsGpt2Parameters) {
   EXPECT_EQ(r.value().per_gpu->data_parallel, 1);
 }
 
+TEST(Sharding, StageZeroInFp32KeepsNoMasterCopy) {
+  // mlp:layers=4,dim=256 in fp32: Psi = 4 * (65,536 + 256) = 263,168. DeepSpeed stage 0 without
+  // 16-bit parameters uses the client optimizer: parameters 4 Psi, gradients 4 Psi, Adam moments
+  // 8 Psi = 16 Psi = 4,210,688 (no fp32 copy); in bf16 the master copy is there: 2 + 2 + 4 + 8.
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 2, 0, std::nullopt, Precision::Fp32)).model_states_bytes, 16 * 263168);
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 2, 0)).model_states_bytes, 16 * 263168);
+}
+
+TEST(ShardingCli, PlanRejectsALayout) {
+  CliRun r = run_cli("plan mlp:layers=2,dim=64 --gpus 4 --zero 2 --budget 1GiB");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(ShardingCli, JsonHasPerGpu) {
   CliRun r = run_cli("estimate mlp:layers=4,dim=256 --gpus 4 --zero 3 --precision bf16 --micro-batch 2 --grad-accum 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;

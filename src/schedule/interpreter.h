@@ -207,7 +207,8 @@ class Interpreter {
   void deepspeed_optimizer_step(int iteration);
 
   bool gathers_ = false;                      // ops gather full parameters before they run
-  bool fsdp_mixed_ = false;                   // FSDP keeps fp32 flat parameters, computes in 16-bit
+  bool fsdp_mixed_ = false;
+  bool low_precision_ = false;                // 16-bit parameters (DeepSpeed's fp16/bf16 mode)                   // FSDP keeps fp32 flat parameters, computes in 16-bit
   int64_t flat_elements_ = 0;                 // trainable parameter elements (DeepSpeed's flat groups)
   std::vector<std::vector<TensorId>> op_params_;  // per op: the parameters it reads (through views)
   std::vector<OpId> next_param_op_;           // per op: the next op in graph order reading parameters

@@ -33,6 +33,7 @@ void Interpreter::init_sharding() {
     flat_elements_ = checked_add(flat_elements_, t.numel(), "parameter elements");
     low_precision = low_precision || t.dtype != DType::F32;
   }
+  low_precision_ = low_precision;
   fsdp_mixed_ = s.engine == ShardingEngine::Fsdp && low_precision;
   gathers_ = s.params_sharded() || fsdp_mixed_;
   op_params_.assign(g_.ops.size(), {});
@@ -75,7 +76,8 @@ void Interpreter::deepspeed_setup_states() {
   // (get_data_parallel_partitions); stage 0 keeps the whole group.
   const int64_t part = s.optimizer_sharded() ? s.shard(flat_elements_) : flat_elements_;
   // single_partition_of_fp32_groups: partition.clone().float() (a copy even for fp32 models).
-  state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
+  // Stage 0 in fp32 wraps no optimizer: the client's optimizer updates the parameters.
+  if (s.optimizer_sharded() || low_precision_) state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
   // initialize_optimizer_states() runs one step on zero gradients: the moments exist from the
   // start, in fp32 like the master. FusedAdam keeps `step` in the param group (no tensor).
   const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
