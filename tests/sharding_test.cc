@@ -277,6 +277,12 @@ TEST(ShardingCli, PlanRejectsALayout) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST(ShardingCli, FitSaysWhichRankItFits) {
+  CliRun r = run_cli("fit mlp:layers=2,dim=64 --gpus 4 --zero 3 --precision bf16 --gpu H100-SXM --reduce-bucket-size 1000");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("one rank of 4 GPUs (DeepSpeed ZeRO-3)"), std::string::npos) << r.out;
+}
+
 TEST(ShardingCli, JsonHasPerGpu) {
   CliRun r = run_cli("estimate mlp:layers=4,dim=256 --gpus 4 --zero 3 --precision bf16 --micro-batch 2 --grad-accum 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;

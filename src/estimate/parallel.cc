@@ -58,6 +58,16 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
   return s;
 }
 
+std::string describe_layout(const ParallelOptions& p) {
+  if (!p.given()) return "";
+  std::string s = "one rank of " + std::to_string(p.gpus) + " GPUs (";
+  if (p.tensor_parallel > 1) s += "tensor-parallel " + std::to_string(p.tensor_parallel) + ", ";
+  if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
+  else if (p.fsdp) s += std::string("FSDP ") + (*p.fsdp == FsdpStrategy::Full ? "full" : *p.fsdp == FsdpStrategy::GradOp ? "grad-op" : "no-shard");
+  else s += "DDP";
+  return s + ")";
+}
+
 CategoryBytes category_bytes_before(const Program& program, int32_t event) {
   CategoryBytes bytes{};
   std::vector<Category> cat(program.buffers.size(), Category::Activations);

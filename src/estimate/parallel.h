@@ -48,6 +48,9 @@ struct PerGpu {
 // describe the run; `amp` is --precision amp-*.
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients);
 
+// "one rank of 8 GPUs (tensor-parallel 2, DeepSpeed ZeRO-3)"; "" without a layout.
+std::string describe_layout(const ParallelOptions& p);
+
 PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Program& program, const SimResult& sim);
 
 // Bytes per category live just before event `event` runs.
