@@ -8,6 +8,9 @@
 #include <optional>
 #include <string>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 
@@ -281,6 +284,35 @@ TEST(ShardingCli, FitSaysWhichRankItFits) {
   CliRun r = run_cli("fit mlp:layers=2,dim=64 --gpus 4 --zero 3 --precision bf16 --gpu H100-SXM --reduce-bucket-size 1000");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("one rank of 4 GPUs (DeepSpeed ZeRO-3)"), std::string::npos) << r.out;
+}
+
+TEST(ShardingCli, EmittedDeepSpeedConfigHasTheBatchArithmetic) {
+  // 16 GPUs, tensor-parallel 2 -> data-parallel 8; micro-batch 2 x 4 accumulation steps:
+  // train_batch_size = 2 * 4 * 8 = 64, as DeepSpeed's _batch_assertion requires.
+  const std::string path = ::testing::TempDir() + "/headroom_ds_config.json";
+  std::remove(path.c_str());
+  CliRun r = run_cli("estimate gpt2 --precision bf16 --gpus 16 --tensor-parallel 2 --zero 2 --micro-batch 2 --grad-accum 4 "
+                     "--reduce-bucket-size 589824 --emit-deepspeed " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good());
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["train_micro_batch_size_per_gpu"], 2);
+  EXPECT_EQ(j["gradient_accumulation_steps"], 4);
+  EXPECT_EQ(j["train_batch_size"].get<int64_t>(),
+            j["train_micro_batch_size_per_gpu"].get<int64_t>() * j["gradient_accumulation_steps"].get<int64_t>() * 8);
+  EXPECT_EQ(j["train_batch_size"], 64);
+  EXPECT_EQ(j["zero_optimization"]["stage"], 2);
+  EXPECT_EQ(j["zero_optimization"]["reduce_bucket_size"], 589824);
+  EXPECT_EQ(j["bf16"]["enabled"], true);
+  EXPECT_EQ(j["optimizer"]["type"], "Adam");
+  // Without a DeepSpeed layout there is nothing to emit: one line, exit 2, no file.
+  const std::string none = ::testing::TempDir() + "/headroom_ds_none.json";
+  std::remove(none.c_str());
+  CliRun bad = run_cli("estimate gpt2 --gpus 2 --fsdp full --precision bf16 --emit-deepspeed " + none);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(bad.out.empty());
+  EXPECT_FALSE(std::ifstream(none).good());
 }
 
 TEST(ShardingCli, JsonHasPerGpu) {

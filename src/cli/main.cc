@@ -25,6 +25,7 @@
 #include "plan/remat_plan.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
+#include "report/deepspeed_config.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
 #include "util/checked.h"
@@ -296,11 +297,18 @@ Result<EstimateOptions> to_options(const EstimateArgs& a, const CLI::App* cmd) {
   });
 }
 
-int run_estimate(const EstimateArgs& a, const CLI::App* cmd) {
+int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::string& emit_deepspeed) {
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
   Result<Estimate> e = estimate(o.value());
   if (!e.ok()) return fail(e.error());
+  if (!emit_deepspeed.empty()) {
+    Result<std::string> config = deepspeed_config(e.value());
+    if (!config.ok()) return fail(config.error());
+    Result<int64_t> written = write_file_atomically(emit_deepspeed, config.value());
+    if (!written.ok()) return fail(written.error());
+    say_written(emit_deepspeed, written.value());
+  }
   if (a.trace) {
     std::cout << program_trace(e.value().program);
     return 0;
@@ -619,6 +627,8 @@ int main_impl(int argc, char** argv) {
   EstimateArgs ea;
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
+  std::string emit_deepspeed;
+  est->add_option("--emit-deepspeed", emit_deepspeed, "with --gpus and --zero: write the layout's DeepSpeed JSON config to FILE");
   CLI::App* models = app.add_subcommand("models", "list the built-in models");
   EstimateArgs fa;
   std::string vary = "batch";
@@ -702,7 +712,7 @@ int main_impl(int argc, char** argv) {
     }
     return fail("help: unknown command '" + help_topic + "' (headroom help lists them)");
   }
-  if (*est) return run_estimate(ea, est);
+  if (*est) return run_estimate(ea, est, emit_deepspeed);
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary);
   if (*gpus) return run_gpus();
