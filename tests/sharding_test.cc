@@ -315,6 +315,26 @@ TEST(ShardingCli, EmittedDeepSpeedConfigHasTheBatchArithmetic) {
   EXPECT_FALSE(std::ifstream(none).good());
 }
 
+TEST(Sharding, TensorParallelSplitsLlamaParameters) {
+  // Llama-2-7B per rank with T = 2: vocab 32,000 is a multiple of 128 * 2, so embed_tokens and
+  // lm_head are 16,000 * 4,096 = 65,536,000 each; per layer q, k, v, o 2,048 * 4,096 = 8,388,608
+  // each (33,554,432), gate, up, down 5,504 * 4,096 = 22,544,384 each (67,633,152), two norms
+  // 8,192 -> 101,195,776, times 32 = 3,238,264,832; final norm 4,096. Total 3,369,340,928.
+  EstimateOptions o;
+  o.model = "llama:preset=llama-2-7b";
+  o.seq = 16;
+  o.mode = RunMode::Inference;
+  o.parallel.gpus = 2;
+  o.parallel.tensor_parallel = 2;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value().parameter_count, 3369340928);
+  // llama-3-8b has 8 key/value heads: T = 16 splits no whole query group.
+  CliRun bad = run_cli("estimate llama-3-8b --gpus 16 --tensor-parallel 16");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("8 key/value heads"), std::string::npos) << bad.err;
+}
+
 TEST(ShardingCli, JsonHasPerGpu) {
   CliRun r = run_cli("estimate mlp:layers=4,dim=256 --gpus 4 --zero 3 --precision bf16 --micro-batch 2 --grad-accum 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -36,7 +36,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.inference = o.mode == RunMode::Inference;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
   cfg.tensor_parallel = o.parallel.tensor_parallel;
-  if (o.graph_loader && cfg.tensor_parallel > 1) throw InputError("--tensor-parallel applies to built-in models with a Megatron split (gpt2)");
+  if (o.graph_loader && cfg.tensor_parallel > 1) throw InputError("--tensor-parallel applies to built-in models with a Megatron split (gpt2, llama)");
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
   // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
