@@ -335,6 +335,16 @@ TEST(Sharding, TensorParallelSplitsLlamaParameters) {
   EXPECT_NE(bad.err.find("8 key/value heads"), std::string::npos) << bad.err;
 }
 
+TEST(Sharding, FsdpMixedPrecisionKeepsFp32FlatParametersAndGradients) {
+  // mlp:layers=4,dim=256 under MixedPrecision(bf16), 4 GPUs: Psi = 263,168, 8 flat parameters
+  // (weight and bias of 4 Linears), each with a 4-byte Adam `step`.
+  //   no-shard: fp32 parameters 4 Psi + fp32 gradients 4 Psi (cast back to the parameter dtype)
+  //             + moments 8 Psi = 16 Psi + 32 = 4,210,720;
+  //   grad-op:  all sharded at rest: 16 * ceil(numel/4) summed = 16 Psi / 4 + 32 = 1,052,704.
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::NoShard)).model_states_bytes, 16 * 263168 + 32);
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::GradOp)).model_states_bytes, 4 * 263168 + 32);
+}
+
 TEST(ShardingCli, JsonHasPerGpu) {
   CliRun r = run_cli("estimate mlp:layers=4,dim=256 --gpus 4 --zero 3 --precision bf16 --micro-batch 2 --grad-accum 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;
