@@ -69,6 +69,8 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
     if (o.weights != WeightFormat::Int4) throw InputError("--group-size applies to --weights int4");
     cfg.group_size = *o.group_size;
   }
+  cfg.tensor_parallel = o.parallel.tensor_parallel;
+  if (o.graph_loader && cfg.tensor_parallel > 1) throw InputError("--tensor-parallel applies to built-in models with a Megatron split (gpt2, llama)");
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
   if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {
@@ -96,6 +98,9 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.iterations = o.iterations;
   s.zero_grad = o.zero_grad;
   if (o.mode == RunMode::Training) s.plan = o.plan;
+  s.sharding = resolve_sharding(o.parallel, o.mode == RunMode::Training, o.device == "cuda",
+                                o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16,
+                                o.zero_grad == ZeroGrad::Zeros);
   return s;
 }
 
@@ -275,6 +280,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     SimResult sim = simulate(p);
     Estimate e = summarize(o, g, p, sim);
     if (o.gpu) e.device = device_memory(p, *o.gpu);
+    if (o.parallel.given()) e.per_gpu = per_gpu_summary(o.parallel, so.sharding, p, sim);
     e.foreach = so.foreach;
     e.micro_batch = micro;
     e.micro_batches = micro_batches;

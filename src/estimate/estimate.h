@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "estimate/device_memory.h"
+#include "estimate/parallel.h"
 #include "frontends/zoo/model_spec.h"
 #include "ir/graph.h"
 #include "schedule/build_program.h"
@@ -83,6 +84,8 @@ struct EstimateOptions {
   // --freeze: parameters whose name matches one of these regular expressions (searched, not
   // anchored) get requires_grad=False. Each must match at least one parameter.
   std::vector<std::string> freeze;
+  // Data parallelism (--gpus, --zero, --fsdp): the estimate becomes one rank's (docs/distributed.md).
+  ParallelOptions parallel;
 };
 
 struct BufferAtPeak {
@@ -130,6 +133,7 @@ struct Estimate {
   // prefill, i = the decode of token i + 1).
   int64_t kv_cache_bytes = 0;
   int64_t peak_forward = 0;
+  std::optional<PerGpu> per_gpu;       // with a parallel layout (--gpus)
 };
 
 // "prefill" or "decode i".

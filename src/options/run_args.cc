@@ -172,6 +172,28 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool fit_command) 
     if (!prec) throw InputError("--precision must be fp32, fp16, bf16, amp-fp16 or amp-bf16, got '" + a.precision + "'");
     o.precision = *prec;
     if (a.micro_batch) o.micro_batch = parse_positive("--micro-batch", *a.micro_batch);
+    if (a.grad_accum) {
+      if (!o.micro_batch) throw InputError("--grad-accum needs --micro-batch (the batch per GPU is micro-batch x accumulation)");
+      int64_t k = parse_positive("--grad-accum", *a.grad_accum);
+      int64_t per_gpu = checked_mul(*o.micro_batch, k, "--micro-batch x --grad-accum");
+      if (a.batch_given && o.batch != per_gpu) {
+        throw InputError("--batch " + std::to_string(o.batch) + " is not --micro-batch x --grad-accum = " + std::to_string(per_gpu));
+      }
+      o.batch = per_gpu;
+    }
+    if (a.gpus) o.parallel.gpus = parse_positive("--gpus", *a.gpus);
+    if (a.zero) {
+      const std::string& z = *a.zero;
+      if (z != "0" && z != "1" && z != "2" && z != "3") throw InputError("--zero must be 0, 1, 2 or 3, got '" + z + "'");
+      o.parallel.zero_stage = z[0] - '0';
+    }
+    if (a.fsdp) {
+      auto f = parse_fsdp_strategy(*a.fsdp);
+      if (!f) throw InputError("--fsdp must be full, grad-op or no-shard, got '" + *a.fsdp + "'");
+      o.parallel.fsdp = *f;
+    }
+    if (a.tensor_parallel) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", *a.tensor_parallel);
+    if (a.reduce_bucket_size) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", *a.reduce_bucket_size);
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;
     if (a.threads) {
@@ -237,7 +259,11 @@ bool parse_flag(const std::string& name, const std::string& value) {
 void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) {
   using Setter = std::function<void(RunArgs&, const std::string&)>;
   static const std::map<std::string, Setter> setters = {
-      {"batch", [](RunArgs& r, const std::string& v) { r.batch = v; }},
+      {"batch",
+       [](RunArgs& r, const std::string& v) {
+         r.batch = v;
+         r.batch_given = true;
+       }},
       {"seq", [](RunArgs& r, const std::string& v) { r.seq = v; }},
       {"mode", [](RunArgs& r, const std::string& v) { r.mode = v; }},
       {"optimizer",
@@ -264,6 +290,12 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"lora", [](RunArgs& r, const std::string& v) { r.lora = v; }},
       {"weights", [](RunArgs& r, const std::string& v) { r.weights = v; }},
       {"group_size", [](RunArgs& r, const std::string& v) { r.group_size = v; }},
+      {"gpus", [](RunArgs& r, const std::string& v) { r.gpus = v; }},
+      {"zero", [](RunArgs& r, const std::string& v) { r.zero = v; }},
+      {"fsdp", [](RunArgs& r, const std::string& v) { r.fsdp = v; }},
+      {"reduce_bucket_size", [](RunArgs& r, const std::string& v) { r.reduce_bucket_size = v; }},
+      {"tensor_parallel", [](RunArgs& r, const std::string& v) { r.tensor_parallel = v; }},
+      {"grad_accum", [](RunArgs& r, const std::string& v) { r.grad_accum = v; }},
       {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},

@@ -40,6 +40,10 @@ struct RunArgs {
   std::optional<std::string> lora;                // r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05]
   std::optional<std::string> weights;             // int8 | int4 | nf4
   std::optional<std::string> group_size;          // --weights int4
+  // Parallel layout (docs/distributed.md): the estimate becomes one rank's
+  std::optional<std::string> gpus, zero, fsdp, reduce_bucket_size, tensor_parallel;
+  std::optional<std::string> grad_accum;  // with micro_batch: the batch per GPU is their product
+  bool batch_given = false;               // --batch written (it must then equal micro x accum)
   std::vector<std::string> freeze;                // regular expressions over parameter names
   bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
   std::string zero_grad;   // none | zeros; "" leaves the default (none)

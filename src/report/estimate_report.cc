@@ -55,7 +55,13 @@ std::string estimate_text(const Estimate& e, bool color) {
   s += fmt::format(", {}, device {}\n", precision_name(o.precision), o.device);
   s += fmt::format("parameters {}", with_commas(e.parameter_count));
   if (e.trainable_parameter_count != e.parameter_count) s += fmt::format(" ({} trainable)", with_commas(e.trainable_parameter_count));
-  s += fmt::format(" | weights {} | inputs {} | {} ops\n\n", human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
+  s += fmt::format(" | weights {} | inputs {} | {} ops\n", human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count);
+  if (e.per_gpu) {
+    const PerGpu& g = *e.per_gpu;
+    s += fmt::format("per GPU, {}: model states {} ({} bytes), the rest below is one rank's\n", g.layout,
+                     human_bytes(g.model_states_bytes), with_commas(g.model_states_bytes));
+  }
+  s += "\n";
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
                    with_commas(e.peak_bytes), phase_name(e.peak_phase));
   if (e.peak_iteration > 0) s += fmt::format(" of step {}", e.peak_iteration);
@@ -178,6 +184,15 @@ std::string estimate_json(const Estimate& e) {
     j["steps"] = steps;
   }
   if (e.device) device_json(*e.device, j);
+  if (e.per_gpu) {
+    const PerGpu& g = *e.per_gpu;
+    j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel},
+                                {"tensor_parallel", g.tensor_parallel}, {"engine", g.engine},
+                                {"zero_stage", g.zero_stage}, {"description", g.layout}}},
+                    {"model_states_bytes", g.model_states_bytes},
+                    {"activations_bytes", g.activations_bytes},
+                    {"peak_bytes", g.peak_bytes}};
+  }
   j["notes"] = e.notes;
   return j.dump(2) + "\n";
 }

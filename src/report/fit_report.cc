@@ -27,6 +27,7 @@ std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& res
   std::string s = fmt::format("headroom fit: {}, {}, {}, largest {} that fits", o.model,
                               o.mode == RunMode::Training ? "training (" + std::string(optimizer_name(o.optimizer)) + ")" : "inference",
                               precision_name(o.precision), axis);
+  if (o.parallel.given()) s += ", " + describe_layout(o.parallel);
   double margin = 0;
   for (const FitResult& r : results) {
     const FitPoint* p = r.at_max ? &*r.at_max : (r.next ? &*r.next : nullptr);
@@ -61,6 +62,7 @@ std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& res
   j["model"] = o.model;
   j["mode"] = o.mode == RunMode::Training ? "train" : "infer";
   j["precision"] = std::string(precision_name(o.precision));
+  if (o.parallel.given()) j["layout"] = describe_layout(o.parallel);
   j["margin"] = o.gpu ? o.gpu->margin : 0.0;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const FitResult& r : results) {

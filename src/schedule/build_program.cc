@@ -14,6 +14,7 @@ namespace headroom::schedule_detail {
 void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector<int>& uses,
                           const std::vector<bool>& saved_storage, bool may_offload) {
   if (uses_cublas(op)) cublas_workspace(forward_workspace_, "cuBLAS workspace (main thread)");
+  gather(op.id);  // ZeRO-3 / FSDP: the full parameters exist while the op runs
   fresh_.clear();
   std::vector<BufferId> out_buf(op.outputs.size(), kNone);
   for (size_t j = 0; j < op.outputs.size(); ++j) {
@@ -79,6 +80,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
   }
   // The op returns: its inputs lose this reference.
   for (TensorId in : op.inputs) unref(buf_of_[static_cast<size_t>(in)]);
+  if (o_.sharding.reshard_after_forward()) release_gather(op.id);
 }
 
 Program Interpreter::run() {
@@ -93,7 +95,8 @@ Program Interpreter::run() {
         forward(it, mb, Phase::Forward);
         backward(it, mb);
       }
-      optimizer_step(it);
+      if (o_.sharding.engine == ShardingEngine::DeepSpeed) deepspeed_optimizer_step(it);
+      else optimizer_step(it);
     }
   }
   validate_program(p_);
@@ -114,11 +117,13 @@ void Interpreter::setup() {
       continue;
     }
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
-    BufferId b = new_buffer(t.bytes(), cat, t.name, kNone);
+    BufferId b = new_buffer(stored_param_bytes(t), cat,
+                            t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
     alloc(b);
     ref(b);  // held by the model or the data loader for the whole run
     buf_of_[static_cast<size_t>(t.id)] = b;
   }
+  deepspeed_setup_states();
   end_step();
 }
 
@@ -223,6 +228,8 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
         graph_held_.push_back(r);
       }
     }
+    // FSDP forward_prefetch / DeepSpeed's prefetch: the next unit is gathered while this one runs.
+    if (gathers_ && o_.sharding.prefetch_forward) gather(next_param_op_[static_cast<size_t>(op.id)]);
     execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
     for (TensorId t : hold_release[static_cast<size_t>(op.id)]) unref(buf_of_[static_cast<size_t>(t)]);
     release_fresh();
@@ -232,6 +239,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   offload_candidates_.clear();  // still referenced by the forward at its end: not offloaded
   if (phase == Phase::Inference) {
     begin_step(phase, iteration, micro, kNone, "drop outputs");
+    release_all_gathered();
     release_returned();
     end_step();
   }
@@ -279,6 +287,10 @@ void Interpreter::deliver(TensorId target, GradValue g, int iteration, int micro
 void Interpreter::accumulate_grad(TensorId param, int, int) {
   GradValue g = grad_[static_cast<size_t>(param)];
   grad_[static_cast<size_t>(param)] = {};
+  if (o_.sharding.grads_sharded() || fsdp_mixed_) {
+    reduce_gradient(param, g);
+    return;
+  }
   BufferId& pg = param_grad_[static_cast<size_t>(param)];
   if (pg != kNone) {
     unref(g.buffer);
@@ -368,6 +380,7 @@ void Interpreter::backward(int iteration, int micro) {
   alloc(seed);
   ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
   grad_[static_cast<size_t>(leaf(g_.loss))] = {seed, true};
+  reduce_bucket();
   prefetch_for(next_node(static_cast<int>(g_.ops.size()) - 1));
   end_step();
 
@@ -382,6 +395,19 @@ void Interpreter::backward(int iteration, int micro) {
     begin_step(Phase::Backward, iteration, micro, op.id, op.name);
     need_on_device(nodes_[static_cast<size_t>(i)].saved);
     prefetch_for(next_node(i - 1));
+    if (gathers_) {
+      // _pre_backward_hook / pre_sub_module_backward_function: the unit's parameters again,
+      // and with BACKWARD_PRE prefetching the next unit's.
+      gather(op.id);
+      if (o_.sharding.prefetch_backward) {
+        for (int j = i - 1; j >= 0; --j) {
+          if (reach[static_cast<size_t>(j)] && !op_params_[static_cast<size_t>(j)].empty()) {
+            gather(j);
+            break;
+          }
+        }
+      }
+    }
     // The node's incoming gradients: one per output that received any (split has several).
     std::vector<GradValue> incoming;
     for (TensorId out : op.outputs) {
@@ -436,10 +462,12 @@ void Interpreter::backward(int iteration, int micro) {
     }
     running_segment_ = -1;
     if (seg >= 0 && segment_last_node[static_cast<size_t>(seg)] == i) finish_segment(seg, iteration, micro);
+    release_gather(op.id);  // _post_backward_hook reshards; release_sub_module
     end_step();
   }
   begin_step(Phase::Backward, iteration, micro, kNone, "drop outputs and loss");
   unref(seed);
+  release_all_gathered();
   // Dropping the outputs and the loss frees the graph, and with it the checkpoint nodes' ctx.
   for (BufferId b : graph_held_) unref(b);
   graph_held_.clear();

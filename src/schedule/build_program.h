@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "schedule/memory_plan.h"
 #include "schedule/program.h"
+#include "schedule/sharding.h"
 #include "training/device_profile.h"
 #include "training/optimizer.h"
 
@@ -32,6 +33,7 @@ struct ScheduleOptions {
   ZeroGrad zero_grad = ZeroGrad::SetToNone;  // what zero_grad() after each step does
   DeviceProfile device = DeviceProfile::cuda();
   MemoryPlan plan;                // checkpointing, offloading, workspace choices (training)
+  Sharding sharding;              // ZeRO / FSDP: the program of one data-parallel rank
 };
 
 // REQUIRES: g.validate() passes; for training, g.loss is set.

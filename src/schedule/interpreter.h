@@ -1,7 +1,8 @@
 // The interpreter behind build_program (internal to src/schedule): it walks a Graph the way
 // Python and the autograd engine hold references and writes the Program's events. Split by
 // concern: build_program.cc (setup, forward, backward), interpreter_plan.cc (memory plans:
-// checkpoint segments and offloading), interpreter_optimizer.cc (the optimizer step).
+// checkpoint segments and offloading), interpreter_optimizer.cc (the optimizer step),
+// interpreter_sharding.cc (ZeRO / FSDP: one data-parallel rank's model states).
 //
 // Invariants: one Interpreter builds one Program (run() once); every reference taken is dropped
 // exactly once (unref checks underflow); the Program passes validate_program.
@@ -188,6 +189,34 @@ class Interpreter {
 
   void state(int64_t bytes, std::string name);
   BufferId temp(int64_t bytes, std::string name);
+
+  // ---- sharding (ZeRO / FSDP) ----------------------------------------------------------------
+  void init_sharding();
+  // Bytes of parameter t's storage on this rank (a shard, an fp32 flat parameter, or t itself).
+  int64_t stored_param_bytes(const Tensor& t) const;
+  // Bytes of a per-parameter optimizer state (and its update temporaries) for parameter t.
+  int64_t param_state_bytes(const Tensor& t) const;
+  // DeepSpeed's flat fp32 master partition and its optimizer states, built with the engine.
+  void deepspeed_setup_states();
+  // The full parameters op reads, allocated before it runs (all-gather / cast); idempotent.
+  void gather(OpId op);
+  void release_gather(OpId op);
+  void release_all_gathered();
+  // DeepSpeed stage 2/3 allocates its ipg bucket when the first backward of a step begins.
+  void reduce_bucket();
+  // A parameter's full gradient is reduce-scattered into this rank's partition and freed.
+  void reduce_gradient(TensorId param, GradValue g);
+  void deepspeed_optimizer_step(int iteration);
+
+  bool gathers_ = false;                      // ops gather full parameters before they run
+  bool fsdp_mixed_ = false;
+  bool low_precision_ = false;                // 16-bit parameters (DeepSpeed's fp16/bf16 mode)                   // FSDP keeps fp32 flat parameters, computes in 16-bit
+  int64_t flat_elements_ = 0;                 // trainable parameter elements (DeepSpeed's flat groups)
+  std::vector<std::vector<TensorId>> op_params_;  // per op: the parameters it reads (through views)
+  std::vector<OpId> next_param_op_;           // per op: the next op in graph order reading parameters
+  std::vector<std::vector<BufferId>> gathered_;   // per op: its gathered parameters, while alive
+  BufferId ipg_bucket_ = kNone;
+  BufferId grad_partition_ = kNone;           // DeepSpeed's grads_in_partition (stage 2/3)
 
   const Graph& g_;
   const ScheduleOptions& o_;

@@ -31,10 +31,10 @@ void Interpreter::optimizer_step(int iteration) {
       const Tensor& t = g_.tensor(p);
       if (adam) {
         state(4, t.name + ".step");
-        state(t.bytes(), t.name + ".exp_avg");
-        state(t.bytes(), t.name + ".exp_avg_sq");
+        state(param_state_bytes(t), t.name + ".exp_avg");
+        state(param_state_bytes(t), t.name + ".exp_avg_sq");
       } else if (o_.optimizer == OptimizerKind::Momentum) {
-        state(t.bytes(), t.name + ".momentum_buffer");
+        state(param_state_bytes(t), t.name + ".momentum_buffer");
       }
     }
     state_created_ = true;
@@ -44,9 +44,9 @@ void Interpreter::optimizer_step(int iteration) {
       // _multi_tensor_adam: sqrt of every exp_avg_sq, then denom = sqrt + eps, both lists alive
       // until the update is done.
       std::vector<BufferId> sq, denom;
-      for (TensorId p : ps) sq.push_back(temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".sqrt"));
+      for (TensorId p : ps) sq.push_back(temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".sqrt"));
       std::vector<BufferId> eps = python_scalar("eps");
-      for (TensorId p : ps) denom.push_back(temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".denom"));
+      for (TensorId p : ps) denom.push_back(temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".denom"));
       for (auto it = eps.rbegin(); it != eps.rend(); ++it) unref(*it);
       for (auto it = denom.rbegin(); it != denom.rend(); ++it) unref(*it);
       for (auto it = sq.rbegin(); it != sq.rend(); ++it) unref(*it);
@@ -55,9 +55,9 @@ void Interpreter::optimizer_step(int iteration) {
       // after the division, denom when the next iteration rebinds it.
       BufferId prev = kNone;
       for (TensorId p : ps) {
-        BufferId s = temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".sqrt");
+        BufferId s = temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".sqrt");
         std::vector<BufferId> c = python_scalar("bias_correction2_sqrt");
-        BufferId d = temp(g_.tensor(p).bytes(), g_.tensor(p).name + ".denom");
+        BufferId d = temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".denom");
         for (auto it = c.rbegin(); it != c.rend(); ++it) unref(*it);
         unref(s);
         if (prev != kNone) unref(prev);

@@ -59,6 +59,7 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
     segment_inputs_.push_back(std::move(inputs));
     segment_outputs_.push_back(std::move(outputs));
   }
+  init_sharding();
 }
 
 void Interpreter::offload_ready() {

@@ -22,6 +22,7 @@
 #include "frontends/zoo/losses.h"
 #include "frontends/zoo/registry.h"
 #include "frontends/zoo/transformer_common.h"
+#include "util/error.h"
 
 namespace headroom {
 namespace {
@@ -30,6 +31,7 @@ struct Gpt2Config {
   int64_t hidden, layers, heads;
   int64_t vocab = 50257, n_positions = 1024;
   double embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1;
+  int64_t tp = 1;  // Megatron tensor-parallel ranks; the graph is one rank's
 };
 
 // Conv1D(nf, nx): weight [nx, nf], bias [nf].
@@ -60,8 +62,13 @@ struct Gpt2Params {
 // GPT2LMHeadModel.__init__: parameters and buffers in registration order.
 Gpt2Params declare(GraphBuilder& b, const Gpt2Config& c) {
   Gpt2Params p;
-  const int64_t h = c.hidden;
-  p.wte = b.parameter("transformer.wte.weight", {c.vocab, h});
+  const int64_t h = c.hidden, t = c.tp;
+  // VocabParallelEmbedding: rows vocab/t of the vocabulary padded to a multiple of
+  // make_vocab_size_divisible_by (128) * t (Megatron's _vocab_size_with_padding); unsplit
+  // without tensor parallelism (Hugging Face's GPT-2).
+  const int64_t multiple = 128 * t;
+  const int64_t vocab = t == 1 ? c.vocab : (c.vocab + multiple - 1) / multiple * multiple;
+  p.wte = b.parameter("transformer.wte.weight", {vocab / t, h});
   p.wpe = b.parameter("transformer.wpe.weight", {c.n_positions, h});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string m = "transformer.h." + std::to_string(i);
@@ -69,11 +76,14 @@ Gpt2Params declare(GraphBuilder& b, const Gpt2Config& c) {
     bp.ln_1 = layer_norm_params(b, m + ".ln_1", h);
     bp.causal_bias = b.buffer(m + ".attn.bias", {1, 1, c.n_positions, c.n_positions}, DType::Bool);
     bp.masked_bias = b.buffer(m + ".attn.masked_bias", {}, b.activation_dtype());
-    bp.c_attn = conv1d_params(b, m + ".attn.c_attn", h, 3 * h);
-    bp.attn_proj = conv1d_params(b, m + ".attn.c_proj", h, h);
+    // ColumnParallelLinear splits the outputs (and bias) of c_attn and c_fc; RowParallelLinear
+    // splits the inputs of the projections and keeps their bias whole (added after the
+    // all-reduce, which runs in place on the output).
+    bp.c_attn = conv1d_params(b, m + ".attn.c_attn", h, 3 * h / t);
+    bp.attn_proj = conv1d_params(b, m + ".attn.c_proj", h / t, h);
     bp.ln_2 = layer_norm_params(b, m + ".ln_2", h);
-    bp.c_fc = conv1d_params(b, m + ".mlp.c_fc", h, 4 * h);
-    bp.mlp_proj = conv1d_params(b, m + ".mlp.c_proj", 4 * h, h);
+    bp.c_fc = conv1d_params(b, m + ".mlp.c_fc", h, 4 * h / t);
+    bp.mlp_proj = conv1d_params(b, m + ".mlp.c_proj", 4 * h / t, h);
     p.blocks.push_back(bp);
   }
   p.ln_f = layer_norm_params(b, "transformer.ln_f", h);
@@ -147,14 +157,14 @@ class Gpt2Forward {
   }
 
   TensorId split_heads(const std::string& name, TensorId x) {
-    x = b_.unflatten(name + ".view", x, -1, {c_.heads, c_.hidden / c_.heads});
+    x = b_.unflatten(name + ".view", x, -1, {c_.heads / c_.tp, c_.hidden / c_.heads});
     return b_.permute(name + ".permute", x, {0, 2, 1, 3});
   }
 
   TensorId attention(const std::string& m, const Gpt2BlockParams& bp, TensorId hidden) {
     size_t scope = b_.open_scope();
     b_.hold(hidden);
-    const int64_t h = c_.hidden;
+    const int64_t h = c_.hidden / c_.tp;  // this rank's heads
     TensorId qkv = conv1d(m + ".c_attn", hidden, bp.c_attn);
     // .split(split_size, dim=2)
     std::vector<TensorId> parts = b_.split(m + ".split", qkv, h, 2);
@@ -244,6 +254,11 @@ Graph build_gpt2(const Gpt2Config& preset, const ModelSpec& spec, const BuildCon
   c.resid_pdrop = get_double(r, spec.name, "resid_pdrop", c.resid_pdrop, 0.0, 1.0);
   r.reject_unused();
   head_dim(spec.name, c.hidden, c.heads);
+  c.tp = cfg.tensor_parallel;
+  if (c.heads % c.tp != 0) {
+    throw InputError("--tensor-parallel " + std::to_string(c.tp) + " must divide the " + std::to_string(c.heads) +
+                     " attention heads of " + spec.name + " (Megatron splits whole heads)");
+  }
   const int64_t seq = sequence_length(cfg, 128, c.n_positions, spec.name, "n_positions");
 
   GraphBuilder b(spec.name, cfg.dtype);
@@ -273,7 +288,8 @@ void register_gpt2(std::vector<ZooEntry>& out) {
                    std::string("Hugging Face GPT2LMHeadModel ") + name +
                        " (tied lm_head; seq 128 by default, at most 1024)",
                    "transformer", true,
-                   [copy](const ModelSpec& s, const BuildConfig& cfg) { return build_gpt2(copy, s, cfg); }});
+                   [copy](const ModelSpec& s, const BuildConfig& cfg) { return build_gpt2(copy, s, cfg); },
+                   /*tensor_parallel=*/true});
   }
 }
 

@@ -37,6 +37,7 @@ struct LlamaConfig {
   int64_t hidden = 256, layers = 2, heads = 8, kv_heads = 0, ffn = 688, vocab = 1000;
   int64_t max_positions = 2048;  // models.py's `seq`
   double rope_theta = 10000.0, eps = 1e-6;
+  int64_t tp = 1;  // Megatron tensor-parallel ranks; the graph is one rank's
 };
 
 struct LlamaPreset {
@@ -68,28 +69,33 @@ struct LlamaParams {
 // registers self_attn and mlp before its two norms).
 LlamaParams declare(GraphBuilder& b, const LlamaConfig& c) {
   LlamaParams p;
-  const int64_t h = c.hidden, hd = c.hidden / c.heads;
-  p.embed = b.parameter("model.embed_tokens.weight", {c.vocab, h});
+  const int64_t h = c.hidden, hd = c.hidden / c.heads, t = c.tp;
+  // Megatron: vocab-parallel embedding and output layer over the vocabulary padded to a multiple
+  // of 128 * t (_vocab_size_with_padding); column-parallel q/k/v and gate/up (whole heads and
+  // query groups per rank), row-parallel o_proj and down_proj. Unsplit without tensor parallelism.
+  const int64_t multiple = 128 * t;
+  const int64_t vocab = (t == 1 ? c.vocab : (c.vocab + multiple - 1) / multiple * multiple) / t;
+  p.embed = b.parameter("model.embed_tokens.weight", {vocab, h});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string m = "model.layers." + std::to_string(i);
     LlamaLayerParams lp;
-    lp.q = b.parameter(m + ".self_attn.q_proj.weight", {c.heads * hd, h});
-    lp.k = b.parameter(m + ".self_attn.k_proj.weight", {c.kv_heads * hd, h});
-    lp.v = b.parameter(m + ".self_attn.v_proj.weight", {c.kv_heads * hd, h});
-    lp.o = b.parameter(m + ".self_attn.o_proj.weight", {h, c.heads * hd});
+    lp.q = b.parameter(m + ".self_attn.q_proj.weight", {c.heads / t * hd, h});
+    lp.k = b.parameter(m + ".self_attn.k_proj.weight", {c.kv_heads / t * hd, h});
+    lp.v = b.parameter(m + ".self_attn.v_proj.weight", {c.kv_heads / t * hd, h});
+    lp.o = b.parameter(m + ".self_attn.o_proj.weight", {h, c.heads / t * hd});
     // inv_freq is computed in float32; the caches are in the default (model) dtype.
     lp.inv_freq = b.buffer(m + ".self_attn.rotary_emb.inv_freq", {hd / 2}, DType::F32);
     lp.cos_cached = b.buffer(m + ".self_attn.rotary_emb.cos_cached", {1, 1, c.max_positions, hd}, b.activation_dtype());
     lp.sin_cached = b.buffer(m + ".self_attn.rotary_emb.sin_cached", {1, 1, c.max_positions, hd}, b.activation_dtype());
-    lp.gate = b.parameter(m + ".mlp.gate_proj.weight", {c.ffn, h});
-    lp.up = b.parameter(m + ".mlp.up_proj.weight", {c.ffn, h});
-    lp.down = b.parameter(m + ".mlp.down_proj.weight", {h, c.ffn});
+    lp.gate = b.parameter(m + ".mlp.gate_proj.weight", {c.ffn / t, h});
+    lp.up = b.parameter(m + ".mlp.up_proj.weight", {c.ffn / t, h});
+    lp.down = b.parameter(m + ".mlp.down_proj.weight", {h, c.ffn / t});
     lp.input_norm = b.parameter(m + ".input_layernorm.weight", {h});
     lp.post_norm = b.parameter(m + ".post_attention_layernorm.weight", {h});
     p.layers.push_back(lp);
   }
   p.norm = b.parameter("model.norm.weight", {h});
-  p.lm_head = b.parameter("lm_head.weight", {c.vocab, h});
+  p.lm_head = b.parameter("lm_head.weight", {vocab, h});
   return p;
 }
 
@@ -273,9 +279,10 @@ class LlamaForward {
     TensorId q = b_.linear_with(m + ".q_proj", hidden, lp.q);
     TensorId k = b_.linear_with(m + ".k_proj", hidden, lp.k);
     TensorId v = b_.linear_with(m + ".v_proj", hidden, lp.v);
-    q = b_.transpose(m + ".q.transpose", b_.view(m + ".q.view", q, {batch, seq, c_.heads, hd}), 1, 2);
-    k = b_.transpose(m + ".k.transpose", b_.view(m + ".k.view", k, {batch, seq, c_.kv_heads, hd}), 1, 2);
-    v = b_.transpose(m + ".v.transpose", b_.view(m + ".v.view", v, {batch, seq, c_.kv_heads, hd}), 1, 2);
+    const int64_t heads = c_.heads / c_.tp, kv_heads = c_.kv_heads / c_.tp;  // this rank's
+    q = b_.transpose(m + ".q.transpose", b_.view(m + ".q.view", q, {batch, seq, heads, hd}), 1, 2);
+    k = b_.transpose(m + ".k.transpose", b_.view(m + ".k.view", k, {batch, seq, kv_heads, hd}), 1, 2);
+    v = b_.transpose(m + ".v.transpose", b_.view(m + ".v.view", v, {batch, seq, kv_heads, hd}), 1, 2);
     // rotary_emb(value_states, seq_len): cos_cached[:, :, :seq_len, ...] (.to(dtype) is a no-op).
     TensorId cos = b_.slice(m + ".rotary_emb.cos", lp.cos_cached, 0, 0, 1);
     cos = b_.slice(m + ".rotary_emb.cos", cos, 1, 0, 1);
@@ -300,7 +307,7 @@ class LlamaForward {
     TensorId out = b_.matmul(m + ".matmul_context", w, v);
     out = b_.transpose(m + ".context.transpose", out, 1, 2);
     out = b_.contiguous(m + ".context.contiguous", out);
-    out = b_.reshape(m + ".context.reshape", out, {batch, seq, c_.hidden});
+    out = b_.reshape(m + ".context.reshape", out, {batch, seq, heads * hd});
     out = b_.linear_with(m + ".o_proj", out, lp.o);
     b_.release_holds(scope);
     return out;
@@ -359,6 +366,12 @@ Graph build_llama(const std::string& fixed_preset, const ModelSpec& spec, const 
     throw InputError("model '" + spec.name + "': heads=" + std::to_string(c.heads) +
                      " is not a multiple of kv_heads=" + std::to_string(c.kv_heads));
   }
+  c.tp = cfg.tensor_parallel;
+  if (c.kv_heads % c.tp != 0 || c.ffn % c.tp != 0) {
+    throw InputError("--tensor-parallel " + std::to_string(c.tp) + " must divide the " + std::to_string(c.kv_heads) +
+                     " key/value heads and the MLP width " + std::to_string(c.ffn) + " of " + spec.name +
+                     " (Megatron splits whole heads and query groups)");
+  }
   if (hd % 2 != 0) {
     throw InputError("model '" + spec.name + "': the head size " + std::to_string(hd) +
                      " must be even for rotary embeddings");
@@ -385,12 +398,14 @@ void register_llama(std::vector<ZooEntry>& out) {
                  "vocab=1000, seq=2048 (rotary cache), or preset=llama-2-7b|llama-3-8b|llama-2-70b "
                  "(seq 128 by default)",
                  "transformer", true,
-                 [](const ModelSpec& s, const BuildConfig& cfg) { return build_llama("", s, cfg); }});
+                 [](const ModelSpec& s, const BuildConfig& cfg) { return build_llama("", s, cfg); },
+                 /*tensor_parallel=*/true});
   for (const LlamaPreset& p : kPresets) {
     std::string name = p.name;
     out.push_back({name, "Hugging Face LlamaForCausalLM, " + name + " sizes (= llama:preset=" + name + ")",
                    "transformer", true,
-                   [name](const ModelSpec& s, const BuildConfig& cfg) { return build_llama(name, s, cfg); }});
+                   [name](const ModelSpec& s, const BuildConfig& cfg) { return build_llama(name, s, cfg); },
+                   /*tensor_parallel=*/true});
   }
 }
 

@@ -71,6 +71,10 @@ struct BuildConfig {
   int64_t group_size = 128;                      // int4
   // Hugging Face decoders, one inference forward: lm_head on the last positions only (0: all).
   int64_t logits_to_keep = 0;
+  // Megatron tensor parallelism: the graph of one of `tensor_parallel` ranks (column-parallel
+  // QKV and fc1, row-parallel projections, vocab-parallel embedding). Builders that have no
+  // split reject values above 1 (ZooEntry::tensor_parallel).
+  int64_t tensor_parallel = 1;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that

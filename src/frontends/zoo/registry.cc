@@ -42,6 +42,13 @@ Graph build_model(const std::string& spec_text, const BuildConfig& config) {
     throw InputError("--seq applies to sequence models (bert, gpt2, llama...); '" + spec.name +
                      "' has no sequence axis");
   }
+  if (config.tensor_parallel > 1 && !entry.tensor_parallel) {
+    std::string with;
+    for (const ZooEntry& e : zoo()) {
+      if (e.tensor_parallel) with += (with.empty() ? "" : ", ") + e.name;
+    }
+    throw InputError("--tensor-parallel: '" + spec.name + "' has no Megatron split in headroom (models with one: " + with + ")");
+  }
   Graph g = entry.build(spec, config);
   g.model = spec_text;
   return g;

@@ -20,6 +20,7 @@ struct ZooEntry {
   std::string family;        // "vision", "transformer", "mlp"
   bool takes_sequence = false;
   ModelBuilderFn build;
+  bool tensor_parallel = false;  // the builder knows Megatron's split (BuildConfig::tensor_parallel)
 };
 
 const std::vector<ZooEntry>& zoo();

@@ -1,0 +1,132 @@
+#include "estimate/parallel.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "util/error.h"
+
+namespace headroom {
+
+std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s) {
+  if (s == "full") return FsdpStrategy::Full;
+  if (s == "grad-op") return FsdpStrategy::GradOp;
+  if (s == "no-shard") return FsdpStrategy::NoShard;
+  return std::nullopt;
+}
+
+Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients) {
+  Sharding s;
+  if (!p.given()) return s;
+  if (p.gpus <= 0) throw InputError("--zero, --fsdp and --reduce-bucket-size need --gpus N");
+  if (p.zero_stage && p.fsdp) throw InputError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are two engines: give one");
+  if (p.zero_stage && (*p.zero_stage < 0 || *p.zero_stage > 3)) {
+    throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(*p.zero_stage));
+  }
+  if (p.reduce_bucket_elements && !(p.zero_stage && *p.zero_stage >= 2)) {
+    throw InputError("--reduce-bucket-size applies to --zero 2 and 3 (DeepSpeed's ipg bucket)");
+  }
+  if (p.gpus > 1000000) throw InputError("--gpus " + std::to_string(p.gpus) + " is more than a million GPUs");
+  if (p.tensor_parallel < 1) throw InputError("--tensor-parallel must be a positive integer");
+  if (p.gpus % p.tensor_parallel != 0) {
+    throw InputError("--gpus " + std::to_string(p.gpus) + " is not a multiple of --tensor-parallel " + std::to_string(p.tensor_parallel) +
+                     " (the data-parallel size is gpus / tensor-parallel)");
+  }
+  if (p.fsdp && p.tensor_parallel > 1) {
+    throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
+  }
+  s.data_parallel = static_cast<int>(p.gpus / p.tensor_parallel);
+  if (!p.zero_stage && !p.fsdp) return s;  // DDP: every rank holds the full program
+  const std::string flag = p.zero_stage ? "--zero" : "--fsdp";
+  if (!training) throw InputError(flag + " applies to --mode train (the engines shard training states)");
+  if (!cuda) throw InputError(flag + " needs --device cuda");
+  if (amp) {
+    throw InputError(flag + ": the engine holds 16-bit parameters itself, not through autocast: use --precision bf16 (or fp32)");
+  }
+  if (keeps_gradients) throw InputError(flag + ": the engine frees gradients after the step (--zero-grad zeros does not apply)");
+  if (p.zero_stage) {
+    s.engine = ShardingEngine::DeepSpeed;
+    s.zero_stage = *p.zero_stage;
+    if (p.reduce_bucket_elements) s.reduce_bucket_elements = *p.reduce_bucket_elements;
+  } else {
+    s.engine = ShardingEngine::Fsdp;
+    s.zero_stage = *p.fsdp == FsdpStrategy::Full ? 3 : *p.fsdp == FsdpStrategy::GradOp ? 2 : 0;
+    // FSDP 1.13 defaults: forward_prefetch=False, backward_prefetch=BACKWARD_PRE.
+    s.prefetch_forward = false;
+    s.prefetch_backward = true;
+  }
+  return s;
+}
+
+std::string describe_layout(const ParallelOptions& p) {
+  if (!p.given()) return "";
+  std::string s = "one rank of " + std::to_string(p.gpus) + " GPUs (";
+  if (p.tensor_parallel > 1) s += "tensor-parallel " + std::to_string(p.tensor_parallel) + ", ";
+  if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
+  else if (p.fsdp) s += std::string("FSDP ") + (*p.fsdp == FsdpStrategy::Full ? "full" : *p.fsdp == FsdpStrategy::GradOp ? "grad-op" : "no-shard");
+  else s += "DDP";
+  return s + ")";
+}
+
+CategoryBytes category_bytes_before(const Program& program, int32_t event) {
+  CategoryBytes bytes{};
+  std::vector<Category> cat(program.buffers.size(), Category::Activations);
+  for (int32_t i = 0; i < event && i < static_cast<int32_t>(program.events.size()); ++i) {
+    const Event& e = program.events[static_cast<size_t>(i)];
+    const Buffer& b = program.buffers[static_cast<size_t>(e.buffer)];
+    auto& slot = cat[static_cast<size_t>(e.buffer)];
+    switch (e.kind) {
+      case Event::Kind::Alloc:
+        slot = b.category;
+        bytes[static_cast<size_t>(slot)] += b.bytes;
+        break;
+      case Event::Kind::Free: bytes[static_cast<size_t>(slot)] -= b.bytes; break;
+      case Event::Kind::Retag:
+        bytes[static_cast<size_t>(slot)] -= b.bytes;
+        slot = e.category;
+        bytes[static_cast<size_t>(slot)] += b.bytes;
+        break;
+    }
+  }
+  return bytes;
+}
+
+PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Program& program, const SimResult& sim) {
+  PerGpu r;
+  r.gpus = p.gpus;
+  r.data_parallel = s.data_parallel;
+  r.tensor_parallel = p.tensor_parallel;
+  r.zero_stage = s.zero_stage;
+  switch (s.engine) {
+    case ShardingEngine::None: r.engine = "ddp"; break;
+    case ShardingEngine::DeepSpeed: r.engine = "deepspeed"; break;
+    case ShardingEngine::Fsdp: r.engine = "fsdp"; break;
+  }
+  std::string what = s.engine == ShardingEngine::DeepSpeed ? "DeepSpeed ZeRO-" + std::to_string(s.zero_stage)
+                     : s.engine == ShardingEngine::Fsdp
+                         ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
+                         : std::string("DDP (full replica)");
+  r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
+             (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
+             "data-parallel " + std::to_string(s.data_parallel) + ", " + what;
+  // Model states when the last optimizer step begins; in inference, what is live at the end.
+  int32_t at = static_cast<int32_t>(program.events.size());
+  int last_iteration = 0;
+  for (const Step& st : program.steps) last_iteration = std::max(last_iteration, st.iteration);
+  for (const Step& st : program.steps) {
+    if (st.phase == Phase::Optimizer && st.iteration == last_iteration) {
+      at = st.first_event;
+      break;
+    }
+  }
+  CategoryBytes before = category_bytes_before(program, at);
+  r.model_states_bytes = before[static_cast<size_t>(Category::Weights)] + before[static_cast<size_t>(Category::Gradients)] +
+                         before[static_cast<size_t>(Category::OptimizerState)];
+  r.activations_bytes = sim.at_peak[static_cast<size_t>(Category::SavedActivations)] +
+                        sim.at_peak[static_cast<size_t>(Category::Activations)] +
+                        sim.at_peak[static_cast<size_t>(Category::ActivationGradients)];
+  r.peak_bytes = sim.peak.bytes;
+  return r;
+}
+
+}  // namespace headroom

@@ -1,0 +1,59 @@
+// The parallel layout of an estimate (--gpus, --zero, --fsdp): validated here and turned into
+// the Sharding rewrite that build_program applies, so the estimate is the simulated program of
+// one rank. The per-GPU summary reads that rank's simulated program; it adds no formula.
+//
+// Invariants: a layout needs --gpus, a multiple of the tensor-parallel size T; ZeRO and FSDP exclude each other; sharding applies to
+// training on CUDA in fp32 or bf16 (DeepSpeed and FSDP hold 16-bit parameters themselves,
+// not through autocast).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "schedule/program.h"
+#include "schedule/sharding.h"
+#include "sim/simulate.h"
+
+namespace headroom {
+
+enum class FsdpStrategy : uint8_t { Full, GradOp, NoShard };
+std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s);
+
+struct ParallelOptions {
+  int64_t gpus = 0;  // 0: no layout (a single-GPU estimate, no per_gpu summary)
+  std::optional<int> zero_stage;
+  std::optional<FsdpStrategy> fsdp;
+  std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
+  int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
+  bool given() const { return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1; }
+};
+
+struct PerGpu {
+  std::string layout;             // "8 GPUs: data-parallel 8, DeepSpeed ZeRO-3"
+  int64_t gpus = 1;
+  int64_t data_parallel = 1;
+  int64_t tensor_parallel = 1;
+  std::string engine;             // "ddp", "deepspeed", "fsdp"
+  int zero_stage = 0;
+  // Parameters, gradients and optimizer states one rank holds when the optimizer step begins
+  // (the last simulated iteration): what the ZeRO paper's Figure 1 counts.
+  int64_t model_states_bytes = 0;
+  // Saved activations, other activations and activation gradients at the rank's peak.
+  int64_t activations_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+
+// InputError for an invalid layout. `training`, `cuda` and `low_precision` (--precision bf16)
+// describe the run; `amp` is --precision amp-*.
+Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients);
+
+// "one rank of 8 GPUs (tensor-parallel 2, DeepSpeed ZeRO-3)"; "" without a layout.
+std::string describe_layout(const ParallelOptions& p);
+
+PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Program& program, const SimResult& sim);
+
+// Bytes per category live just before event `event` runs.
+CategoryBytes category_bytes_before(const Program& program, int32_t event);
+
+}  // namespace headroom

@@ -1,0 +1,188 @@
+// ZeRO / FSDP in the interpreter: what one data-parallel rank holds (schedule/sharding.h says
+// which engine function each rule follows). Nothing here computes a total: every state is a
+// buffer with a lifetime, and the peak comes from replaying the rank's Program.
+#include "schedule/interpreter.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "util/checked.h"
+#include "util/error.h"
+
+namespace headroom::schedule_detail {
+
+namespace {
+
+// The tensor owning the storage t views (a transpose of a weight reads the weight).
+TensorId storage_root(const Graph& g, TensorId t) {
+  while (g.tensor(t).alias_of != kNone) t = g.tensor(t).alias_of;
+  const Tensor& x = g.tensor(t);
+  return x.tied_to != kNone ? x.tied_to : t;
+}
+
+}  // namespace
+
+void Interpreter::init_sharding() {
+  const Sharding& s = o_.sharding;
+  if (!s.active()) return;
+  HEADROOM_CHECK(s.data_parallel >= 1 && s.zero_stage >= 0 && s.zero_stage <= 3, "invalid sharding");
+  bool low_precision = false;
+  for (const Tensor& t : g_.tensors) {
+    if (t.role != TensorRole::Parameter || t.tied_to != kNone) continue;
+    flat_elements_ = checked_add(flat_elements_, t.numel(), "parameter elements");
+    low_precision = low_precision || t.dtype != DType::F32;
+  }
+  low_precision_ = low_precision;
+  fsdp_mixed_ = s.engine == ShardingEngine::Fsdp && low_precision;
+  gathers_ = s.params_sharded() || fsdp_mixed_;
+  op_params_.assign(g_.ops.size(), {});
+  next_param_op_.assign(g_.ops.size(), kNone);
+  gathered_.assign(g_.ops.size(), {});
+  for (const Op& op : g_.ops) {
+    std::vector<TensorId>& ps = op_params_[static_cast<size_t>(op.id)];
+    for (TensorId in : op.inputs) {
+      TensorId root = storage_root(g_, in);
+      if (g_.tensor(root).role == TensorRole::Parameter && std::find(ps.begin(), ps.end(), root) == ps.end()) ps.push_back(root);
+    }
+  }
+  OpId next = kNone;
+  for (int i = static_cast<int>(g_.ops.size()) - 1; i >= 0; --i) {
+    next_param_op_[static_cast<size_t>(i)] = next;
+    if (!op_params_[static_cast<size_t>(i)].empty()) next = i;
+  }
+}
+
+int64_t Interpreter::stored_param_bytes(const Tensor& t) const {
+  const Sharding& s = o_.sharding;
+  if (!s.active() || t.role != TensorRole::Parameter) return t.bytes();
+  const int64_t numel = s.params_sharded() ? s.shard(t.numel()) : t.numel();
+  // FSDP's FlatParameter keeps the fp32 values; MixedPrecision casts a 16-bit copy for compute.
+  const int64_t elem = fsdp_mixed_ ? 4 : dtype_size(t.dtype);
+  return checked_mul(numel, elem, "sharded state bytes");
+}
+
+int64_t Interpreter::param_state_bytes(const Tensor& t) const {
+  const Sharding& s = o_.sharding;
+  if (s.engine != ShardingEngine::Fsdp) return t.bytes();
+  const int64_t numel = s.optimizer_sharded() ? s.shard(t.numel()) : t.numel();
+  return checked_mul(numel, fsdp_mixed_ ? 4 : dtype_size(t.dtype), "sharded state bytes");
+}
+
+void Interpreter::deepspeed_setup_states() {
+  const Sharding& s = o_.sharding;
+  if (s.engine != ShardingEngine::DeepSpeed || o_.mode != RunMode::Training) return;
+  // One flat group of all trainable parameters, partitioned over the ranks
+  // (get_data_parallel_partitions); stage 0 keeps the whole group.
+  const int64_t part = s.optimizer_sharded() ? s.shard(flat_elements_) : flat_elements_;
+  // single_partition_of_fp32_groups: partition.clone().float() (a copy even for fp32 models).
+  // Stage 0 in fp32 wraps no optimizer: the client's optimizer updates the parameters.
+  if (s.optimizer_sharded() || low_precision_) state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
+  // initialize_optimizer_states() runs one step on zero gradients: the moments exist from the
+  // start, in fp32 like the master. FusedAdam keeps `step` in the param group (no tensor).
+  const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
+  if (adam) {
+    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg partition");
+    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg_sq partition");
+  } else if (o_.optimizer == OptimizerKind::Momentum) {
+    state(checked_mul(part, 4, "sharded state bytes"), "momentum_buffer partition");
+  }
+  state_created_ = true;
+}
+
+void Interpreter::gather(OpId op) {
+  if (!gathers_ || op == kNone) return;
+  std::vector<BufferId>& got = gathered_[static_cast<size_t>(op)];
+  if (!got.empty()) return;
+  for (TensorId p : op_params_[static_cast<size_t>(op)]) {
+    const Tensor& t = g_.tensor(p);
+    BufferId b = new_buffer(t.bytes(), Category::Weights, t.name + " (gathered)", op);
+    alloc(b);
+    ref(b);
+    got.push_back(b);
+  }
+}
+
+void Interpreter::release_gather(OpId op) {
+  if (!gathers_ || op == kNone) return;
+  std::vector<BufferId>& got = gathered_[static_cast<size_t>(op)];
+  for (BufferId b : got) unref(b);
+  got.clear();
+}
+
+void Interpreter::release_all_gathered() {
+  for (size_t i = 0; i < gathered_.size(); ++i) release_gather(static_cast<OpId>(i));
+}
+
+void Interpreter::reduce_bucket() {
+  const Sharding& s = o_.sharding;
+  if (s.engine != ShardingEngine::DeepSpeed || !s.grads_sharded() || ipg_bucket_ != kNone) return;
+  // DeepSpeedZeroOptimizer.backward(): torch.empty(reduce_bucket_size) in the gradient dtype
+  // (contiguous_gradients; one buffer, overlap_comm off).
+  int64_t elem = 2;
+  for (const Tensor& t : g_.tensors) {
+    if (t.role == TensorRole::Parameter) {
+      elem = dtype_size(t.dtype);
+      break;
+    }
+  }
+  ipg_bucket_ = new_buffer(checked_mul(s.reduce_bucket_elements, elem, "sharded state bytes"), Category::Workspaces, "ipg bucket (reduce_bucket_size)", kNone);
+  alloc(ipg_bucket_);
+  ref(ipg_bucket_);
+}
+
+void Interpreter::reduce_gradient(TensorId param, GradValue g) {
+  const Sharding& s = o_.sharding;
+  const Tensor& t = g_.tensor(param);
+  BufferId& pg = param_grad_[static_cast<size_t>(param)];
+  if (s.engine == ShardingEngine::DeepSpeed) {
+    // The gradient is copied into the ipg bucket and param.grad dropped; when the bucket is
+    // reduced, this rank's part lands in grads_in_partition (allocated at the first reduction).
+    if (grad_partition_ == kNone) {
+      grad_partition_ = new_buffer(checked_mul(s.shard(flat_elements_), dtype_size(t.dtype), "sharded state bytes"), Category::Gradients,
+                                   "grads_in_partition", kNone);
+      alloc(grad_partition_);
+      ref(grad_partition_);
+    }
+    pg = grad_partition_;  // marks the parameter as having a gradient; the step frees the buffer
+  } else if (pg == kNone) {
+    // _post_backward_hook: new_sharded_grad = torch.empty_like(chunk), reduce_scatter, cast to
+    // the parameter dtype; later micro-batches add into the kept shard.
+    pg = new_buffer(param_state_bytes(t), Category::Gradients, t.name + ".grad (shard)", kNone);
+    alloc(pg);
+    ref(pg);
+  }
+  unref(g.buffer);
+}
+
+void Interpreter::deepspeed_optimizer_step(int iteration) {
+  const Sharding& s = o_.sharding;
+  std::vector<TensorId> ps = trainable();
+  begin_step(Phase::Optimizer, iteration, 0, kNone, "DeepSpeed ZeRO-" + std::to_string(s.zero_stage) + " step()");
+  // The optimizer reads an fp32 gradient for its partition: get_flat_partition(...).float()
+  // (stage 1/2) or _prepare_fp32_grad_for_sub_group (stage 3; one sub-group, sub_group_size 1e9).
+  const int64_t part = s.optimizer_sharded() ? s.shard(flat_elements_) : flat_elements_;
+  BufferId fp32_grad = temp(checked_mul(part, 4, "sharded state bytes"), "fp32 gradient partition");
+  if (grad_partition_ != kNone) {
+    // _release_ipg_buffers(): the bucket and grads_in_partition go before the update.
+    unref(grad_partition_);
+    grad_partition_ = kNone;
+  }
+  if (ipg_bucket_ != kNone) {
+    unref(ipg_bucket_);
+    ipg_bucket_ = kNone;
+  }
+  // FusedAdam updates the partition in place; the 16-bit parameters are refreshed in place
+  // (all-gather into bit16_groups_flat, or the stage-3 partitions).
+  unref(fp32_grad);
+  end_step();
+  begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=True)");
+  for (TensorId p : ps) {
+    BufferId& pg = param_grad_[static_cast<size_t>(p)];
+    if (!s.grads_sharded()) unref(pg);
+    pg = kNone;
+  }
+  end_step();
+}
+
+}  // namespace headroom::schedule_detail

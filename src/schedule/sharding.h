@@ -1,0 +1,59 @@
+// Data-parallel sharding of the model states (ZeRO / FSDP): what ONE rank's program holds. It is a
+// rewrite applied by build_program while it interprets the graph, like a MemoryPlan; the rank's
+// Program is then replayed on the same allocator model as a single-GPU estimate
+// (docs/distributed.md).
+//
+//   engine DeepSpeed (runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer, stage3.py
+//   DeepSpeedZeroOptimizer_Stage3): the model holds its parameters in the graph's dtype (16-bit
+//   under --precision bf16); the optimizer holds a flat fp32 master partition and its Adam
+//   moments, made when the engine is built (single_partition_of_fp32_groups =
+//   partition.clone().float(), then initialize_optimizer_states());
+//     stage 1: full gradients in param.grad until the step;
+//     stage 2: each gradient is copied into the ipg bucket (reduce_bucket_size elements,
+//              allocated by backward()) and reduced into the flat grads_in_partition; both are
+//              released by _release_ipg_buffers() in step();
+//     stage 3: parameters partitioned per tensor (partition_parameters.py _partition_param:
+//              ceil(numel / dp) elements); each op gathers the full parameters it reads
+//              (fetch_sub_module) and releases them after it (release_sub_module), with the next
+//              op's prefetched; gradients as in stage 2;
+//     step:    the fp32 gradient partition is made for the optimizer (get_flat_partition /
+//              _prepare_fp32_grad_for_sub_group) and freed after it; FusedAdam allocates nothing.
+//   engine Fsdp (torch/distributed/fsdp, 1.13): every parameter is its own FlatParameter
+//   (flat_param.py; one op = one FSDP unit), sharded to ceil(numel / dp) elements, kept in fp32
+//   under MixedPrecision(param_dtype = the graph's 16-bit dtype); _unshard() allocates the full
+//   parameter in the compute dtype before the op (forward and backward; backward_prefetch
+//   BACKWARD_PRE gathers the next unit as well), _reshard() frees it after the op (FULL_SHARD) or
+//   after the unit's backward (SHARD_GRAD_OP); _post_backward_hook reduce-scatters the full
+//   gradient into a new fp32 shard and frees it; torch.optim.Adam then holds its state per shard.
+//
+// Invariants: data_parallel >= 1; zero_stage in 0..3; a layout with data_parallel == 1 and
+// stage 0 under DeepSpeed in fp32 changes nothing (the program equals PyTorch's).
+#pragma once
+
+#include <cstdint>
+
+namespace headroom {
+
+enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp };
+
+struct Sharding {
+  ShardingEngine engine = ShardingEngine::None;  // None: plain PyTorch (DDP keeps a full replica)
+  int data_parallel = 1;
+  int zero_stage = 0;  // FSDP: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0
+  // DeepSpeed's reduce_bucket_size (elements of the gradient dtype), the ipg bucket of stage 2
+  // and 3. DeepSpeed's default is 5e8.
+  int64_t reduce_bucket_elements = 500000000;
+  bool prefetch_forward = true;   // gather the next op's parameters while one computes
+  bool prefetch_backward = true;
+
+  bool active() const { return engine != ShardingEngine::None; }
+  bool params_sharded() const { return active() && zero_stage >= 2 && (zero_stage == 3 || engine == ShardingEngine::Fsdp); }
+  bool grads_sharded() const { return active() && zero_stage >= 2; }
+  bool optimizer_sharded() const { return active() && zero_stage >= 1; }
+  // FSDP's SHARD_GRAD_OP keeps the gathered parameters from the forward to the unit's backward.
+  bool reshard_after_forward() const { return !(engine == ShardingEngine::Fsdp && zero_stage == 2); }
+  // Elements of a parameter of `numel` elements one rank holds in a partitioned state.
+  int64_t shard(int64_t numel) const { return (numel + data_parallel - 1) / data_parallel; }
+};
+
+}  // namespace headroom
