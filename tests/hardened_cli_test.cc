@@ -74,12 +74,12 @@ TEST(HardenedCli, ParameterlessModelInTrainingIsExit2NotInternalError) {
 
 // mlp:dim=1000000000 printed "7105 PiB": the optimizer states' total wrapped around int64.
 TEST(HardenedCli, MlpDim1e9OverflowIsAnErrorNot7105PiB) {
-  // Two 1e9 x 1e9 fp32 weights are 2 x 4e18 bytes; their gradients alone pass 2^63.
+  // Two 1e9 x 1e9 fp32 weights are 2 x 4e18 bytes; their gradients alone pass 2^63. The first
+  // checked sum to overflow is the parameter count: 9 x (1e18 + 1e9) + 1e18 > 2^63 - 1.
   CliRun r = run_cli("estimate mlp:dim=1000000000");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("overflows 64 bits while computing the total size of the program's buffers"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("size overflows 64 bits while computing parameter count"), std::string::npos)
       << r.err;
   // Under 2^63 but past the 2^60 limit: 1.5e8^2 x 4 B = 9e16 B per weight matrix (x layers,
   // gradients, Adam's two states): refused with the limit named.

@@ -116,7 +116,7 @@ TEST(WatchFormat, PredictedDeviceTotalComesFromEstimateJson) {
   ASSERT_TRUE(predicted_device_total(good).ok());
   EXPECT_EQ(predicted_device_total(good).value(), 123456789);
   EXPECT_NE(predicted_device_total(cpu).error().find("no device_total_bytes"), std::string::npos);
-  EXPECT_NE(predicted_device_total(junk).error().find("not a JSON object"), std::string::npos);
+  EXPECT_NE(predicted_device_total(junk).error().find("not valid JSON"), std::string::npos);
   EXPECT_NE(predicted_device_total(temp_path("missing.json")).error().find("cannot read"), std::string::npos);
 }
 

@@ -138,12 +138,6 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
-  cmd->add_option("--gpus", a.gpus, "data-parallel GPUs: the estimate is one rank's (docs/distributed.md)");
-  cmd->add_option("--zero", a.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
-  cmd->add_option("--fsdp", a.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
-  cmd->add_option("--reduce-bucket-size", a.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
-  cmd->add_option("--tensor-parallel", a.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2 and llama models); data-parallel size gpus / T");
-  cmd->add_option("--grad-accum", a.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
 }
 
 // The shared options as parsed, with the options given only sometimes filled in.

@@ -73,7 +73,8 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   if (o.graph_loader && cfg.tensor_parallel > 1) throw InputError("--tensor-parallel applies to built-in models with a Megatron split (gpt2, llama)");
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
-  if (o.mode == RunMode::Training && g.trainable_parameter_count() == 0) {
+  // A model without parameters at all gets its own message (estimate()); this one is for --freeze.
+  if (o.mode == RunMode::Training && g.parameter_count() > 0 && g.trainable_parameter_count() == 0) {
     throw InputError("every parameter is frozen: a training step has nothing to train");
   }
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
