@@ -15,14 +15,7 @@ namespace {
 
 using testing::CliRun;
 using testing::run_cli;
-
-void expect_usage_error(const std::string& args, const std::string& fragment) {
-  CliRun r = run_cli(args);
-  EXPECT_EQ(r.code, 2) << args;
-  EXPECT_EQ(r.out, "") << args;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
-}
+using testing::expect_usage_error;
 
 TEST(CliHelp, BareHeadroomAndHelpPrintTheCommandsWithExamples) {
   CliRun bare = run_cli("");

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -27,6 +28,15 @@ CliRun run_cli(const std::string& args) {
   ss << f.rdbuf();
   r.err = ss.str();
   return r;
+}
+
+
+void expect_usage_error(const std::string& args, const std::string& fragment) {
+  CliRun r = run_cli(args);
+  EXPECT_EQ(r.code, 2) << args;
+  EXPECT_EQ(r.out, "") << args;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
 }
 
 }  // namespace headroom::testing

@@ -13,4 +13,8 @@ struct CliRun {
 // `args` is appended to the binary's path and run through the shell.
 CliRun run_cli(const std::string& args);
 
+// A usage error as every command must report one: exit 2, nothing on stdout, one stderr line
+// containing `fragment`.
+void expect_usage_error(const std::string& args, const std::string& fragment);
+
 }  // namespace headroom::testing

@@ -17,14 +17,7 @@ namespace {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
-
-void expect_usage_error(const std::string& args, const std::string& fragment) {
-  CliRun r = run_cli(args);
-  EXPECT_EQ(r.code, 2) << args;
-  EXPECT_EQ(r.out, "") << args;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
-}
+using headroom::testing::expect_usage_error;
 
 TEST(Cli, UnknownModelSuggestsClosestNames) {
   expect_usage_error("estimate resnet5", "did you mean 'resnet50'");

@@ -458,6 +458,7 @@ TEST(Svg, NumbersAndTicks) {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
+using headroom::testing::expect_usage_error;
 
 
 TEST(HtmlReportCli, WritesTheFileAndNothingOnStdout) {
@@ -477,14 +478,6 @@ TEST(HtmlReportCli, WritesTheFileAndNothingOnStdout) {
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, html_report(o).value());
-}
-
-void expect_usage_error(const std::string& args, const std::string& fragment) {
-  CliRun r = run_cli(args);
-  EXPECT_EQ(r.code, 2) << args;
-  EXPECT_EQ(r.out, "") << args;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
 }
 
 TEST(HtmlReportCli, ErrorsAreOneLineAndLeaveNoFile) {

@@ -12,14 +12,7 @@ namespace {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
-
-void expect_usage_error(const std::string& args, const std::string& fragment) {
-  CliRun r = run_cli(args);
-  EXPECT_EQ(r.code, 2) << args;
-  EXPECT_EQ(r.out, "") << args;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << " -> " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
-}
+using headroom::testing::expect_usage_error;
 
 nlohmann::json estimate_json(const std::string& args) {
   CliRun r = run_cli("estimate " + args + " --json");
