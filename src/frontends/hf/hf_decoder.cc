@@ -223,13 +223,6 @@ class Forward {
     return out;
   }
 
-  TensorId rotate_half(const std::string& m, TensorId x) {
-    const int64_t d = b_.shape(x).back();
-    TensorId x1 = b_.slice(m + ".x1", x, -1, 0, d / 2);
-    TensorId x2 = b_.slice(m + ".x2", x, -1, d / 2, d);
-    return b_.cat(m + ".cat", {b_.neg(m + ".neg", x2), x1}, -1);
-  }
-
   // apply_rotary_pos_emb(q, k, cos, sin): cos.unsqueeze(1), q * cos + rotate_half(q) * sin.
   std::pair<TensorId, TensorId> apply_rotary(const std::string& m, TensorId q, TensorId k, TensorId cos, TensorId sin) {
     size_t scope = b_.open_scope();
@@ -238,27 +231,14 @@ class Forward {
     cos = b_.unsqueeze(m + ".cos.unsqueeze", cos, 1);
     sin = b_.unsqueeze(m + ".sin.unsqueeze", sin, 1);
     TensorId qc = b_.mul(m + ".q_mul_cos", q, cos);
-    TensorId qs = b_.mul(m + ".q_rot_mul_sin", rotate_half(m + ".q_rotate_half", q), sin);
+    TensorId qs = b_.mul(m + ".q_rot_mul_sin", rotate_half(b_, m + ".q_rotate_half", q), sin);
     TensorId q_embed = b_.add(m + ".q_embed", qc, qs);
     b_.hold(q_embed);
     TensorId kc = b_.mul(m + ".k_mul_cos", k, cos);
-    TensorId ks = b_.mul(m + ".k_rot_mul_sin", rotate_half(m + ".k_rotate_half", k), sin);
+    TensorId ks = b_.mul(m + ".k_rot_mul_sin", rotate_half(b_, m + ".k_rotate_half", k), sin);
     TensorId k_embed = b_.add(m + ".k_embed", kc, ks);
     b_.release_holds(scope);
     return {q_embed, k_embed};
-  }
-
-  TensorId repeat_kv(const std::string& m, TensorId x, int64_t n_rep) {
-    if (n_rep == 1) return x;
-    const auto s = b_.shape(x);  // [B, kv_heads, T, head_dim]
-    // hidden_states[:, :, None, :, :].expand(...).reshape(...): a copy.
-    x = b_.slice(m + ".slice", x, 0, 0, s[0]);
-    x = b_.slice(m + ".slice", x, 1, 0, s[1]);
-    x = b_.unsqueeze(m + ".unsqueeze", x, 2);
-    x = b_.slice(m + ".slice", x, 3, 0, s[2]);
-    x = b_.slice(m + ".slice", x, 4, 0, s[3]);
-    x = b_.expand(m + ".expand", x, {s[0], s[1], n_rep, s[2], s[3]});
-    return b_.reshape(m + ".reshape", x, {s[0], s[1] * n_rep, s[2], s[3]});
   }
 
   // DynamicCache.update: the prefill appends the new keys/values (no copy); a decode step
@@ -347,9 +327,9 @@ class Forward {
     if (attention_ == AttentionKind::Flash) {
       out = flash_attention(m, q, k, v);
     } else {
-      k = repeat_kv(m + ".repeat_kv_key", k, groups);
+      k = repeat_kv(b_, m + ".repeat_kv_key", k, groups);
       b_.hold(k);
-      v = repeat_kv(m + ".repeat_kv_value", v, groups);
+      v = repeat_kv(b_, m + ".repeat_kv_value", v, groups);
       b_.hold(v);
       out = eager() ? eager_attention(m, q, k, v, mask) : sdpa(m, q, k, v);
     }

@@ -227,13 +227,6 @@ class LlamaForward {
     return hidden;
   }
 
-  TensorId rotate_half(const std::string& m, TensorId x) {
-    const int64_t d = b_.shape(x).back();
-    TensorId x1 = b_.slice(m + ".x1", x, -1, 0, d / 2);
-    TensorId x2 = b_.slice(m + ".x2", x, -1, d / 2, d);
-    return b_.cat(m + ".cat", {b_.neg(m + ".neg", x2), x1}, -1);
-  }
-
   std::pair<TensorId, TensorId> apply_rotary_pos_emb(const std::string& m, TensorId q, TensorId k, TensorId cos,
                                                      TensorId sin, TensorId position_ids) {
     size_t scope = b_.open_scope();
@@ -248,26 +241,13 @@ class LlamaForward {
     sin = b_.unsqueeze(m + ".sin.unsqueeze", b_.index(m + ".sin.index", sin, position_ids), 1);
     b_.hold(sin);
     TensorId qc = b_.mul(m + ".q_mul_cos", q, cos);
-    TensorId qs = b_.mul(m + ".q_rot_mul_sin", rotate_half(m + ".q_rotate_half", q), sin);
+    TensorId qs = b_.mul(m + ".q_rot_mul_sin", rotate_half(b_, m + ".q_rotate_half", q), sin);
     TensorId q_embed = b_.add(m + ".q_embed", qc, qs);
     TensorId kc = b_.mul(m + ".k_mul_cos", k, cos);
-    TensorId ks = b_.mul(m + ".k_rot_mul_sin", rotate_half(m + ".k_rotate_half", k), sin);
+    TensorId ks = b_.mul(m + ".k_rot_mul_sin", rotate_half(b_, m + ".k_rotate_half", k), sin);
     TensorId k_embed = b_.add(m + ".k_embed", kc, ks);
     b_.release_holds(scope);
     return {q_embed, k_embed};
-  }
-
-  TensorId repeat_kv(const std::string& m, TensorId x, int64_t n_rep) {
-    if (n_rep == 1) return x;
-    const auto s = b_.shape(x);  // [B, kv_heads, S, head_dim]
-    // hidden_states[:, :, None, :, :]: every `:` is a slice whose backward allocates a gradient.
-    x = b_.slice(m + ".slice", x, 0, 0, s[0]);
-    x = b_.slice(m + ".slice", x, 1, 0, s[1]);
-    x = b_.unsqueeze(m + ".unsqueeze", x, 2);
-    x = b_.slice(m + ".slice", x, 3, 0, s[2]);
-    x = b_.slice(m + ".slice", x, 4, 0, s[3]);
-    x = b_.expand(m + ".expand", x, {s[0], s[1], n_rep, s[2], s[3]});
-    return b_.reshape(m + ".reshape", x, {s[0], s[1] * n_rep, s[2], s[3]});
   }
 
   TensorId attention(const std::string& m, const LlamaLayerParams& lp, TensorId hidden, TensorId mask,
@@ -292,9 +272,9 @@ class LlamaForward {
     sin = b_.slice(m + ".rotary_emb.sin", sin, 2, 0, seq);
     std::tie(q, k) = apply_rotary_pos_emb(m + ".rotary", q, k, cos, sin, position_ids);
     b_.hold(q);
-    k = repeat_kv(m + ".repeat_kv_key", k, c_.heads / c_.kv_heads);
+    k = repeat_kv(b_, m + ".repeat_kv_key", k, c_.heads / c_.kv_heads);
     b_.hold(k);
-    v = repeat_kv(m + ".repeat_kv_value", v, c_.heads / c_.kv_heads);
+    v = repeat_kv(b_, m + ".repeat_kv_value", v, c_.heads / c_.kv_heads);
     b_.hold(v);
     TensorId w = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".key.transpose", k, 2, 3));
     w = b_.div_scalar(m + ".div", w, std::sqrt(static_cast<double>(hd)));

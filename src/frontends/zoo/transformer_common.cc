@@ -52,4 +52,23 @@ NormParams layer_norm_params(GraphBuilder& b, const std::string& module, int64_t
   return {b.parameter(module + ".weight", {d}), b.parameter(module + ".bias", {d})};
 }
 
+TensorId rotate_half(GraphBuilder& b, const std::string& m, TensorId x) {
+  const int64_t d = b.shape(x).back();
+  TensorId x1 = b.slice(m + ".x1", x, -1, 0, d / 2);
+  TensorId x2 = b.slice(m + ".x2", x, -1, d / 2, d);
+  return b.cat(m + ".cat", {b.neg(m + ".neg", x2), x1}, -1);
+}
+
+TensorId repeat_kv(GraphBuilder& b, const std::string& m, TensorId x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto s = b.shape(x);
+  x = b.slice(m + ".slice", x, 0, 0, s[0]);
+  x = b.slice(m + ".slice", x, 1, 0, s[1]);
+  x = b.unsqueeze(m + ".unsqueeze", x, 2);
+  x = b.slice(m + ".slice", x, 3, 0, s[2]);
+  x = b.slice(m + ".slice", x, 4, 0, s[3]);
+  x = b.expand(m + ".expand", x, {s[0], s[1], n_rep, s[2], s[3]});
+  return b.reshape(m + ".reshape", x, {s[0], s[1] * n_rep, s[2], s[3]});
+}
+
 }  // namespace headroom

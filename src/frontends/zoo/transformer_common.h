@@ -53,4 +53,12 @@ inline TensorId apply_layer_norm(GraphBuilder& b, const std::string& module, Ten
   return b.layer_norm_with(module, x, p.weight, p.bias);
 }
 
+// Llama-style attention pieces shared by the zoo's llama and the Hugging Face decoders, one
+// PyTorch call at a time as transformers' modeling_llama.py writes them.
+// rotate_half: cat((-x2, x1), dim=-1) of the two halves of the last dimension.
+TensorId rotate_half(GraphBuilder& b, const std::string& module, TensorId x);
+// repeat_kv: hidden_states[:, :, None, :, :].expand(...).reshape(...) of [B, kv_heads, S, head_dim];
+// every `:` is a slice whose backward allocates a gradient, and the reshape copies. n_rep 1: x.
+TensorId repeat_kv(GraphBuilder& b, const std::string& module, TensorId x, int64_t n_rep);
+
 }  // namespace headroom
