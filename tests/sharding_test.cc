@@ -117,14 +117,18 @@ struct EstimatorCase {
 int64_t zero2_estimator(int64_t psi, int64_t n) { return 4 * psi + static_cast<int64_t>(16.0 * static_cast<double>(psi) / static_cast<double>(n)); }
 int64_t zero3_estimator_without_layer(int64_t psi, int64_t n) { return static_cast<int64_t>(18.0 * static_cast<double>(psi) / static_cast<double>(n)); }
 
+// The case's model under ZeRO `stage` on its GPUs (sequence models at seq 128).
+Result<Estimate> estimate_case(const EstimatorCase& c, int stage) {
+  EstimateOptions o = layout(c.model, c.gpus, stage);
+  if (std::string(c.model).rfind("mlp", 0) != 0) o.seq = 128;
+  return estimate(o);
+}
+
 class DeepSpeedEstimators : public ::testing::TestWithParam<EstimatorCase> {};
 
 TEST_P(DeepSpeedEstimators, Zero2DiffersByTheFullSixteenBitGradient) {
   const EstimatorCase c = GetParam();
-  EstimateOptions o = layout(c.model, c.gpus, 2);
-  o.seq = 128;
-  if (std::string(c.model).rfind("mlp", 0) == 0) o.seq.reset();
-  Result<Estimate> r = estimate(o);
+  Result<Estimate> r = estimate_case(c, 2);
   ASSERT_TRUE(r.ok()) << r.error();
   const Estimate& e = r.value();
   const int64_t psi = e.parameter_count;
@@ -139,10 +143,7 @@ TEST_P(DeepSpeedEstimators, Zero2DiffersByTheFullSixteenBitGradient) {
 
 TEST_P(DeepSpeedEstimators, Zero3DiffersByTheSixteenBitGradientPartition) {
   const EstimatorCase c = GetParam();
-  EstimateOptions o = layout(c.model, c.gpus, 3);
-  o.seq = 128;
-  if (std::string(c.model).rfind("mlp", 0) == 0) o.seq.reset();
-  Result<Estimate> r = estimate(o);
+  Result<Estimate> r = estimate_case(c, 3);
   ASSERT_TRUE(r.ok()) << r.error();
   const Estimate& e = r.value();
   const int64_t psi = e.parameter_count;
