@@ -15,6 +15,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "ir/builder.h"
 #include "options/run_args.h"
 #include "plan/planner.h"
@@ -84,16 +85,18 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   } else {
     gpus.push_back(a.gpu);
   }
-  std::vector<FitResult> results;
+  std::vector<GpuOptions> gpu_options;
   for (const std::string& name : gpus) {
     RunArgs one = a;
     one.gpu = name;
-    FitOptions f;
-    f.estimate = o;
-    apply_gpu_args(one, f.estimate, /*required=*/true, /*gpu_all=*/true);
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    results.push_back(unwrap(fit(f)));
+    EstimateOptions e = o;
+    apply_gpu_args(one, e, /*required=*/true, /*gpu_all=*/true);
+    gpu_options.push_back(*e.gpu);
   }
+  FitOptions f;
+  f.estimate = o;
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  std::vector<FitResult> results = unwrap(fit_all(f, gpu_options));
   return fit_json(o, results);
 }
 

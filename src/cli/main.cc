@@ -18,6 +18,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "estimate/serve.h"
 #include "frontends/model_source.h"
 #include "measure/watch.h"
@@ -236,14 +237,13 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
   } else {
     gpus.push_back(a.run.gpu);
   }
-  std::vector<FitResult> results;
   // Progress on stderr, only for --gpu all on a terminal; "\r\033[K" rewrites the line.
   bool progress = gpus.size() > 1 && isatty(STDERR_FILENO);
   auto clear_progress = [&] {
     if (progress) std::cerr << "\r\033[K" << std::flush;
   };
+  std::vector<GpuOptions> gpu_options;
   for (const std::string& name : gpus) {
-    if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, results.size() + 1, gpus.size()) << std::flush;
     RunArgs one = a.run;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
@@ -251,20 +251,20 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
       apply_gpu_args(one, e, /*required=*/true, /*gpu_all=*/true);
       return e;
     });
-    if (!oo.ok()) {
-      clear_progress();
-      return fail(oo.error());
-    }
-    FitOptions f;
-    f.estimate = oo.value();
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    Result<FitResult> r = fit(f);
-    if (!r.ok()) {
-      clear_progress();
-      return fail(r.error());
-    }
-    results.push_back(r.value());
+    if (!oo.ok()) return fail(oo.error());
+    gpu_options.push_back(*oo.value().gpu);
   }
+  FitOptions f;
+  f.estimate = o.value();
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  Result<std::vector<FitResult>> fitted = fit_all(f, gpu_options, [&](size_t i, size_t n, const std::string& name) {
+    if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, i + 1, n) << std::flush;
+  });
+  if (!fitted.ok()) {
+    clear_progress();
+    return fail(fitted.error());
+  }
+  const std::vector<FitResult>& results = fitted.value();
   clear_progress();
   std::cout << (a.json ? fit_json(o.value(), results) : fit_text(o.value(), results));
   return 0;
