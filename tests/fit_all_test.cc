@@ -78,6 +78,13 @@ TEST(FitAll, AllocatorSettingsThatDependOnCapacity) {
   GpuOptions expandable;
   expandable.allocator.expandable_segments = true;
   expect_same_reports(resnet18(), catalog(expandable));
+  // Each GPU with its own settings in one call: replays are shared only between equal settings.
+  std::vector<GpuOptions> mixed = catalog(GpuOptions{});
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    if (i % 3 == 1) mixed[i].allocator = split.allocator;
+    if (i % 3 == 2) mixed[i].allocator = expandable.allocator;
+  }
+  expect_same_reports(resnet18(), mixed);
 }
 
 TEST(FitAll, CustomCapacitiesNearTheLimitAndNothingFits) {

@@ -27,7 +27,6 @@ class SharedSweep {
     std::string error;  // when !ok: estimate()'s error at this size
     int64_t peak_bytes = 0;
     std::unique_ptr<Program> program;
-    std::unique_ptr<CachingAllocatorStats> unlimited;  // the replay without a capacity limit
   };
 
   explicit SharedSweep(const FitOptions& o) : o_(o) {}
@@ -85,32 +84,36 @@ class SharedSweep {
     return r;
   }
 
-  // The allocator stats of run (v, key) on a GPU with this budget.
+  // The allocator stats of run (v, key) on a GPU with these allocator settings and budget.
   const CachingAllocatorStats& replay(int64_t v, int64_t key, const GpuOptions& g, const DeviceBudget& b) {
-    Run& r = runs_.at({v, key});
-    if (!g.allocator.expandable_segments) {
-      if (!r.unlimited) {
-        CachingAllocatorOptions ao = g.allocator;
-        ao.capacity_bytes = 0;
-        CachingAllocator alloc(ao);
-        simulate(*r.program, &alloc);
-        r.unlimited = std::make_unique<CachingAllocatorStats>(alloc.stats());
-      }
-      if (r.unlimited->peak_reserved_bytes <= b.allocator_bytes) return *r.unlimited;
+    const Program& p = *runs_.at({v, key}).program;
+    const CachingAllocatorOptions& a = g.allocator;
+    const ReplayKey settings{v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, 0};
+    if (!a.expandable_segments) {
+      const CachingAllocatorStats& unlimited = replay_once(settings, p, a);
+      if (unlimited.peak_reserved_bytes <= b.allocator_bytes) return unlimited;
     }
-    auto [it, added] = limited_.try_emplace({v, key, b.allocator_bytes});
-    if (added) {
-      CachingAllocator alloc(allocator_options(g, b));
-      simulate(*r.program, &alloc);
-      it->second = alloc.stats();
-    }
-    return it->second;
+    ReplayKey limited = settings;
+    std::get<5>(limited) = b.allocator_bytes;
+    return replay_once(limited, p, allocator_options(g, b));
   }
 
  private:
   const FitOptions& o_;
   std::map<std::pair<int64_t, int64_t>, Run> runs_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, CachingAllocatorStats> limited_;
+  // (size, workspace, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
+  using ReplayKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t>;
+  const CachingAllocatorStats& replay_once(const ReplayKey& k, const Program& p, CachingAllocatorOptions a) {
+    auto [it, added] = replays_.try_emplace(k);
+    if (added) {
+      a.capacity_bytes = std::get<5>(k);
+      CachingAllocator alloc(a);
+      simulate(p, &alloc);
+      it->second = alloc.stats();
+    }
+    return it->second;
+  }
+  std::map<ReplayKey, CachingAllocatorStats> replays_;
 };
 
 // One GPU's points, read from the shared sweep; the same points, errors and count as fit()'s.

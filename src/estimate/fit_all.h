@@ -8,8 +8,8 @@
 // would pass it: a replay without a limit whose reserved peak is within a GPU's allocator budget
 // never came near that limit, so the limited replay makes the same calls and ends in the same
 // state. Such GPUs read the unlimited replay; the others (and expandable segments, whose address
-// range is sized from the capacity) replay the program with their own limit, once per
-// (size, workspace, budget).
+// range is sized from the capacity) replay the program with their own limit. Replays are shared
+// only between GPUs with the same allocator settings, once per (size, workspace, settings, limit).
 //
 // Invariants: the GPUs are searched in order with fit()'s search (fit_search), so every field of
 // each FitResult, `evaluations` included, is the one fit() gives; the first error (in GPU order)
