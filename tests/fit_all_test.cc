@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "estimate/fit_all.h"
+#include "frontends/model_source.h"
 #include "report/fit_report.h"
 #include "sim/device_catalog.h"
 
@@ -122,6 +123,21 @@ TEST(FitAll, FirstErrorIsFitsError) {
   Result<std::vector<FitResult>> want = fit_each(f, gpus);
   Result<std::vector<FitResult>> got = fit_all(f, gpus);
   ASSERT_FALSE(want.ok());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error(), want.error());
+  EXPECT_EQ(got.error(), "--gpu needs --device cuda");
+
+  // A generation run is refused before it is built: a GPU off CUDA is the first error, before
+  // --seq (which a generation run refuses itself).
+  f = FitOptions{};
+  f.estimate.model = std::string(HEADROOM_SOURCE_DIR) + "/validation/hf-configs/tiny-llama-gqa.json";
+  select_frontend(f.estimate, {});
+  f.estimate.mode = RunMode::Inference;
+  f.estimate.generation = GenerationOptions{8, 4};
+  f.estimate.seq = 4;
+  f.estimate.device = "cpu";
+  want = fit_each(f, gpus);
+  got = fit_all(f, gpus);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error(), want.error());
   EXPECT_EQ(got.error(), "--gpu needs --device cuda");

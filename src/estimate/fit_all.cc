@@ -142,10 +142,20 @@ class GpuPoints final : public FitPoints {
   // then the GPU's.
   Result<FitPoint> point(int64_t v) {
     return capture_input_errors([&]() -> FitPoint {
+      if (o_.estimate.device != "cuda") {
+        // estimate() refuses a GPU off CUDA, at a place in its checks that depends on the run
+        // (before a generation run, after building any other): its own error is fit()'s.
+        EstimateOptions e = o_.estimate;
+        e.gpu = g_;
+        if (o_.axis == FitAxis::Batch) e.batch = v;
+        else e.seq = v;
+        Result<Estimate> refused = estimate(e);
+        HEADROOM_CHECK(!refused.ok(), "estimate() refuses a GPU without --device cuda");
+        throw InputError(refused.error());
+      }
       if (!key_) key_ = workspace_key(o_.estimate, g_);
       SharedSweep::Run& r = sweep_.run(v, *key_);
       if (!r.ok) throw InputError(r.error);
-      if (o_.estimate.device != "cuda") throw InputError("--gpu needs --device cuda");
       if (!budget_) budget_ = device_budget(g_);
       return FitPoint{v, r.peak_bytes, device_memory_from(*budget_, sweep_.replay(v, *key_, g_, *budget_))};
     });
