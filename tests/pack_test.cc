@@ -1,6 +1,7 @@
 // headroom pack: layer sharing across models (GEMEL), the merge plan, and the swap simulation.
 // Expected values are computed here independently of src/pack (by tensor names and multisets of
 // op signatures), or derived by hand with the arithmetic in a comment.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
@@ -396,6 +397,56 @@ TEST(SwapSim, WholeSimulationIsDeterministic) {
   EXPECT_NE(pack_json(a.value()), pack_json(c.value()));
 }
 
+TEST(SwapSim, MergedGroupsCountsOnlyThePrefixKept) {
+  // --merged-groups N: "merged" shares the first N greedy groups only (what joint retraining kept).
+  // The workload of WholeSimulationIsDeterministic: with every group merged the pair loads
+  // resnet101's weights + resnet50's 53 batch-norm counters once; with no group kept "merged" is
+  // free sharing (nothing bit-identical among built-ins: every byte of both swaps, as unshared).
+  const char* text = R"({"window_s": 5, "seed": 9, "weights_capacity": "200MiB",
+    "load": {"bandwidth_gb_per_s": 12},
+    "models": [{"model": "resnet50", "rate": 40, "latency_ms": 50, "exec_ms": 4},
+               {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
+  Result<Workload> w = parse_workload(text, "test");
+  ASSERT_TRUE(w.ok()) << w.error();
+  PackOptions all{{"resnet50", "resnet101"}, 1, "", std::nullopt, w.value()};
+  Result<PackReport> whole = pack(all);
+  ASSERT_TRUE(whole.ok()) << whole.error();
+  const int32_t groups = static_cast<int32_t>(whole.value().plan.groups.size());
+  PackOptions none = all, every = all, too_many = all;
+  none.merged_groups = 0;
+  every.merged_groups = groups;
+  too_many.merged_groups = groups + 1;
+  Result<PackReport> zero = pack(none), full = pack(every);
+  ASSERT_TRUE(zero.ok() && full.ok());
+  EXPECT_EQ(pack_json(full.value()), pack_json(whole.value()));  // N = every group is the default
+  const int64_t r101 = whole.value().models[1].weights_bytes;
+  for (size_t i = 0; i < zero.value().runs.size(); i += 3) {  // per policy: unshared, free, shared
+    const SwapResult& free = zero.value().runs[i + 1].result;
+    const SwapResult& kept0 = zero.value().runs[i + 2].result;
+    const SwapResult& merged = whole.value().runs[i + 2].result;
+    EXPECT_EQ(kept0.bytes_moved, free.bytes_moved);
+    EXPECT_EQ(kept0.load_wait_ns, free.load_wait_ns);
+    EXPECT_EQ(merged.bytes_moved, r101 + 53 * 8);
+    EXPECT_LT(merged.load_wait_ns, kept0.load_wait_ns);  // fewer loads, less waiting
+  }
+  Result<PackReport> bad = pack(too_many);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), fmt::format("--merged-groups {}: the merge plan has {} groups (0..{})", groups + 1, groups, groups));
+}
+
+TEST(PackResidency, MergedGroupsSavesTheCumulativePrefix) {
+  // Residency with the first 3 groups kept: the pair's weights are the unshared sum less
+  // cumulative_saved[2] (the three largest groups; built-ins have no bit-identical layers).
+  PackOptions o{{"resnet50", "resnet101"}, 1, "", int64_t{64} << 30, std::nullopt};
+  o.merged_groups = 3;
+  Result<PackReport> r = pack(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const PackReport& p = r.value();
+  EXPECT_EQ(p.residency->all_shared.weights_bytes, p.plan.unshared_bytes - p.plan.cumulative_saved[2]);
+  EXPECT_EQ(accepted_merges(p).saved_bytes, p.plan.cumulative_saved[2]);
+  EXPECT_NE(pack_text(p).find("merges counted: the first 3 of"), std::string::npos);
+}
+
 // ---- Workload parsing and the CLI. ----
 
 TEST(Workload, RejectsBadFiles) {
@@ -439,6 +490,13 @@ TEST(PackCli, JsonContractAndBadInput) {
   CliRun badw = run_cli("pack resnet18 --workload " + wfile);
   EXPECT_EQ(badw.code, 2);
   EXPECT_NE(badw.err.find("'resnet34' is not one of the MODEL arguments"), std::string::npos) << badw.err;
+  CliRun alone = run_cli("pack resnet18 resnet34 --merged-groups 2");
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_EQ(alone.out, "");
+  EXPECT_NE(alone.err.find("--merged-groups applies to residency and the swap simulation"), std::string::npos)
+      << alone.err;
+  CliRun neg = run_cli("pack resnet18 resnet34 --gpu t4 --merged-groups -1");
+  EXPECT_EQ(neg.code, 2);
   CliRun nogpu = run_cli("pack resnet18 resnet34 --workload " + wfile);
   EXPECT_EQ(nogpu.code, 2);
   EXPECT_NE(nogpu.err.find("no 'exec_ms'"), std::string::npos) << nogpu.err;
