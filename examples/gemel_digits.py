@@ -127,9 +127,9 @@ def main(argv):
         w = plan["models"][i]["weights_bytes"]
         print(f"{name:<16} {w:>9,} {log['accuracy_before'][i]:>7.4f} {log['targets'][i]:>7.4f} "
               f"{log['rounds'][-1]['accuracy'][i]:>7.4f}")
-    print(f"rounds: {len(log['rounds'])} ("
-          + ", ".join(f"{r['groups']} groups {'kept' if r['kept'] else 'backed off'}" for r in log["rounds"])
-          + f"), {log['seconds']:.1f} s")
+    rounds = ", ".join(f"{r['groups']} group{'' if r['groups'] == 1 else 's'} {'kept' if r['kept'] else 'backed off'}"
+                       for r in log["rounds"])
+    print(f"rounds: {len(log['rounds'])} ({rounds}), {log['seconds']:.1f} s")
     print(f"memory: {unshared:,} bytes unshared -> {after:,} merged: {merged.saved_bytes:,} saved "
           f"({100.0 * merged.saved_bytes / unshared:.1f}%; pack predicted {merged.predicted_saved_bytes:,}); "
           "GEMEL reports up to 60.7%")
