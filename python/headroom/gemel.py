@@ -385,6 +385,10 @@ def joint_train(models, loaders, losses, val_loaders, targets=None, metrics=None
         if example_inputs is None:
             raise Error("joint_train: give plan=headroom.pack(...) or example_inputs to make one")
         plan = pack(models, example_inputs)
+    if log_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(log_path))):
+        raise Error(f"joint_train: log_path {log_path}: no such folder")
+    if len(plan.get("models", [])) != n:
+        raise Error(f"joint_train: the plan is for {len(plan.get('models', []))} models, got {n}")
 
     start = time.monotonic()
     snap = _snapshot(models)
@@ -498,7 +502,10 @@ def joint_train(models, loaders, losses, val_loaders, targets=None, metrics=None
 
 def _write_json(path, obj):
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".headroom-")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".headroom-")
+    except OSError as e:
+        raise Error(f"joint_train: cannot write {path}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=True)

@@ -221,3 +221,15 @@ def test_bad_arguments_are_errors():
     with pytest.raises(headroom.Error, match="budget epochs"):
         loaders = loaders_for(models)
         headroom.joint_train(models, loaders, [F.cross_entropy] * 3, loaders, plan=plan, budget={"epochs": 0})
+
+
+def test_pack_counts_the_merges_kept_in_residency():
+    # merged_groups=1: "shared" counts fc of a and b only: 2776 - 780 = 1996 B of weights together.
+    plan = headroom.pack(trio(), X, gpu_memory="1GiB", merged_groups=1)
+    assert plan["merged_groups"] == 1 and plan["merged_saved_bytes"] == 780
+    assert plan["residency"]["all_shared"]["weights_bytes"] == 1996
+    assert plan["saved_bytes"] == 1228  # the plan itself is whole
+    with pytest.raises(headroom.InputError, match=r"--merged-groups 4: the merge plan has 3 groups \(0..3\)"):
+        headroom.pack(trio(), X, gpu_memory="1GiB", merged_groups=4)
+    with pytest.raises(headroom.InputError, match="--merged-groups applies to residency and the swap simulation"):
+        headroom.pack(trio(), X, merged_groups=1)

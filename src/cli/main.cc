@@ -303,11 +303,15 @@ int run_pack(const PackArgs& a) {
     p.gpu = a.gpu;
     if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
     if (!a.merged_groups.empty()) {
-      if (a.workload.empty() && a.gpu.empty() && a.gpu_memory.empty()) {
-        throw InputError("--merged-groups applies to residency and the swap simulation: give --gpu, --gpu-memory or --workload");
-      }
       // 0 is meaningful (no merge kept: "merged" = free sharing only).
-      int64_t n = a.merged_groups == "0" ? 0 : parse_positive("--merged-groups", a.merged_groups);
+      int64_t n = 0;
+      if (a.merged_groups != "0") {
+        try {
+          n = parse_positive("--merged-groups", a.merged_groups);
+        } catch (const InputError&) {
+          throw InputError("--merged-groups must be a number of groups (0 or more), got '" + a.merged_groups + "'");
+        }
+      }
       if (n > std::numeric_limits<int32_t>::max()) throw InputError("--merged-groups " + a.merged_groups + " is too large");
       p.merged_groups = static_cast<int32_t>(n);
     }

@@ -337,6 +337,10 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
     rep.plan = plan_merges(layers);
     rep.merged_groups = static_cast<int32_t>(rep.plan.groups.size());
     if (o.merged_groups) {
+      if (!gpu && !o.gpu_memory && !o.workload) {
+        throw InputError("--merged-groups applies to residency and the swap simulation: give --gpu, --gpu-memory or "
+                         "--workload");
+      }
       if (*o.merged_groups < 0 || static_cast<size_t>(*o.merged_groups) > rep.plan.groups.size()) {
         throw InputError(fmt::format("--merged-groups {}: the merge plan has {} groups (0..{})", *o.merged_groups,
                                      rep.plan.groups.size(), rep.plan.groups.size()));
