@@ -238,6 +238,9 @@ def merge(models, plan=None, groups=None, init="first", example_inputs=None, int
                 if type(a) is not type(b):
                     raise Error(f"merge: group {g}: '{name}' of {mb['model']} is a {type(b).__name__}, the first "
                                 f"member's a {type(a).__name__}")
+                if a is b:
+                    raise Error(f"merge: group {g}: '{name}' of {mb['model']} is already the first member's tensor "
+                                "(merged before, or one model given twice)")
         work.append((g, resolved))
 
     # 2. Apply. Nothing below raises on input.

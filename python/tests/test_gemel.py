@@ -218,6 +218,10 @@ def test_bad_arguments_are_errors():
         headroom.merge(models, plan, groups=4)
     with pytest.raises(headroom.Error, match="the plan is for 3 models, got 2"):
         headroom.merge(models[:2], plan)
+    headroom.merge(models, plan, groups=[1])
+    with pytest.raises(headroom.Error, match="group 1: 'conv.weight' of 1:Tiny is already the first member's tensor"):
+        headroom.merge(models, plan, groups=[0, 1])
+    assert models[0].fc.weight is not models[1].fc.weight  # group 0 was not merged either
     with pytest.raises(headroom.Error, match="budget epochs"):
         loaders = loaders_for(models)
         headroom.joint_train(models, loaders, [F.cross_entropy] * 3, loaders, plan=plan, budget={"epochs": 0})
