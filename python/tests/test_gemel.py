@@ -237,3 +237,18 @@ def test_pack_counts_the_merges_kept_in_residency():
         headroom.pack(trio(), X, gpu_memory="1GiB", merged_groups=4)
     with pytest.raises(headroom.InputError, match="--merged-groups applies to residency and the swap simulation"):
         headroom.pack(trio(), X, merged_groups=1)
+
+
+def test_two_torchvision_resnets_share_all_but_their_heads():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    a, b = torchvision.models.resnet18(num_classes=10), torchvision.models.resnet18(num_classes=2)
+    merged = headroom.merge([a, b], headroom.pack([a, b], torch.randn(1, 3, 32, 32)))
+    # Everything but fc is shared: resnet18 at 10 classes has 11,181,642 parameters, fc 512*10 + 10
+    # = 5,130 of them: 4 x 11,176,512 = 44,706,048 B; plus the batch norms' running statistics:
+    # 4,800 channels (bn1 64, layer1 4 x 64, layer2 5 x 128, layer3 5 x 256, layer4 5 x 512) x 2 x
+    # 4 B = 38,400 B. 44,744,448 B saved, counted from the storages, = pack's prediction; the 20
+    # num_batches_tracked counters stay per model.
+    assert merged.saved_bytes == merged.predicted_saved_bytes == 44_744_448
+    assert a.layer4[1].conv2.weight is b.layer4[1].conv2.weight and a.fc.weight is not b.fc.weight
+    assert a.bn1.num_batches_tracked is not b.bn1.num_batches_tracked
