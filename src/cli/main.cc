@@ -271,11 +271,18 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
 }
 
 // `report`: the estimate as one self-contained HTML page (docs/report.md), written atomically.
-int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output) {
+int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output, const std::string& measured) {
   if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
-  Result<std::string> html = html_report(o.value());
+  HtmlReportOptions ho;
+  if (!measured.empty()) {
+    if (!o.value().gpu) return fail("--measured draws NVML readings over the predicted device total: it needs --gpu NAME (or --gpu-memory)");
+    Result<MeasuredSeries> m = read_watch_samples(measured);
+    if (!m.ok()) return fail(m.error());
+    ho.measured = std::move(m.value());
+  }
+  Result<std::string> html = html_report(o.value(), ho);
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
   if (!written.ok()) return fail(written.error());
@@ -585,6 +592,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  std::string report_measured;
+  report->add_option("--measured", report_measured, "a headroom watch CSV/JSONL: draw it over the predicted timeline");
   WatchArgs wa;
   CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
   watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
@@ -645,7 +654,7 @@ int main_impl(int argc, char** argv) {
     return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file);
   }
   if (*packc) return run_pack(pa);
-  if (*report) return run_report(ra, report, report_output);
+  if (*report) return run_report(ra, report, report_output, report_measured);
   if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }

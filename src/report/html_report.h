@@ -1,6 +1,6 @@
 // `headroom report`: one self-contained HTML page (inline CSS and SVG, no script, nothing fetched
 // from the network) that shows an Estimate:
-//   1. memory over the simulated run: live bytes stacked by category against the step index, the
+//   1. memory over the simulated run: live bytes stacked by category against predicted time, the
 //      forward / backward / optimizer phases of each training step shaded and labelled, the peak
 //      marked, and with a GPU the device capacity and the caching allocator's reserved bytes;
 //   2. the breakdown at the peak and the largest buffers alive then, with the op that made each;
@@ -21,11 +21,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "measure/watch_samples.h"
 #include "ir/graph.h"
 #include "schedule/program.h"
 #include "util/error.h"
@@ -38,7 +40,24 @@ struct HtmlReportOptions {
   // grouped in runs of ceil(steps / max_points) and each run plots its highest step, so the peak
   // always survives. REQUIRES: >= 2.
   size_t max_points = 450;
+  // `report --measured FILE` (measure/watch_samples.h): drawn over the predicted device total
+  // (reserved + CUDA context + NCCL), its peak placed at the predicted one. Needs a GPU (the
+  // CLI refuses it without --gpu); ignored by html_report() without Estimate::device.
+  std::optional<MeasuredSeries> measured;
 };
+
+// The chart's x axis: when each program step starts and ends. In milliseconds on the roofline
+// cost model of plan/cost_model.h (step_times, the GPU given with --gpu when the catalog has it,
+// else the planner's default), so an op's width is its predicted duration and setup steps take
+// no time. A program whose steps are not ops of `g` (none today; a guard) falls back to the step
+// index (step s spans [s, s + 1)).
+struct TimeAxis {
+  bool in_ms = false;
+  std::string gpu;                 // the GPU that times the steps (in_ms only)
+  std::vector<double> start, end;  // one per Program::steps, in axis units
+  double total = 0;                // end of the last step
+};
+TimeAxis time_axis(const Estimate& e, const Graph& g);
 
 // One plotted point of the memory chart.
 struct TimelinePoint {

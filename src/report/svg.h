@@ -69,4 +69,9 @@ struct MarginLabel {
 };
 void spread_labels(std::vector<MarginLabel>& labels, double gap, double top);
 
+// Every <table> of a page wrapped in <div class="scroll"> (overflow-x:auto in the shared style
+// sheet): on a narrow screen a table wider than the page scrolls inside its box instead of being
+// cut or widening the page.
+std::string scrollable_tables(std::string_view html);
+
 }  // namespace headroom::svg
