@@ -355,15 +355,20 @@ void expect_label_clear(const Rendered& r) {
       EXPECT_FALSE(y > by && y < by + bh) << cls << " line at " << y << " crosses the label " << by << ".." << by + bh;
     }
   }
+  // The stacked total passes under the box; the reserved line wholly above or wholly below it.
+  int reserved_above = 0, reserved_below = 0;
   for (const Attrs& pt : elements(r.html, "rect", "hover")) {
     const double a = f.x0 + f.pw * std::stod(pt.at("data-start")) / f.x_max, b = f.x0 + f.pw * std::stod(pt.at("data-end")) / f.x_max;
     if (b < bx || a > bx + bw) continue;
-    for (const char* key : {"data-total", "data-reserved"}) {
-      if (!pt.count(key)) continue;
-      const double y = f.y0 + f.ph - f.ph * std::stod(pt.at(key)) / f.y_max;
-      EXPECT_GT(y, by + bh) << key << " of step " << pt.at("data-step") << " under the label";
-    }
+    auto y_of = [&](const char* key) { return f.y0 + f.ph - f.ph * std::stod(pt.at(key)) / f.y_max; };
+    EXPECT_GT(y_of("data-total"), by + bh) << "step " << pt.at("data-step") << " under the label";
+    if (!pt.count("data-reserved")) continue;
+    const double y = y_of("data-reserved");
+    reserved_above += y < by;
+    reserved_below += y > by + bh;
+    EXPECT_TRUE(y < by || y > by + bh) << "the reserved line of step " << pt.at("data-step") << " crosses the label";
   }
+  EXPECT_FALSE(reserved_above > 0 && reserved_below > 0) << "the reserved line crosses the label";
 }
 
 TEST(HtmlReport, ThePeakLabelCoversNoLine) {

@@ -608,34 +608,59 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
       where += axis.in_ms ? fmt::format(", lasts {} (drawn wider)", duration_text(lasts)) : " (drawn wider)";
     }
     const double w = std::max({svg::text_width(head, 14), svg::text_width(where, 12), svg::text_width(op, 12)});
-    // The label's box (w + 6 by 48) goes where it covers no line: no horizontal line crosses it
-    // and every curve under its span stays below it. Nearest to the marker first, right before left.
+    // The label's box (w + 6 by 48) goes where it covers no line: no horizontal line crosses it,
+    // the stacked areas stay below it and every other line passes wholly above or below it.
+    // Nearest to the marker first, right before left.
     auto clear = [&](double bx0, double bx1, double by0, double by1) {
       if (bx0 < x0 || bx1 > x0 + pw || by0 < y0) return false;
       for (double y : hlines) {
         if (y > by0 - 2 && y < by1 + 2) return false;
       }
-      for (const std::vector<svg::Point>& c : curves) {
+      // The stacked total (curves[0]) must pass under the box, or the box would cover the areas;
+      // a line may pass over or under it, but on one side all along (else it crosses the box).
+      for (size_t k = 0; k < curves.size(); ++k) {
+        bool above = false, below = false;
+        const std::vector<svg::Point>& c = curves[k];
         for (size_t i = 0; i + 1 < c.size(); i += 2) {
           if (c[i + 1].x < bx0 || c[i].x > bx1) continue;
-          if (std::min(c[i].y, c[i + 1].y) < by1 + 3) return false;
+          const double y = c[i].y;
+          if (y > by1 + 3) below = true;
+          else if (y < by0 - 3 && k > 0) above = true;
+          else return false;
         }
+        if (above && below) return false;
       }
       return true;
     };
-    std::optional<std::pair<bool, double>> spot;  // (right of the marker, baseline of the first line)
-    for (double ty = std::min(py - 44, y0 + ph - 40); ty >= y0 + 14 && !spot; ty -= 4) {
-      for (bool r : {true, false}) {
-        const double bx0 = r ? px + 7 : px - 13 - w;
-        if (clear(bx0, bx0 + w + 6, ty - 14, ty + 34)) {
-          spot = std::make_pair(r, ty);
-          break;
-        }
+    // Candidates: beside the marker at every height, then slid away from it 16 px at a time (a
+    // leader line then joins them), ordered by distance from the spot just above the marker.
+    struct Spot {
+      bool right;
+      double dx, ty, cost;
+    };
+    std::vector<Spot> spots;
+    const double want = py - 44;
+    for (double dx = 0; dx <= pw; dx += 16) {
+      for (double ty = y0 + 14; ty <= y0 + ph - 34; ty += 4) {
+        for (bool r : {true, false}) spots.push_back({r, dx, ty, dx * dx + (ty - want) * (ty - want) + (r ? 0 : 1)});
       }
     }
-    const bool on_right = spot ? spot->first : px + 10 + w < x0 + pw;
-    const double ty = spot ? spot->second : (py - 44 >= y0 + 12 ? py - 44 : std::max(y0 + 14, py - 18));
-    const double tx = on_right ? px + 10 : px - 10;
+    std::stable_sort(spots.begin(), spots.end(), [](const Spot& a, const Spot& b) { return a.cost < b.cost; });
+    std::optional<Spot> spot;
+    for (const Spot& c : spots) {
+      const double bx0 = c.right ? px + 7 + c.dx : px - 13 - w - c.dx;
+      if (clear(bx0, bx0 + w + 6, c.ty - 14, c.ty + 34)) {
+        spot = c;
+        break;
+      }
+    }
+    const bool on_right = spot ? spot->right : px + 10 + w < x0 + pw;
+    const double dx = spot ? spot->dx : 0;
+    const double ty = spot ? spot->ty : (py - 44 >= y0 + 12 ? py - 44 : std::max(y0 + 14, py - 18));
+    const double tx = on_right ? px + 10 + dx : px - 10 - dx;
+    if (dx > 0) {
+      s += svg::line(px, py, on_right ? tx - 3 : tx + 3, ty + 10, R"(stroke="#000" stroke-width="0.8")");
+    }
     const char* anchor = on_right ? "start" : "end";
     s += svg::rect(on_right ? tx - 3 : tx - w - 3, ty - 14, w + 6, 48, R"(class="peak-label" fill="#fff" fill-opacity="0.85" rx="3")");
     s += svg::text(tx, ty, head, fmt::format(R"(class="halo" font-size="14" font-weight="700" text-anchor="{}")", anchor));
@@ -858,9 +883,12 @@ std::string weights_section(const Graph& g) {
 
 // ---- cards -----------------------------------------------------------------------------------
 
-std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {}) {
+// `name_value`: the value is a name (an op), which may wrap after its dots, never inside a word.
+std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {},
+                 bool name_value = false) {
   return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
-                     cls.empty() ? "" : " " + std::string(cls), escape(key), escape(value), escape(detail));
+                     cls.empty() ? "" : " " + std::string(cls), escape(key), name_value ? svg::breakable(value) : escape(value),
+                     escape(detail));
 }
 
 std::string cards(const Estimate& e, const MeasuredSeries* measured) {
@@ -868,7 +896,7 @@ std::string cards(const Estimate& e, const MeasuredSeries* measured) {
   std::string when = std::string(phase_name(e.peak_phase));
   if (e.peak_iteration > 0) when += fmt::format(" of step {}", e.peak_iteration);
   s += card("peak (tensors)", human_bytes(e.peak_bytes), with_commas(e.peak_bytes) + " bytes, " + when);
-  s += card("peak at", e.peak_op, "the op or autograd node running then");
+  s += card("peak at", e.peak_op, "the op or autograd node running then", {}, true);
   s += card("weights", human_bytes(e.weights_bytes), with_commas(e.parameter_count) + " parameters");
   if (e.device) {
     const DeviceMemory& d = *e.device;
@@ -970,7 +998,7 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
   s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   s += "<meta name=\"generator\" content=\"headroom report\">\n";
   s += "<title>headroom: " + escape(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
-  s += fmt::format("<header><h1>headroom report: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p>\n", escape(o.model),
+  s += fmt::format("<header><h1>headroom report: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p>\n", svg::breakable(o.model),
                    escape(subtitle(e)));
   s += fmt::format("<p class=\"sub\">{} parameters · weights {} · inputs {} · {} ops · {} simulated steps, {} allocation events</p></header>\n",
                    with_commas(e.parameter_count), human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count,

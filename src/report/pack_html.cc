@@ -258,7 +258,7 @@ std::string free_section(const PackReport& r) {
   s += "\n<table class=\"checks\"><thead><tr><th>model</th><th>weight values</th></tr></thead><tbody>";
   for (size_t i = 0; i < r.models.size(); ++i) {
     s += fmt::format(R"(<tr data-status="{}"><td><code>{}</code></td><td>{}</td></tr>)",
-                     weight_check_name(id.checks[i].status), escape(r.models[i].label),
+                     weight_check_name(id.checks[i].status), svg::breakable(r.models[i].label),
                      escape(weight_check_text(id.checks[i])));
   }
   s += "</tbody></table>\n";
@@ -270,8 +270,8 @@ std::string free_section(const PackReport& r) {
     std::string members;
     for (const IdenticalMember& mb : g.members) {
       const PackModel& m = r.models[static_cast<size_t>(mb.model)];
-      members += (members.empty() ? "" : ", ") + std::string("<code>") + escape(m.label) + ":" +
-                 escape(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
+      members += (members.empty() ? "" : ", ") + std::string("<code>") + svg::breakable(m.label) + ":<wbr>" +
+                 svg::breakable(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
     }
     s += fmt::format(R"(<tr data-bytes-saved="{}"><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td>{}</td></tr>)",
                      g.bytes_saved, i + 1, human_bytes(g.bytes_saved), human_bytes(g.layer_bytes), op_kind_name(g.kind),
@@ -344,7 +344,7 @@ std::string distribution_chart(const PackReport& r) {
                      escape(label), data, color, dash, svg::path_d(pts),
                      svg::title(fmt::format("{}: {} layers, {}", label, bytes.size(), human_bytes(m.layers.layer_bytes))));
     legend += fmt::format(R"(<span><span class="ln" style="border-top-color:{}{}"></span>{}{}</span>)", color,
-                          dash.empty() ? "" : ";border-top-style:dashed", escape(label),
+                          dash.empty() ? "" : ";border-top-style:dashed", svg::breakable(label),
                           label != m.label ? " (same layers: one curve)" : "");
   }
   s += "</g>\n</svg>\n";
@@ -355,7 +355,7 @@ std::string distribution_chart(const PackReport& r) {
   for (size_t mi = 0; mi < r.models.size(); ++mi) {
     const PackModel& m = r.models[mi];
     const LayerDistribution& d = r.plan.distributions[mi];
-    s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td>)", escape(m.label), d.layers,
+    s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td>)", svg::breakable(m.label), d.layers,
                      human_bytes(m.layers.layer_bytes));
     for (const LayerDistribution::Top& t : d.top) {
       s += fmt::format(R"(<td class="n" title="largest {} layers: {}">{:.1f}%</td>)", t.count, human_bytes(t.bytes),
@@ -380,8 +380,8 @@ std::string plan_table(const PackReport& r) {
     std::string members;
     for (const GroupMember& mb : g.members) {
       const PackModel& m = r.models[static_cast<size_t>(mb.model)];
-      members += (members.empty() ? "" : ", ") + std::string("<code>") + escape(m.label) + ":" +
-                 escape(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
+      members += (members.empty() ? "" : ", ") + std::string("<code>") + svg::breakable(m.label) + ":<wbr>" +
+                 svg::breakable(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
     }
     s += fmt::format(R"(<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td>{}</td></tr>)",
                      i + 1, human_bytes(g.bytes_saved), human_bytes(p.cumulative_saved[i]),
@@ -413,7 +413,7 @@ std::string residency_table(const PackReport& r) {
                            {"greedy, free sharing", &rs.greedy_free},
                            {"greedy, free sharing + every merge", &rs.greedy_shared}}) {
     s += fmt::format(R"(<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>)", what,
-                     escape(names(*set)), human_bytes(set->weights_bytes), human_bytes(set->total_bytes),
+                     svg::breakable(names(*set)), human_bytes(set->weights_bytes), human_bytes(set->total_bytes),
                      set->fits ? "yes" : "no");
   }
   s += "</tbody></table>\n";
@@ -436,7 +436,7 @@ std::string simulation_section(const PackReport& r) {
   s += R"(<table class="workload"><thead><tr><th>model</th><th class="n">batch</th><th class="n">exec</th><th>from</th><th class="n">target</th><th class="n">requests</th></tr></thead><tbody>)";
   for (const SimulatedModel& m : st.models) {
     s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
-                     escape(m.label), m.batch, ms_of(static_cast<int64_t>(m.exec_s * 1e9)), escape(m.exec_source),
+                     svg::breakable(m.label), m.batch, ms_of(static_cast<int64_t>(m.exec_s * 1e9)), escape(m.exec_source),
                      ms_of(static_cast<int64_t>(m.latency_target_s * 1e9)), m.requests);
   }
   s += "</tbody></table>\n";
@@ -513,13 +513,13 @@ std::string simulation_section(const PackReport& r) {
   s += "</g>\n</svg>\n";
   s += R"(<p class="legend"><span><span class="sw" style="background:#000"></span>GPU waits for a load (stall)</span>)";
   for (size_t m = 0; m < st.models.size(); ++m) {  // the trace's model indices are the simulated models'
-    s += fmt::format(R"(<span><span class="sw" style="background:{}"></span>{} executes</span>)", series_color(m), escape(st.models[m].label));
+    s += fmt::format(R"(<span><span class="sw" style="background:{}"></span>{} executes</span>)", series_color(m), svg::breakable(st.models[m].label));
   }
   s += "</p>\n";
   if (!st.not_simulated.empty()) {
     std::string names;
     for (const std::string& n : st.not_simulated) names += (names.empty() ? "" : ", ") + n;
-    s += "<p class=\"muted\">Not in the workload: " + escape(names) + ".</p>\n";
+    s += "<p class=\"muted\">Not in the workload: " + svg::breakable(names) + ".</p>\n";
   }
   return s;
 }
@@ -544,7 +544,7 @@ std::string pack_html(const PackReport& r) {
   s += "<title>" + escape(title) + "</title>\n<style>" + std::string(html_page_css()) + kPackCss +
        "</style>\n</head>\n<body>\n<main>\n";
   s += fmt::format("<header><h1>headroom pack: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p></header>\n",
-                   escape(model_list(r)), escape(subtitle(r)));
+                   svg::breakable(model_list(r)), escape(subtitle(r)));
   s += cards(r);
 
   s += "<section>\n<h2>Cumulative savings of merging</h2>\n";

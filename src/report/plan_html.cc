@@ -540,7 +540,7 @@ std::string plan_html(const Plan& p) {
   s += "<title>" + escape(title) + "</title>\n<style>" + std::string(html_page_css()) + kPlanCss +
        "</style>\n</head>\n<body>\n<main>\n";
   s += fmt::format("<header><h1>headroom plan: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p></header>\n",
-                   escape(p.model), escape(subtitle(p)));
+                   svg::breakable(p.model), escape(subtitle(p)));
   s += cards(p, pc);
 
   s += "<section>\n<h2>Memory over one training step</h2>\n";

@@ -139,6 +139,16 @@ void spread_labels(std::vector<MarginLabel>& labels, double gap, double top) {
   }
 }
 
+std::string breakable(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    out += escape(name.substr(i, 1));
+    const char c = name[i];
+    if (i + 1 < name.size() && (c == '/' || c == '.' || c == '_' || c == '-' || c == ':')) out += "<wbr>";
+  }
+  return out;
+}
+
 std::string scrollable_tables(std::string_view html) {
   std::string out;
   out.reserve(html.size() + 1024);
