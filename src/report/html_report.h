@@ -1,21 +1,28 @@
 // `headroom report`: one self-contained HTML page (inline CSS and SVG, no script, nothing fetched
 // from the network) that shows an Estimate:
-//   1. memory over the simulated run: live bytes stacked by category against predicted time, the
-//      forward / backward / optimizer phases of each training step shaded and labelled, the peak
-//      marked, and with a GPU the device capacity and the caching allocator's reserved bytes;
+//   1. memory over the simulated run: live bytes stacked by category against predicted time (the
+//      cost model's step times, TimeAxis), the forward / backward / optimizer phases of each
+//      training step shaded and labelled, the peak marked (at least kMinPeakPx wide, its label
+//      where no line crosses it), with a GPU the device capacity and the caching allocator's
+//      reserved bytes, and with a watch file the measured memory over the predicted device total;
 //   2. the breakdown at the peak and the largest buffers alive then, with the op that made each;
 //   3. weight memory per layer (parameters and buffers grouped by module prefix), sorted
 //      descending, with the cumulative share.
-// The output is deterministic: the same estimate gives byte-identical HTML (no timestamps; every
-// sort breaks ties on an id or a name; numbers have fixed decimals).
+// The page reflows from 360 to 2560 px (the shared style sheet, html_page_css). The output is
+// deterministic: the same estimate gives byte-identical HTML (no timestamps; every sort breaks
+// ties on an id or a name; numbers have fixed decimals).
 //
 // The plotted data is also in the markup, for tests and tools (docs/report.md):
-//   <g class="timeline" data-plot="x y w h" data-y-max="BYTES" data-steps="N">
-//   <rect class="hover" data-step="S" data-first-step="A" data-last-step="B" data-total="T"
-//         data-bytes="b0,...,b8" data-reserved="R">  one per plotted point (bytes in Category order)
+//   <g class="timeline" data-plot="x y w h" data-y-max="BYTES" data-steps="N" data-x-unit="ms"
+//      data-x-max="MS">
+//   <rect class="hover" data-step="S" data-first-step="A" data-last-step="B" data-start="MS"
+//         data-end="MS" data-total="T" data-bytes="b0,...,b8" data-reserved="R">  one per plotted
+//         point (bytes in Category order)
 //   <path class="area" data-category="weights" d="...">  drawn as steps: two vertices per point
 //         (its run's left and right edge) along the upper edge left to right, then the lower edge back
-//   <g class="peak-marker" data-step="S" data-bytes="PEAK">
+//   <g class="peak-marker" data-step="S" data-bytes="PEAK" data-width-px="W" [data-widened="true"]>
+//   <path class="predicted-total" data-bytes="B">, <g class="measured" data-shift-ms="MS"
+//         data-t-ms="..." data-bytes="..." data-peak="B" data-before="N" data-after="N">
 //   <rect class="weight-bar" data-group="layer1.0.conv1" data-bytes="B">
 #pragma once
 
