@@ -465,6 +465,7 @@ TEST(HtmlReport, TheMeasuredLineIsPlacedAtThePredictedPeak) {
       << "the sample before the peak is drawn and counted before (it holds until the peak)";
   EXPECT_TRUE(std::find(drawn.begin(), drawn.end(), 5000) != drawn.end());
   EXPECT_NE(r.html.find("fall outside the predicted run"), std::string::npos);
+  EXPECT_EQ(html_report(r.e, r.g, ho), r.html);  // deterministic with a measured series too
   EXPECT_NE(r.html.find("measured (device)"), std::string::npos);
   // Without a GPU there is nothing to compare with: no line.
   Rendered cpu = render(options_for("resnet18", 8), ho);

@@ -309,6 +309,25 @@ TEST(PlanHtml, TheMainChartIsThePlanAgainstKeepingEverythingAndTheRestAreSmallMu
   }
 }
 
+TEST(PlanHtml, WhenNothingFitsTheSmallestPeakLeads) {
+  PlanRequest req;
+  req.run.model = "mlp:layers=8,dim=256";
+  req.run.batch = 2048;
+  req.run.device = "cpu";
+  req.budget_bytes = int64_t{1} << 20;  // 1 MiB: less than the weights
+  Result<Plan> r = make_plan(req);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_FALSE(r.value().feasible);
+  const std::string html = plan_html(r.value());
+  const std::vector<Attrs> charts = elements(html, "g", "plan-chart");
+  std::vector<Attrs> lead = curves_on(html, charts[0].at("data-plot"));
+  ASSERT_EQ(lead.size(), 2u);
+  EXPECT_EQ(lead[0].at("data-strategy"), "none");
+  EXPECT_EQ(lead[1].at("data-strategy"), r.value().smallest_peak_strategy);
+  EXPECT_EQ(lead[1].at("data-chosen"), "false");
+  EXPECT_NE(html.find("Nothing fits: the second line is the strategy with the smallest peak."), std::string::npos);
+}
+
 TEST(PlanHtml, SmallMultiplesShareAnXAxisCutForOutliers) {
   // resnet18 batch 64 on a T4 with a 1.5 GiB budget: vdnn-all copies every activation over PCIe
   // and its step is several times keep-everything's.
