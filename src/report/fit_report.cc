@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "report/estimate_report.h"
@@ -20,9 +22,28 @@ nlohmann::ordered_json point_json(const FitPoint& p, FitAxis axis) {
   return j;
 }
 
+// The GPU the steps were evaluated on: the largest of those tried (fit_all's caller's choice).
+std::string next_steps_text(const std::vector<FitResult>& results, const std::vector<NextStep>& steps) {
+  const FitResult* on = nullptr;
+  for (const FitResult& r : results) {
+    if (r.next && (!on || r.next->device.capacity_bytes > on->next->device.capacity_bytes)) on = &r;
+  }
+  if (!on) return "";
+  std::string s = fmt::format("\nNothing fits. Next steps on {} at {} {}, as headroom predicts them:\n", on->gpu,
+                              axis_name(on->axis), on->next->value);
+  size_t width = 0;
+  for (const NextStep& n : steps) width = std::max(width, n.change.size());
+  for (const NextStep& n : steps) {
+    s += fmt::format("  {:<{}} {:>10}  {:<13} {}\n", n.change, width, human_bytes(n.device_total_bytes),
+                     n.fits ? "fits" : "does not fit", n.note);
+  }
+  return s;
+}
+
 }  // namespace
 
-std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results) {
+std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::vector<NextStep>& next_steps) {
   std::string axis = results.empty() ? "batch" : axis_name(results[0].axis);
   std::string s = fmt::format("headroom fit: {}, {}, {}, largest {} that fits", o.model,
                               o.mode == RunMode::Training ? "training (" + std::string(optimizer_name(o.optimizer)) + ")" : "inference",
@@ -54,10 +75,12 @@ std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& res
     s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   {}\n", r.gpu, cap, r.max_value,
                      human_bytes(r.at_max->device.device_total_bytes), next, why);
   }
+  if (!next_steps.empty()) s += next_steps_text(results, next_steps);
   return s;
 }
 
-std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results) {
+std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::vector<NextStep>& next_steps) {
   nlohmann::ordered_json j;
   j["model"] = o.model;
   j["mode"] = o.mode == RunMode::Training ? "train" : "infer";
@@ -82,6 +105,14 @@ std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& res
     for (auto it = rows[0].begin(); it != rows[0].end(); ++it) j[it.key()] = it.value();
   } else {
     j["gpus"] = rows;
+  }
+  if (!next_steps.empty()) {
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const NextStep& n : next_steps) {
+      steps.push_back({{"what", n.what}, {"change", n.change}, {"fits", n.fits},
+                       {"device_total_bytes", n.device_total_bytes}, {"note", n.note}});
+    }
+    j["next_steps"] = steps;
   }
   return j.dump(2) + "\n";
 }
