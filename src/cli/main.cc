@@ -296,7 +296,6 @@ int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& ou
   if (!o.ok()) return fail(o.error());
   HtmlReportOptions ho;
   if (!measured.empty()) {
-    if (!o.value().gpu) return fail("--measured draws NVML readings over the predicted device total: it needs --gpu NAME (or --gpu-memory)");
     Result<MeasuredSeries> m = read_watch_samples(measured);
     if (!m.ok()) return fail(m.error());
     ho.measured = std::move(m.value());

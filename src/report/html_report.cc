@@ -1048,6 +1048,10 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
 }
 
 Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html) {
+  if (html.measured && !options.gpu) {
+    return Result<std::string>::failure(
+        "--measured draws NVML readings over the predicted device total: it needs --gpu NAME (or --gpu-memory)");
+  }
   EstimateOptions o = options;
   o.keep_program = true;
   Result<Estimate> e = estimate(o);

@@ -49,7 +49,7 @@ struct HtmlReportOptions {
   size_t max_points = 450;
   // `report --measured FILE` (measure/watch_samples.h): drawn over the predicted device total
   // (reserved + CUDA context + NCCL), its peak placed at the predicted one. Needs a GPU (the
-  // CLI refuses it without --gpu); ignored by html_report() without Estimate::device.
+  // pipeline below refuses it without one); ignored by html_report(Estimate) without a device.
   std::optional<MeasuredSeries> measured;
 };
 
@@ -104,7 +104,9 @@ std::vector<WeightGroup> weight_groups(const Graph& g);
 // is the graph it simulated (build_graph(e.options, e.micro_batch)).
 std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptions& options = {});
 
-// The whole pipeline for the CLI: estimate with keep_program, rebuild the graph, render.
+// The whole pipeline for the CLI and the Python package: estimate with keep_program, rebuild the
+// graph, render. A measured series without a GPU in `options` is an InputError (nothing to
+// compare it with), checked before anything runs.
 Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html = {});
 
 // The page's style sheet, shared with the pack page (report/pack_html.h).
