@@ -381,6 +381,7 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   // even when that overflows a narrow band (the optimizer is a few steps), unless it would cover
   // another label. Wide bands claim their space first.
   std::vector<std::string> band_label(bands.size());
+  std::vector<double> band_label_x(bands.size());
   {
     std::vector<size_t> order(bands.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -394,12 +395,16 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
       std::string label(phase_name(b.phase));
       if (svg::text_width(label, 11) + 6 > bw) label = phase_style(b.phase).short_name;
       double half = svg::text_width(label, 11) / 2 + 3;
+      // Kept over the plot: a narrow band at either end would push its label into the y axis's
+      // tick labels or the margin labels.
+      cx = std::clamp(cx, x0 + half, x0 + pw - half);
       bool free = std::none_of(taken.begin(), taken.end(), [&](const std::pair<double, double>& r) {
         return cx - half < r.second && cx + half > r.first;
       });
       if (!free) continue;
       taken.push_back({cx - half, cx + half});
       band_label[i] = label;
+      band_label_x[i] = cx;
     }
   }
   s += R"(<g class="phases">)";
@@ -415,10 +420,9 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   for (size_t i = 0; i < bands.size(); ++i) {
     const Band& b = bands[i];
     if (band_label[i].empty()) continue;
-    double bx = SL(b.first), bw = SR(b.last) - bx;
     std::string tip = fmt::format("{}: steps {}-{}", step_desc(p.steps[b.first], micro), b.first, b.last);
     s += "<g>" + svg::title(tip) +
-         svg::text(bx + bw / 2, y0 - 7.5, band_label[i], R"(font-size="11" text-anchor="middle" fill="#222" class="halo-light")") +
+         svg::text(band_label_x[i], y0 - 7.5, band_label[i], R"(font-size="11" text-anchor="middle" fill="#222" class="halo-light")") +
          "</g>";
   }
   s += "</g>\n";
