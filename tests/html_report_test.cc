@@ -728,6 +728,21 @@ TEST(TerminalColor, OnlyWhenAsked) {
 
 // ---- a real browser --------------------------------------------------------------------------
 
+TEST(HtmlReportCli, GenerationIsPlottedAgainstTheStepIndex) {
+  // Generation simulates a window of forwards on its own graph, not the one the report rebuilds:
+  // no cost-model times for it, the axis says steps.
+  std::string out = ::testing::TempDir() + "html_report_generate.html";
+  CliRun r = run_cli(std::string("report ") + HEADROOM_SOURCE_DIR +
+                     "/data/hf-configs/llama-3-8b.json --mode generate --prompt 64 --new-tokens 4 --gpu RTX-4090 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(out);
+  std::string html((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<Attrs> tl = elements(html, "g", "timeline");
+  ASSERT_EQ(tl.size(), 1u);
+  EXPECT_EQ(tl[0].at("data-x-unit"), "step");
+  EXPECT_NE(html.find("simulated step ("), std::string::npos);
+}
+
 TEST(HtmlReportCli, MeasuredNeedsAGpuAndAWatchFile) {
   std::string dir = ::testing::TempDir() + "html_report_measured";
   fs::create_directories(dir);

@@ -111,6 +111,9 @@ TimeAxis time_axis(const Estimate& e, const Graph& g) {
     a.total = static_cast<double>(p.steps.size());
     return a;
   };
+  // Generation simulates a window of forwards on its own graph, not `g`: its op ids would time the
+  // wrong ops even where they are in range.
+  if (e.options.generation) return by_step();
   for (const Step& st : p.steps) {
     if (st.op != kNone && (st.op < 0 || static_cast<size_t>(st.op) >= g.ops.size())) return by_step();
   }
