@@ -103,45 +103,6 @@ std::pair<uint32_t, uint32_t> png_size(const std::string& bytes) {
   return {be32(16), be32(20)};
 }
 
-void expect_renders_in_chromium(const std::string& html, const std::string& png) {
-  std::string chromium = find_chromium();
-  ASSERT_FALSE(chromium.empty())
-      << "Chromium is not installed: the HTML tests render the pages in headless Chromium. "
-         "Install it with `scripts/install-deps.sh browser` (Debian package chromium; `make test` does this), "
-         "or point HEADROOM_CHROMIUM at the binary.";
-  std::string log = png + ".log";
-  fs::remove(png);
-  char profile[] = "/tmp/headroom-chromium-XXXXXX";
-  ASSERT_NE(mkdtemp(profile), nullptr);
-  std::string cmd = "timeout 120 " + chromium +
-                    " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-                    " --disable-background-networking --disable-component-update --disable-sync"
-                    " --user-data-dir=" + std::string(profile) + " --screenshot=" + png +
-                    " --window-size=1400,2000 --enable-logging=stderr --v=0 file://" + fs::absolute(html).string() +
-                    " >" + log + " 2>&1";
-  int status = std::system(cmd.c_str());
-  fs::remove_all(profile);
-  std::ifstream lf(log);
-  std::string out((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "chromium failed:\n" << out;
-
-  std::ifstream pf(png, std::ios::binary);
-  ASSERT_TRUE(pf.good()) << "no screenshot at " << png << "\n" << out;
-  std::string bytes((std::istreambuf_iterator<char>(pf)), std::istreambuf_iterator<char>());
-  auto [w, h] = png_size(bytes);
-  EXPECT_EQ(w, 1400u);
-  EXPECT_EQ(h, 2000u);
-  // A blank 1400x2000 page compresses to a few KB; charts, tables and text are far larger.
-  EXPECT_GT(bytes.size(), 100u * 1024) << png;
-
-  // Console messages (errors, warnings, failed loads) are logged as "...:CONSOLE...".
-  std::stringstream ls(out);
-  std::string line;
-  while (std::getline(ls, line)) {
-    EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
-  }
-}
-
 namespace {
 
 // The harness's measuring script (runs in the harness, reads the framed page's DOM).

@@ -1,6 +1,6 @@
-// Helpers for the tests of the HTML pages (html_report_test, pack_html_test): reading the plotted
-// data back from the markup, the build's artifact folder, and rendering a page in headless
-// Chromium.
+// Helpers for the tests of the HTML pages (html_report_test, plan_html_test, pack_html_test):
+// reading the plotted data back from the markup, the build's artifact folder, and laying a page
+// out in headless Chromium at several widths, measured from its DOM.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +27,6 @@ std::string artifact_dir();
 std::string find_chromium();
 // Width and height from a PNG's IHDR chunk (0, 0 when the file is not a PNG).
 std::pair<uint32_t, uint32_t> png_size(const std::string& bytes);
-
-// Renders `html` in headless Chromium to a 1400x2000 screenshot at `png` and checks (gtest
-// failures) that it ran, that the PNG has that size and real content (over 100 KB), and that no
-// console message was logged (the pages have no script, so there must be none).
-void expect_renders_in_chromium(const std::string& html, const std::string& png);
 
 // The widths every page is checked at: a phone, a laptop, a 4K-class monitor.
 inline constexpr int kLayoutWidths[] = {390, 1280, 2560};
