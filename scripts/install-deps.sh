@@ -8,8 +8,9 @@ build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
             libcli11-dev libxxhash-dev pkg-config libonnx-dev libprotobuf-dev protobuf-compiler coinor-libcbc-dev
             pybind11-dev python3-dev python3-pytest zsh)
 # zsh: tests/install checks the generated zsh completion parses (zsh -n).
-# The Python package's tests in `make test` capture torch/torchvision modules; measuring needs torch.
-validate_pkgs=(python3-torch python3-torchvision python3-onnx)
+# The Python package's tests in `make test` capture torch/torchvision modules (and run examples/gemel_digits.py
+# on scikit-learn's bundled digits); measuring needs torch.
+validate_pkgs=(python3-torch python3-torchvision python3-onnx python3-sklearn)
 # The HTML page tests lay out the report, plan and pack pages in headless Chromium at 390, 1280 and
 # 2560 px and measure them from the DOM (--dump-dom; no chromedriver needed) (`make test`).
 browser_pkgs=(chromium)

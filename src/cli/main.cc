@@ -14,6 +14,7 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <limits>
 #include <string>
 
 #include "cli/completion.h"
@@ -316,6 +317,7 @@ struct PackArgs {
   std::vector<std::string> models;
   std::string batch = "1";
   std::string gpu, gpu_memory, workload;
+  std::string merged_groups;  // --merged-groups N: the greedy prefix kept by joint retraining
   std::string html;  // --html FILE: also write the page (report/pack_html.h)
   bool json = false;
 };
@@ -327,6 +329,19 @@ int run_pack(const PackArgs& a) {
     p.batch = parse_positive("--batch", a.batch);
     p.gpu = a.gpu;
     if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
+    if (!a.merged_groups.empty()) {
+      // 0 is meaningful (no merge kept: "merged" = free sharing only).
+      int64_t n = 0;
+      if (a.merged_groups != "0") {
+        try {
+          n = parse_positive("--merged-groups", a.merged_groups);
+        } catch (const InputError&) {
+          throw InputError("--merged-groups must be a number of groups (0 or more), got '" + a.merged_groups + "'");
+        }
+      }
+      if (n > std::numeric_limits<int32_t>::max()) throw InputError("--merged-groups " + a.merged_groups + " is too large");
+      p.merged_groups = static_cast<int32_t>(n);
+    }
     if (!a.workload.empty()) {
       Result<Workload> w = read_workload_file(a.workload);
       if (!w.ok()) throw InputError(w.error());
@@ -573,6 +588,7 @@ int main_impl(int argc, char** argv) {
   packc->add_option("--gpu", pa.gpu, "GPU from the catalog (headroom gpus lists them)");
   packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
+  packc->add_option("--merged-groups", pa.merged_groups, "count only the first N merge groups as merged (the prefix kept by retraining)");
   packc->add_flag("--json", pa.json, "print one JSON object");
   packc->add_option("--html", pa.html, "also write an HTML page: savings curve, free sharing, weight distribution");
   EstimateArgs ra;
