@@ -202,9 +202,17 @@ TEST(PackHtml, CapacityAndRoomForWeightsWhenOnTheScale) {
             std::string::npos);
 }
 
+// Built-in models by name, no GPU, with an optional workload.
+PackOptions options_of(std::vector<std::string> models, std::optional<Workload> workload = std::nullopt) {
+  PackOptions o;
+  o.models = std::move(models);
+  o.workload = std::move(workload);
+  return o;
+}
+
 TEST(PackHtml, NothingSavedIsNotGreen) {
   // Built-in models have no weight values: free sharing saves 0 B and its card is plain.
-  Result<PackReport> r = pack(PackOptions{{"resnet18", "resnet34"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> r = pack(options_of({"resnet18", "resnet34"}));
   ASSERT_TRUE(r.ok()) << r.error();
   ASSERT_EQ(r.value().identical.saved_bytes, 0);
   const std::string html = pack_html(r.value());
@@ -215,7 +223,7 @@ TEST(PackHtml, NothingSavedIsNotGreen) {
 }
 
 TEST(PackHtml, DuplicateModelsAreOneCurve) {
-  Result<PackReport> r = pack(PackOptions{{"resnet18", "resnet34", "resnet18"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> r = pack(options_of({"resnet18", "resnet34", "resnet18"}));
   ASSERT_TRUE(r.ok()) << r.error();
   const std::string html = pack_html(r.value());
   std::vector<Attrs> curves = elements(html, "path", "model-share");
@@ -233,7 +241,7 @@ PackOptions workload_options() {
                {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
   Result<Workload> w = parse_workload(text, "test");
   EXPECT_TRUE(w.ok()) << w.error();
-  return PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, w.value()};
+  return options_of({"resnet50", "resnet101"}, w.value());
 }
 
 TEST(PackHtml, TheWorkloadSimulationIsOnThePage) {
