@@ -123,9 +123,11 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
 }
 
 void report_file(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
-                 const py::object& captured, const std::string& path) {
+                 const py::object& captured, const std::string& path, const std::string& measured) {
   EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured)));
-  std::string html = unwrap(html_report(o));
+  HtmlReportOptions ho;
+  if (!measured.empty()) ho.measured = unwrap(read_watch_samples(measured));
+  std::string html = unwrap(html_report(o, ho));
   (void)unwrap(write_file_atomically(path, html));
 }
 
@@ -301,6 +303,7 @@ PYBIND11_MODULE(_native, m) {
         py::arg("activation_budget"), py::arg("strategy"), py::arg("cost_gpu"));
   m.def("pack_json", &pack_captured, py::arg("names"), py::arg("graphs"), py::arg("batch"), py::arg("gpu"),
         py::arg("gpu_memory"), py::arg("workload"), py::arg("merged_groups"));
-  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"));
+  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"),
+        py::arg("measured") = "");
   bind_builder(m);
 }

@@ -42,6 +42,21 @@ def test_report_writes_the_cli_page(tmp_path):
     assert ours.read_bytes() == theirs.read_bytes()
 
 
+def test_report_with_a_measured_watch_file(tmp_path):
+    run = tmp_path / "run.csv"
+    run.write_text("t_ms,device,device_used_bytes,device_total_bytes,process_used_bytes,gpu_util_pct,memory_util_pct\n"
+                   "0,0,400000000,42949672960,,,\n100,0,900000000,42949672960,,,\n200,0,500000000,42949672960,,,\n")
+    ours, theirs = tmp_path / "py.html", tmp_path / "cli.html"
+    headroom.report("resnet18", batch=2, gpu="A100-40GB", measured=str(run), path=str(ours))
+    code, _, err = run_cli("report", "resnet18", "--batch", "2", "--gpu", "A100-40GB", "--measured", str(run), "-o", str(theirs))
+    assert code == 0, err
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert b'class="measured"' in ours.read_bytes()
+    with pytest.raises(headroom.Error, match="needs --gpu NAME"):
+        headroom.report("resnet18", measured=str(run), path=str(tmp_path / "none.html"))
+    assert not (tmp_path / "none.html").exists()
+
+
 def test_optimizer_instance_and_class():
     torch = pytest.importorskip("torch")
     p = [torch.nn.Parameter(torch.zeros(1))]

@@ -294,12 +294,18 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
 }
 
 // `report`: the estimate as one self-contained HTML page (docs/report.md), written atomically.
-int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output) {
+int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output, const std::string& measured) {
   if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
   Result<EstimateOptions> o = to_options(a, cmd);
   if (!o.ok()) return fail(o.error());
+  HtmlReportOptions ho;
+  if (!measured.empty()) {
+    Result<MeasuredSeries> m = read_watch_samples(measured);
+    if (!m.ok()) return fail(m.error());
+    ho.measured = std::move(m.value());
+  }
   Progress progress("building the report of " + a.run.model);
-  Result<std::string> html = html_report(o.value());
+  Result<std::string> html = html_report(o.value(), ho);
   progress.finish();
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
@@ -593,6 +599,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  std::string report_measured;
+  report->add_option("--measured", report_measured, "a headroom watch CSV/JSONL: draw it over the predicted timeline");
   WatchArgs wa;
   CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
   watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
@@ -670,7 +678,7 @@ int main_impl(int argc, char** argv) {
     return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file);
   }
   if (*packc) return run_pack(pa);
-  if (*report) return run_report(ra, report, report_output);
+  if (*report) return run_report(ra, report, report_output, report_measured);
   if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }
