@@ -76,7 +76,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
   if (a.mode == "serve") throw InputError("mode='serve' is the CLI's for now: headroom fit CONFIG --gpu NAME --mode serve --context N");
-  EstimateOptions o = unwrap(to_estimate_options(a, /*fit_command=*/true));
+  EstimateOptions o = unwrap(to_estimate_options(a, RunCommand::Fit));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {
@@ -84,7 +84,10 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   } else {
     gpus.push_back(a.gpu);
   }
+  std::optional<RankRequest> rank = to_rank_request(a);
+  if (rank && vary != "batch") throw InputError("objective ranks GPUs by batch; it does not apply with vary='seq'");
   std::vector<FitResult> results;
+  std::vector<EstimateOptions> runs;
   for (const std::string& name : gpus) {
     RunArgs one = a;
     one.gpu = name;
@@ -93,8 +96,11 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
     apply_gpu_args(one, f.estimate, /*required=*/true, /*gpu_all=*/true);
     f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
     results.push_back(unwrap(fit(f)));
+    runs.push_back(f.estimate);
   }
-  return fit_json(o, results);
+  std::optional<Ranking> ranking;
+  if (rank) ranking = Ranking{rank->objective, unwrap(rank_gpus(*rank, runs, results))};
+  return fit_json(o, results, ranking);
 }
 
 std::string plan_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
@@ -103,7 +109,7 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
   PlanRequest req;
   RunArgs a = to_run_args(model, options, captured);
   if (!a.margin_given) a.margin = "0%";  // as the CLI: a plan's budget is the whole GPU unless asked
-  req.run = unwrap(to_estimate_options(a));
+  req.run = unwrap(to_estimate_options(a, RunCommand::Plan));
   if (!budget.empty()) req.budget_bytes = parse_memory_size(budget);
   if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
   req.strategy = strategy;
@@ -113,7 +119,7 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
 
 void report_file(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
                  const py::object& captured, const std::string& path) {
-  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured)));
+  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured), RunCommand::Report));
   std::string html = unwrap(html_report(o));
   (void)unwrap(write_file_atomically(path, html));
 }

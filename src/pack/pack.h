@@ -58,9 +58,9 @@ LoadedModel load_builtin_model(const std::string& spec, int64_t batch);
 // The inference peak of an already built graph (an imported file), computed as estimate() does.
 LoadedModel loaded_from_graph(Graph g);
 
-// Achieved fraction of a host link's theoretical per-direction bandwidth for pinned copies
-// (11 GB/s measured on PCIe 3.0 x16, whose theoretical rate is 15.75 GB/s: docs/pack.md).
-inline constexpr double kHostLinkEfficiency = 0.75;
+// Achieved fraction of a host link's theoretical per-direction bandwidth for pinned copies: the
+// time model's (cost/cost_constants.h; docs/pack.md).
+inline constexpr double kHostLinkEfficiency = CostConstants{}.host_link_efficiency;
 // The host link assumed without a catalog GPU: PCIe 3.0 x16.
 inline constexpr double kDefaultHostLinkBytesPerS = 15.75e9;
 // Fraction of the roofline (peak FLOP/s, memory bandwidth) that kernels reach by default.

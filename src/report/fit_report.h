@@ -2,14 +2,24 @@
 // that size and at the next one.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "estimate/fit.h"
+#include "estimate/gpu_ranking.h"
 
 namespace headroom {
 
-std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results);
-std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results);
+// `ranking` (fit --objective): the GPUs ordered by cost, time or memory left, after the fit rows.
+std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::optional<Ranking>& ranking = std::nullopt);
+std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::optional<Ranking>& ranking = std::nullopt);
+// The ranking alone: a table (text) and its JSON array.
+std::string ranking_text(const Ranking& ranking);
+nlohmann::ordered_json ranking_json(const Ranking& ranking);
 
 }  // namespace headroom
