@@ -9,6 +9,7 @@
 #include "cost/run_time.h"
 #include "estimate/estimate.h"
 #include "options/run_args.h"
+#include "pack/pack.h"
 #include "report/estimate_report.h"
 #include "util/format.h"
 
@@ -158,6 +159,21 @@ TEST(RunTime, GenerationLatenciesInterpolateTheDecodes) {
   EXPECT_NEAR(e.time->throughput.value, 2 * 10 / g.total_ms * 1e3, 1e-9);
   std::string json = estimate_json(e);
   EXPECT_NE(json.find("\"time_to_first_token_ms\""), std::string::npos);
+}
+
+TEST(RunTime, PackExecutionIsTheEstimatesInferenceStep) {
+  // One time model: pack's execution time of an inference is estimate's inference step.
+  EstimateOptions o;
+  o.model = "resnet18";
+  o.batch = 4;
+  o.mode = RunMode::Inference;
+  o.gpu = GpuOptions{};
+  o.gpu->gpu = "T4";
+  Estimate e = estimate(o).value();
+  ASSERT_TRUE(e.time);
+  Graph g = build_graph(o, 4);
+  const double pack_ms = roofline_seconds(g, DeviceCatalog::builtin().find("T4"), std::nullopt) * 1e3;
+  EXPECT_NEAR(pack_ms, e.time->step.total_ms, 1e-9 * e.time->step.total_ms);
 }
 
 TEST(RunTime, DurationsReadAsAPersonWould) {

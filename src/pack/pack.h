@@ -63,8 +63,6 @@ LoadedModel loaded_from_graph(Graph g);
 inline constexpr double kHostLinkEfficiency = CostConstants{}.host_link_efficiency;
 // The host link assumed without a catalog GPU: PCIe 3.0 x16.
 inline constexpr double kDefaultHostLinkBytesPerS = 15.75e9;
-// Fraction of the roofline (peak FLOP/s, memory bandwidth) that kernels reach by default.
-inline constexpr double kDefaultExecEfficiency = 0.5;
 
 struct PackOptions {
   std::vector<std::string> models;
@@ -143,8 +141,10 @@ struct PackReport {
 
 Result<PackReport> pack(const PackOptions& options, const ModelLoader& loader = load_builtin_model);
 
-// Execution time of one inference of g on a GPU by the roofline: the sum over model-stage ops of
-// max(flops / fp32 peak, bytes moved / memory bandwidth), divided by `efficiency`.
-double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency);
+// Execution time of one inference of g on a GPU: the forward of every model-stage op on the time
+// model that estimate and plan use (cost/cost_model.h: the dtype's peak, launch cost).
+// `efficiency` (the workload's exec_efficiency), when given, replaces both the compute and the
+// memory efficiency of CostConstants.
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, std::optional<double> efficiency);
 
 }  // namespace headroom
