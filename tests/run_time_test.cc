@@ -186,6 +186,8 @@ TEST(RunTime, DurationsReadAsAPersonWould) {
   EXPECT_EQ(human_duration_ms(355 * 365 * 86400e3), "355 years");
 }
 
+std::string run_cli_out(const std::string& args) { return testing::run_cli(args).out; }
+
 TEST(RunTimeCli, JsonHasLoadStepAndThroughput) {
   testing::CliRun r = testing::run_cli("estimate resnet18 --batch 4 --mode infer --gpu T4 --host-memory pinned --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -197,6 +199,8 @@ TEST(RunTimeCli, JsonHasLoadStepAndThroughput) {
   testing::CliRun text = testing::run_cli("estimate resnet18 --batch 4 --gpu T4 --samples 1000 --epochs 2");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("time on T4 (roofline"), std::string::npos);
+  EXPECT_NE(text.out.find(", step "), std::string::npos);
+  EXPECT_NE(run_cli_out("estimate resnet18 --batch 4 --mode infer --gpu T4").find(", forward "), std::string::npos);
   // ceil(1000 / 4) = 250 steps x 2 epochs.
   EXPECT_NE(text.out.find("whole run: 500 steps"), std::string::npos);
   // Without a GPU nothing is said about time.
@@ -213,6 +217,10 @@ TEST(RunTimeCli, TimeOptionsThatDoNotApplyAreErrors) {
   testing::expect_usage_error("estimate resnet18 --gpu T4 --samples 0", "--samples must be a positive integer");
   testing::expect_usage_error("estimate resnet18 --gpu T4 --gpus 2 --samples 10", "applies to one GPU");
   testing::expect_usage_error("fit resnet18 --gpu T4 --samples 10", "--samples");
+  testing::expect_usage_error("estimate resnet18 --gpu T4 --samples 10 --epochs 0", "--epochs must be a positive integer");
+  testing::expect_usage_error("estimate " + std::string(HEADROOM_SOURCE_DIR) +
+                                  "/validation/hf-configs/tiny-llama-gqa.json --mode generate --prompt 4 --new-tokens 4 --gpu T4 --tokens 100",
+                              "--tokens applies to --mode train and infer, not generate");
 }
 
 TEST(RunTimeOptions, PythonKeywordsReachTheSameChecks) {

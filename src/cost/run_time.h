@@ -68,6 +68,7 @@ struct GenerationTime {
 struct RunTime {
   std::string gpu;
   LoadTime load;
+  bool training = false;
   IterationTime step;           // the steady-state training iteration, or the inference forward
   int64_t samples_per_step = 0; // the batch
   int64_t tokens_per_step = 0;  // 0: not a token model

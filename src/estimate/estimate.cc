@@ -213,6 +213,7 @@ RunTime step_run_time(const EstimateOptions& o, const Graph& g, const Program& p
   t.gpu = model.gpu().name;
   t.load = load_time(model, g, o.host_memory.value_or(HostMemory::Pageable));
   const bool training = o.mode == RunMode::Training;
+  t.training = training;
   t.step = iteration_time(model, g, p, so.plan, o.optimizer, so.foreach, training ? so.iterations : 0);
   t.samples_per_step = o.batch;
   t.tokens_per_step = checked_mul(tokens_per_sample(g), o.batch, "tokens per step");

@@ -56,7 +56,7 @@ std::string time_text(const RunTime& t) {
     s += fmt::format(", generate {}, first token {}, {} per token, {}\n", human_duration_ms(g.total_ms),
                      human_duration_ms(g.prefill_ms), human_duration_ms(g.per_token_ms), rate_text(t.throughput));
   } else {
-    s += fmt::format(", step {}, {}\n", human_duration_ms(t.step.total_ms), rate_text(t.throughput));
+    s += fmt::format(", {} {}, {}\n", t.training ? "step" : "forward", human_duration_ms(t.step.total_ms), rate_text(t.throughput));
   }
   if (t.run) {
     const RunTotals& r = *t.run;
