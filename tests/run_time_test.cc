@@ -125,6 +125,26 @@ TEST(RunTime, GptRunExceedsSixNPByAttention) {
   EXPECT_LE(ratio, by_hand * 1.02);
 }
 
+TEST(RunTime, WholeRunCostIsPriceTimesTime) {
+  // At $3.60/h a millisecond costs $0.000001: the run's cost is its ms / 1e6.
+  RunArgs a;
+  a.model = "resnet18";
+  a.batch = "32";
+  a.gpu = "T4";
+  a.samples = "10000";
+  a.prices = {"T4=3.60"};
+  Estimate e = estimate(to_estimate_options(a).value()).value();
+  ASSERT_TRUE(e.time && e.time->run && e.time->run->cost_usd);
+  EXPECT_EQ(e.time->run->price->provider, "--price");
+  EXPECT_NEAR(*e.time->run->cost_usd, e.time->run->ms / 1e6, 1e-15);
+  // Without --price: the catalog's cheapest T4 listing (modal, $0.5904/h).
+  a.prices.clear();
+  e = estimate(to_estimate_options(a).value()).value();
+  ASSERT_TRUE(e.time->run->cost_usd);
+  EXPECT_DOUBLE_EQ(e.time->run->price->usd_per_hour, 0.5904);
+  EXPECT_NEAR(*e.time->run->cost_usd, 0.5904 * e.time->run->ms / 3.6e6, 1e-15);
+}
+
 TEST(RunTime, NoTimeWithoutACatalogGpu) {
   EstimateOptions o;
   o.model = "mlp:layers=2,dim=64";
@@ -217,6 +237,7 @@ TEST(RunTimeCli, TimeOptionsThatDoNotApplyAreErrors) {
   testing::expect_usage_error("estimate resnet18 --gpu T4 --samples 0", "--samples must be a positive integer");
   testing::expect_usage_error("estimate resnet18 --gpu T4 --gpus 2 --samples 10", "applies to one GPU");
   testing::expect_usage_error("fit resnet18 --gpu T4 --samples 10", "--samples");
+  testing::expect_usage_error("estimate resnet18 --gpu T4 --price T4=1", "--price applies to a whole run");
   testing::expect_usage_error("estimate resnet18 --gpu T4 --samples 10 --epochs 0", "--epochs must be a positive integer");
   testing::expect_usage_error("estimate " + std::string(HEADROOM_SOURCE_DIR) +
                                   "/validation/hf-configs/tiny-llama-gqa.json --mode generate --prompt 4 --new-tokens 4 --gpu T4 --tokens 100",

@@ -564,6 +564,7 @@ int main_impl(int argc, char** argv) {
   est->add_option("--samples", ea.samples, "with --gpu NAME: time a whole run of N samples per epoch");
   est->add_option("--tokens", ea.tokens, "with --gpu NAME: time a whole run of N tokens per epoch (token models)");
   est->add_option("--epochs", ea.epochs, "with --samples or --tokens: epochs (default 1)");
+  est->add_option("--price", ea.run.prices, "with --samples or --tokens: NAME=USD/h instead of the catalog's cheapest price (repeatable)");
   CLI::App* models = app.add_subcommand("models", "list the built-in models");
   EstimateArgs fa;
   std::string vary = "batch";

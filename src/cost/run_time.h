@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cost/cost_model.h"
+#include "cost/price_catalog.h"
 
 namespace headroom {
 
@@ -46,6 +47,10 @@ struct RunTotals {
   // inference): 6 x tokens x parameters for training, 2 x tokens x parameters for inference.
   std::optional<double> rule_flops;
   std::string rule;  // "6*N*P" or "2*N*P"
+  // The run's price on its GPU (cost/price_catalog.h): the override or the cheapest listing;
+  // unset when the GPU has neither.
+  std::optional<GpuPrice> price;
+  std::optional<double> cost_usd;
 };
 
 struct Throughput {

@@ -221,6 +221,8 @@ RunTime step_run_time(const EstimateOptions& o, const Graph& g, const Program& p
   if (o.run_length) {
     t.run = run_totals(*o.run_length, t.samples_per_step, t.tokens_per_step, t.step.total_ms, t.step.flops,
                        g.parameter_count(), training, g.trainable_parameter_count() == g.parameter_count());
+    t.run->price = price_for(t.gpu, o.price_overrides);
+    if (t.run->price) t.run->cost_usd = cost_usd(t.run->price->usd_per_hour, t.run->ms);
   }
   return t;
 }

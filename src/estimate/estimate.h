@@ -93,6 +93,8 @@ struct EstimateOptions {
   // --gpus, is an InputError.
   std::optional<HostMemory> host_memory;  // unset: pageable (what model.to("cuda") copies from)
   std::optional<RunLength> run_length;
+  // --price NAME=USD/h: the run's cost at this price instead of the catalog's cheapest listing.
+  std::map<std::string, double> price_overrides;
 };
 
 struct BufferAtPeak {

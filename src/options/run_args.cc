@@ -295,7 +295,11 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, RunCommand command
     }
     apply_gpu_args(a, o, false, fit_command);
     apply_time_args(a, o, command);
-    if (a.objective || !a.prices.empty()) {
+    if (command == RunCommand::Estimate && !a.objective && !a.prices.empty()) {
+      // estimate prices a whole run: --price needs the run.
+      if (!o.run_length) throw InputError("--price applies to a whole run (--samples N or --tokens N) or to fit --objective cost");
+      o.price_overrides = parse_price_overrides(a.prices);
+    } else if (a.objective || !a.prices.empty()) {
       const char* given = a.objective ? "--objective" : "--price";
       if (command != RunCommand::Fit) throw InputError(std::string(given) + " applies to fit, not " + command_name(command));
       if (a.mode == "serve") throw InputError(std::string(given) + " does not apply to --mode serve");

@@ -62,6 +62,10 @@ std::string time_text(const RunTime& t) {
     const RunTotals& r = *t.run;
     s += fmt::format("whole run: {} steps, {}, {:.3g} FLOP", with_commas(r.steps), human_duration_ms(r.ms), r.flops);
     if (r.rule_flops) s += fmt::format(" ({}: {:.3g})", r.rule, *r.rule_flops);
+    if (r.cost_usd) {
+      s += fmt::format(", ${:.3g} at ${:.2f}/h ({}{})", *r.cost_usd, r.price->usd_per_hour, r.price->provider,
+                       r.price->date.empty() ? "" : ", " + r.price->date);
+    }
     s += "\n";
   }
   return s;
@@ -86,6 +90,10 @@ nlohmann::ordered_json time_json(const RunTime& t) {
     const RunTotals& r = *t.run;
     nlohmann::ordered_json run = {{"steps", r.steps}, {"ms", r.ms}, {"flops", r.flops}};
     if (r.rule_flops) run["rule"] = {{"formula", r.rule}, {"flops", *r.rule_flops}};
+    if (r.cost_usd) {
+      run["cost"] = {{"usd", *r.cost_usd}, {"usd_per_hour", r.price->usd_per_hour}, {"provider", r.price->provider},
+                     {"date", r.price->date}, {"source", r.price->source}};
+    }
     j["run"] = run;
   }
   return j;
