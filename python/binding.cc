@@ -3,6 +3,8 @@
 //  - the run functions (estimate, fit, plan, report) taking the options as the CLI's keyword names
 //    (options/run_args.h) and returning the CLI's JSON text, so that headroom.estimate(...) equals
 //    `headroom estimate --json` by construction;
+//  - pack over captured modules (headroom.pack): pack's JSON and each layer's weight names, which
+//    python/headroom/gemel.py maps back onto the modules' parameters to merge them;
 //  - GraphBuilder, through which recorder.py and lower.py write the graph of a captured nn.Module;
 //  - the exceptions: Error, and InputError for the library's one-line input problems.
 // The library never includes Python; this file is the only place the two meet.
@@ -10,13 +12,19 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "ir/builder.h"
 #include "options/run_args.h"
+#include "pack/pack.h"
+#include "pack/pack_report.h"
+#include "pack/workload.h"
 #include "plan/planner.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
@@ -100,7 +108,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   }
   std::optional<Ranking> ranking;
   if (rank) ranking = Ranking{rank->objective, unwrap(rank_gpus(*rank, runs, results))};
-  return fit_json(o, results, ranking);
+  return fit_json(o, results, {}, ranking);
 }
 
 std::string plan_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
@@ -122,6 +130,39 @@ void report_file(const std::string& model, const std::vector<std::pair<std::stri
   EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured), RunCommand::Report));
   std::string html = unwrap(html_report(o));
   (void)unwrap(write_file_atomically(path, html));
+}
+
+// `headroom pack` on models whose graphs come from Python: graphs[i](batch) builds model i's
+// inference graph (a captured module, lowered). Returns pack's JSON text and, per model, each
+// layer's name and weight names in pack's layer order (members refer to them by name).
+using LayerWeights = std::vector<std::pair<std::string, std::vector<std::string>>>;
+std::pair<std::string, std::vector<LayerWeights>> pack_captured(const std::vector<std::string>& names,
+                                                                const std::vector<py::function>& graphs, int64_t batch,
+                                                                const std::string& gpu, const std::string& gpu_memory,
+                                                                const std::string& workload,
+                                                                std::optional<int32_t> merged_groups) {
+  if (names.size() != graphs.size()) throw InputError("pack: one graph builder per model name");
+  PackOptions o;
+  o.models = names;
+  o.batch = batch;
+  o.gpu = gpu;
+  if (!gpu_memory.empty()) o.gpu_memory = parse_memory_size(gpu_memory);
+  if (!workload.empty()) o.workload = unwrap(read_workload_file(workload));
+  o.merged_groups = merged_groups;
+  ModelLoader loader = [&](const std::string& name, int64_t b) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) throw InputError("pack: no model named '" + name + "'");
+    py::object g = graphs[static_cast<size_t>(it - names.begin())](b);
+    return loaded_from_graph(g.cast<Graph>());
+  };
+  PackReport r = unwrap(pack(o, loader));
+  std::vector<LayerWeights> layers;
+  for (const PackModel& m : r.models) {
+    LayerWeights lw;
+    for (const Layer& l : m.layers.layers) lw.emplace_back(l.name, l.weight_names);
+    layers.push_back(std::move(lw));
+  }
+  return {pack_json(r), std::move(layers)};
 }
 
 DType to_dtype(const std::string& name) {
@@ -261,6 +302,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("fit_json", &fit_json_text, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("vary"));
   m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("budget"),
         py::arg("activation_budget"), py::arg("strategy"), py::arg("cost_gpu"));
+  m.def("pack_json", &pack_captured, py::arg("names"), py::arg("graphs"), py::arg("batch"), py::arg("gpu"),
+        py::arg("gpu_memory"), py::arg("workload"), py::arg("merged_groups"));
   m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"));
   bind_builder(m);
 }

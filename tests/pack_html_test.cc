@@ -1,6 +1,7 @@
 // The pack page (src/report/pack_html.h): the plotted numbers are the pack result's, read back
 // from the markup; the trio of tests/pack_onnx_models.h gives hand-derived anchors; the CLI
 // writes the page atomically; it renders in headless Chromium (test-artifacts/pack.png).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -175,6 +176,14 @@ TEST(PackHtml, CapacityAndRoomForWeightsWhenOnTheScale) {
   // Built-in models have no values: nothing is free, no free level is drawn.
   EXPECT_TRUE(elements(html, "line", "free-sharing").empty());
   EXPECT_NE(html.find("no weight values (built-in architecture): identical-weight check skipped"), std::string::npos);
+  EXPECT_NE(html.find(" with free sharing and every merge, of 300 MiB"), std::string::npos);
+  // --merged-groups 2: the residency card names the prefix it counts.
+  o.merged_groups = 2;
+  Result<PackReport> kept = pack(o);
+  ASSERT_TRUE(kept.ok()) << kept.error();
+  EXPECT_NE(pack_html(kept.value()).find(fmt::format(" with free sharing and the first 2 of {} merges, of 300 MiB",
+                                                     r.plan.groups.size())),
+            std::string::npos);
 }
 
 TEST(PackHtml, DeterministicAndSelfContained) {

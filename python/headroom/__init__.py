@@ -8,13 +8,17 @@ estimate, fit, plan and report return what `headroom estimate|fit|plan --json` p
 same options (the CLI's JSON, parsed), and take the CLI's options as keyword arguments
 (--micro-batch as micro_batch=...). A model is a built-in spec ("resnet50", "mlp:layers=4"), an
 .onnx path, an nn.Module with example inputs, or a headroom.capture(...) result.
+
+pack, merge and joint_train (gemel.py, docs/pack.md) run GEMEL's loop on several nn.Modules:
+pack's merge plan, the rewrite that shares the planned layers, and joint retraining with back-off.
 """
 import json
 
 from ._native import Error, InputError
 from . import _native
 
-__all__ = ["Error", "InputError", "Capture", "Plan", "capture", "estimate", "fit", "plan", "report", "trace"]
+__all__ = ["Error", "InputError", "Capture", "Merge", "Plan", "capture", "estimate", "fit", "joint_train", "merge",
+           "pack", "plan", "report", "trace", "unique_bytes"]
 
 
 class Capture:
@@ -256,3 +260,6 @@ def report(model, example_inputs=None, path=None, **options):
         raise Error("report needs path='FILE.html'")
     name, loader, pairs = _resolve(model, example_inputs, options)
     _native.report(name, pairs, loader, path)
+
+
+from .gemel import Merge, joint_train, merge, pack, unique_bytes  # noqa: E402  (gemel imports Capture from here)

@@ -14,8 +14,12 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <limits>
 #include <string>
 
+#include "cli/completion.h"
+#include "cli/help.h"
+#include "cli/progress.h"
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "estimate/serve.h"
@@ -40,6 +44,7 @@
 #include "report/plan_html.h"
 #include "util/checked.h"
 #include "util/file.h"
+#include "options/next_steps.h"
 #include "options/run_args.h"
 
 namespace headroom {
@@ -56,6 +61,7 @@ int fail(const std::string& message) {
 
 // Every file a command writes is named on stderr (stdout carries the result, e.g. --json).
 void say_written(const std::string& path, int64_t bytes) {
+  if (Progress::quiet()) return;
   std::cerr << "headroom: wrote " << path << " (" << human_bytes(bytes) << ")\n";
 }
 
@@ -180,7 +186,9 @@ Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, R
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::string& emit_deepspeed) {
   Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Estimate);
   if (!o.ok()) return fail(o.error());
+  Progress progress("estimating " + a.run.model);
   Result<Estimate> e = estimate(o.value());
+  progress.finish();
   if (!e.ok()) return fail(e.error());
   if (!emit_deepspeed.empty()) {
     Result<std::string> config = deepspeed_config(e.value());
@@ -248,13 +256,9 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
   if (rank.value() && vary != "batch") return fail("--objective ranks GPUs by batch; it does not apply with --vary seq");
   std::vector<FitResult> results;
   std::vector<EstimateOptions> runs;
-  // Progress on stderr, only for --gpu all on a terminal; "\r\033[K" rewrites the line.
-  bool progress = gpus.size() > 1 && isatty(STDERR_FILENO);
-  auto clear_progress = [&] {
-    if (progress) std::cerr << "\r\033[K" << std::flush;
-  };
+  Progress progress("fitting " + a.run.model);
   for (const std::string& name : gpus) {
-    if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, results.size() + 1, gpus.size()) << std::flush;
+    if (gpus.size() > 1) progress.set(fmt::format("fitting {} ({}/{})", name, results.size() + 1, gpus.size()));
     RunArgs one = a.run;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
@@ -263,7 +267,7 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
       return e;
     });
     if (!oo.ok()) {
-      clear_progress();
+      progress.finish();
       return fail(oo.error());
     }
     FitOptions f;
@@ -271,7 +275,7 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
     f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
     Result<FitResult> r = fit(f);
     if (!r.ok()) {
-      clear_progress();
+      progress.finish();
       return fail(r.error());
     }
     results.push_back(r.value());
@@ -279,15 +283,32 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
   }
   std::optional<Ranking> ranking;
   if (rank.value()) {
+    if (gpus.size() > 1) progress.set("ranking " + std::to_string(gpus.size()) + " GPUs");
     Result<std::vector<RankedGpu>> rows = rank_gpus(*rank.value(), runs, results);
     if (!rows.ok()) {
-      clear_progress();
+      progress.finish();
       return fail(rows.error());
     }
     ranking = Ranking{rank.value()->objective, rows.value()};
   }
-  clear_progress();
-  std::cout << (a.json ? fit_json(o.value(), results, ranking) : fit_text(o.value(), results, ranking));
+  // Nothing fits anywhere: what headroom can evaluate next, on the largest GPU tried.
+  std::vector<NextStep> steps;
+  const FitResult* largest = nullptr;
+  for (const FitResult& r : results) {
+    if (r.max_value > 0) {
+      largest = nullptr;
+      break;
+    }
+    if (r.next && (!largest || r.next->device.capacity_bytes > largest->next->device.capacity_bytes)) largest = &r;
+  }
+  if (largest) {
+    progress.set("evaluating next steps on " + largest->gpu);
+    RunArgs one = run_args(a, cmd);
+    if (one.gpu == "all") one.gpu = largest->gpu;
+    steps = next_steps(one, largest->axis, largest->next->value);
+  }
+  progress.finish();
+  std::cout << (a.json ? fit_json(o.value(), results, steps, ranking) : fit_text(o.value(), results, steps, ranking));
   return 0;
 }
 
@@ -296,7 +317,9 @@ int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& ou
   if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
   Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Report);
   if (!o.ok()) return fail(o.error());
+  Progress progress("building the report of " + a.run.model);
   Result<std::string> html = html_report(o.value());
+  progress.finish();
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
   if (!written.ok()) return fail(written.error());
@@ -310,6 +333,7 @@ struct PackArgs {
   std::vector<std::string> models;
   std::string batch = "1";
   std::string gpu, gpu_memory, workload;
+  std::string merged_groups;  // --merged-groups N: the greedy prefix kept by joint retraining
   std::string html;  // --html FILE: also write the page (report/pack_html.h)
   bool json = false;
 };
@@ -321,6 +345,19 @@ int run_pack(const PackArgs& a) {
     p.batch = parse_positive("--batch", a.batch);
     p.gpu = a.gpu;
     if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
+    if (!a.merged_groups.empty()) {
+      // 0 is meaningful (no merge kept: "merged" = free sharing only).
+      int64_t n = 0;
+      if (a.merged_groups != "0") {
+        try {
+          n = parse_positive("--merged-groups", a.merged_groups);
+        } catch (const InputError&) {
+          throw InputError("--merged-groups must be a number of groups (0 or more), got '" + a.merged_groups + "'");
+        }
+      }
+      if (n > std::numeric_limits<int32_t>::max()) throw InputError("--merged-groups " + a.merged_groups + " is too large");
+      p.merged_groups = static_cast<int32_t>(n);
+    }
     if (!a.workload.empty()) {
       Result<Workload> w = read_workload_file(a.workload);
       if (!w.ok()) throw InputError(w.error());
@@ -329,7 +366,9 @@ int run_pack(const PackArgs& a) {
     return p;
   });
   if (!o.ok()) return fail(o.error());
+  Progress progress(fmt::format("packing {} models", a.models.size()));
   Result<PackReport> r = pack(o.value(), load_model_for_pack);
+  progress.finish();
   if (!r.ok()) return fail(r.error());
   // The page first: if it cannot be written, nothing is printed and no half file is left.
   if (!a.html.empty()) {
@@ -356,15 +395,12 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
     req.strategy = strategy;
     req.cost_gpu = cost_gpu;
-    // Large models take seconds: a progress line on a terminal, cleared before the report.
-    const bool progress = isatty(STDERR_FILENO);
-    if (progress) {
-      req.progress = [](const std::string& name, int i, int n) {
-        std::cerr << fmt::format("\r\033[Kplanning: {} ({}/{})...", name, i, n) << std::flush;
-      };
-    }
+    Progress progress("planning " + a.run.model);
+    req.progress = [&progress](const std::string& name, int i, int n) {
+      progress.set(fmt::format("planning: {} ({}/{})", name, i, n));
+    };
     Result<Plan> p = make_plan(req);
-    if (progress) std::cerr << "\r\033[K" << std::flush;
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -394,7 +430,9 @@ int run_plan_chain(const std::string& file, const std::string& budget, const std
     if (n > 100000) throw InputError("--slots " + slots + " is more than 100000");
     Result<Chain> c = load_chain_file(file);
     if (!c.ok()) throw InputError(c.error());
+    Progress progress("solving the chain");
     Result<ChainPlan> p = solve_chain(c.value(), b, static_cast<int>(n));
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -421,11 +459,9 @@ int run_plan_graph(const std::string& file, const std::string& budget, const std
     }
     Result<RematGraph> g = load_remat_graph_file(file);
     if (!g.ok()) throw InputError(g.error());
-    // The solve can take up to the time limit: say so on a terminal, then clear the line.
-    const bool progress = isatty(STDERR_FILENO);
-    if (progress) std::cerr << fmt::format("solving the integer program (time limit {} s)...", o.time_limit_s) << std::flush;
+    Progress progress(fmt::format("solving the integer program (time limit {} s)", o.time_limit_s));
     Result<RematPlan> p = solve_remat(g.value(), b, static_cast<int>(n), o);
-    if (progress) std::cerr << "\r\033[K" << std::flush;
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -453,41 +489,6 @@ int run_models() {
     std::cout << fmt::format("{:<16} {:>16}  {}\n", z.name, with_commas(g.parameter_count()), z.description);
   }
   return 0;
-}
-
-// One line and one example per command: what bare `headroom` and `headroom help` print. README's
-// "Commands" block is this text (tests/cli_help_test.cc compares them).
-struct CommandHelp {
-  const char* usage;
-  const char* example;
-};
-const std::map<std::string, CommandHelp>& command_help() {
-  static const std::map<std::string, CommandHelp> help = {
-      {"estimate", {"estimate MODEL", "headroom estimate resnet50 --batch 32"}},
-      {"fit", {"fit MODEL --gpu NAME", "headroom fit gpt2 --gpu T4"}},
-      {"plan", {"plan MODEL --gpu NAME", "headroom plan gpt2 --batch 8 --gpu T4"}},
-      {"report", {"report MODEL -o FILE", "headroom report resnet50 -o report.html"}},
-      {"pack", {"pack MODEL...", "headroom pack resnet50 vgg16 --gpu T4"}},
-      {"models", {"models", "headroom models"}},
-      {"gpus", {"gpus", "headroom gpus"}},
-      {"watch", {"watch -- COMMAND", "headroom watch -o run.csv -- python train.py"}},
-      {"help", {"help [COMMAND]", "headroom help plan"}},
-  };
-  return help;
-}
-
-std::string overview(const CLI::App& app) {
-  std::string s = "headroom " HEADROOM_VERSION ": how much GPU memory a model needs, before you run it\n\n";
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    auto it = command_help().find(sub->get_name());
-    HEADROOM_CHECK(it != command_help().end(), "no help line for command " + sub->get_name());
-    s += fmt::format("  {:<22} {}\n  {:<22}   e.g. {}\n", it->second.usage, sub->get_description(), "",
-                     it->second.example);
-  }
-  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,..., an .onnx file, or a Hugging Face\n"
-       "config.json (or the checkpoint folder holding one).\n"
-       "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
-  return s;
 }
 
 // `watch`: NVML samples while a command runs (docs/gpu.md, "Measuring"). Exits with the
@@ -555,6 +556,10 @@ int main_impl(int argc, char** argv) {
   CLI::App app{"headroom: how much GPU memory a model needs, before you run it"};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "headroom " HEADROOM_VERSION);
+  // --quiet is accepted before or after the command (fallthrough).
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "no progress line and no \"wrote FILE\" notes on stderr");
+  app.fallthrough();
   EstimateArgs ea;
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
@@ -606,6 +611,7 @@ int main_impl(int argc, char** argv) {
   packc->add_option("--gpu", pa.gpu, "GPU from the catalog (headroom gpus lists them)");
   packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
+  packc->add_option("--merged-groups", pa.merged_groups, "count only the first N merge groups as merged (the prefix kept by retraining)");
   packc->add_flag("--json", pa.json, "print one JSON object");
   packc->add_option("--html", pa.html, "also write an HTML page: savings curve, free sharing, weight distribution");
   EstimateArgs ra;
@@ -621,9 +627,14 @@ int main_impl(int argc, char** argv) {
   watchc->add_option("-o,--output", wa.output, "write every sample to FILE.csv or FILE.jsonl");
   watchc->add_option("--compare", wa.compare, "estimate --gpu --json output: print its device total beside the peak");
   watchc->add_option("COMMAND", wa.command, "the command to run and watch, after --");
+  std::string shell;
+  CLI::App* completionc = app.add_subcommand("completion", "a shell completion script: bash or zsh");
+  completionc->add_option("SHELL", shell, "bash or zsh")->required();
   std::string help_topic;
+  bool help_man = false;
   CLI::App* helpc = app.add_subcommand("help", "this overview, or a command's options");
   helpc->add_option("COMMAND", help_topic, "a command");
+  helpc->add_flag("--man", help_man, "the manual page (roff): headroom help --man | man -l -");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {
@@ -638,11 +649,17 @@ int main_impl(int argc, char** argv) {
     return fail(msg);
   }
   if (auto empty = empty_option_value(&app)) return fail(*empty);
+  Progress::configure(quiet);
   if (app.get_subcommands().empty()) {
     std::cout << overview(app);
     return 0;
   }
   if (*helpc) {
+    if (help_man) {
+      if (!help_topic.empty()) return fail("help --man prints the whole manual; it takes no COMMAND");
+      std::cout << man_page(app);
+      return 0;
+    }
     if (help_topic.empty()) {
       std::cout << overview(app);
       return 0;
@@ -654,6 +671,12 @@ int main_impl(int argc, char** argv) {
       }
     }
     return fail("help: unknown command '" + help_topic + "' (headroom help lists them)");
+  }
+  if (*completionc) {
+    if (shell == "bash") std::cout << bash_completion(app);
+    else if (shell == "zsh") std::cout << zsh_completion(app);
+    else return fail("completion: unknown shell '" + shell + "' (bash or zsh)");
+    return 0;
   }
   if (*est) return run_estimate(ea, est, emit_deepspeed);
   if (*models) return run_models();

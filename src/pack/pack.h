@@ -70,6 +70,10 @@ struct PackOptions {
   std::string gpu;                    // catalog name; "" for none
   std::optional<int64_t> gpu_memory;  // overrides the catalog's memory
   std::optional<Workload> workload;
+  // --merged-groups N: the merges counted by "free + merges" (residency, swap simulation) are the
+  // first N groups of the greedy order only, the prefix a joint retraining kept (headroom.joint_train
+  // backs off by shortening the prefix). Unset: every group. The plan itself is reported whole.
+  std::optional<int32_t> merged_groups;
 };
 
 struct PackModel {
@@ -133,11 +137,15 @@ struct PackReport {
   PackOptions options;
   std::vector<PackModel> models;
   MergePlan plan;
+  int32_t merged_groups = 0;               // the prefix of plan.groups that "merged" counts
   IdenticalPlan identical;                 // free sharing of bit-identical layers
   std::optional<Residency> residency;      // with a GPU
   std::optional<SimulationSetup> setup;    // with a workload
   std::vector<SimulationRun> runs;         // policy-major, then kSharingChoices order
 };
+
+// The plan restricted to its first r.merged_groups groups (what the "merged" choice shares).
+MergePlan accepted_merges(const PackReport& r);
 
 Result<PackReport> pack(const PackOptions& options, const ModelLoader& loader = load_builtin_model);
 

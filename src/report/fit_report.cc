@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,24 @@ nlohmann::ordered_json point_json(const FitPoint& p, FitAxis axis) {
   j["peak_bytes"] = p.peak_bytes;
   device_json(p.device, j);
   return j;
+}
+
+// The GPU the steps were evaluated on: the largest of those tried (fit_all's caller's choice).
+std::string next_steps_text(const std::vector<FitResult>& results, const std::vector<NextStep>& steps) {
+  const FitResult* on = nullptr;
+  for (const FitResult& r : results) {
+    if (r.next && (!on || r.next->device.capacity_bytes > on->next->device.capacity_bytes)) on = &r;
+  }
+  if (!on) return "";
+  std::string s = fmt::format("\nNothing fits. Next steps on {} at {} {}, as headroom predicts them:\n", on->gpu,
+                              axis_name(on->axis), on->next->value);
+  size_t width = 0;
+  for (const NextStep& n : steps) width = std::max(width, n.change.size());
+  for (const NextStep& n : steps) {
+    s += fmt::format("  {:<{}} {:>10}  {:<13} {}\n", n.change, width, human_bytes(n.device_total_bytes),
+                     n.fits ? "fits" : "does not fit", n.note);
+  }
+  return s;
 }
 
 }  // namespace
@@ -70,7 +89,8 @@ nlohmann::ordered_json ranking_json(const Ranking& k) {
   return {{"objective", std::string(objective_name(k.objective))}, {"gpus", rows}};
 }
 
-std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results, const std::optional<Ranking>& ranking) {
+std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::vector<NextStep>& next_steps, const std::optional<Ranking>& ranking) {
   std::string axis = results.empty() ? "batch" : axis_name(results[0].axis);
   std::string s = fmt::format("headroom fit: {}, {}, {}, largest {} that fits", o.model,
                               o.mode == RunMode::Training ? "training (" + std::string(optimizer_name(o.optimizer)) + ")" : "inference",
@@ -102,11 +122,13 @@ std::string fit_text(const EstimateOptions& o, const std::vector<FitResult>& res
     s += fmt::format("{:<18} {:>10} {:>8} {:>12} {:>12}   {}\n", r.gpu, cap, r.max_value,
                      human_bytes(r.at_max->device.device_total_bytes), next, why);
   }
+  if (!next_steps.empty()) s += next_steps_text(results, next_steps);
   if (ranking) s += ranking_text(*ranking);
   return s;
 }
 
-std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results, const std::optional<Ranking>& ranking) {
+std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& results,
+                     const std::vector<NextStep>& next_steps, const std::optional<Ranking>& ranking) {
   nlohmann::ordered_json j;
   j["model"] = o.model;
   j["mode"] = o.mode == RunMode::Training ? "train" : "infer";
@@ -131,6 +153,14 @@ std::string fit_json(const EstimateOptions& o, const std::vector<FitResult>& res
     for (auto it = rows[0].begin(); it != rows[0].end(); ++it) j[it.key()] = it.value();
   } else {
     j["gpus"] = rows;
+  }
+  if (!next_steps.empty()) {
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const NextStep& n : next_steps) {
+      steps.push_back({{"what", n.what}, {"change", n.change}, {"fits", n.fits},
+                       {"device_total_bytes", n.device_total_bytes}, {"note", n.note}});
+    }
+    j["next_steps"] = steps;
   }
   if (ranking) j["ranking"] = ranking_json(*ranking);
   return j.dump(2) + "\n";

@@ -56,10 +56,14 @@ std::string cards(const PackReport& r) {
     const ResidentSet& a = rs.all_unshared;
     const ResidentSet& f = rs.all_free;
     const ResidentSet& b = rs.all_shared;
+    // --merged-groups: residency counts the greedy prefix kept, not every merge.
+    const std::string merges = static_cast<size_t>(r.merged_groups) == p.groups.size()
+                                   ? std::string("every merge")
+                                   : fmt::format("the first {} of {} merges", r.merged_groups, p.groups.size());
     std::string v = a.fits ? "all fit" : f.fits ? "fit with free sharing" : b.fits ? "fit with merges" : "do not all fit";
     s += card("on " + rs.gpu, v,
               human_bytes(a.total_bytes) + " without sharing, " + human_bytes(f.total_bytes) + " with free sharing, " +
-                  human_bytes(b.total_bytes) + " with free sharing and every merge, of " + human_bytes(rs.memory_bytes),
+                  human_bytes(b.total_bytes) + " with free sharing and " + merges + ", of " + human_bytes(rs.memory_bytes),
               a.fits || f.fits || b.fits ? "fits" : "nofit");
   } else {
     s += card("GPU", "not given", "add --gpu NAME for capacity and residency");
