@@ -109,9 +109,9 @@ def _pairs(options):
             if not isinstance(value, dict):
                 raise Error("dim must be a dict NAME -> VALUE")
             out += [("dim", f"{k}={_text('dim', v)}") for k, v in value.items()]
-        elif name == "checkpoint":
+        elif name in ("checkpoint", "price"):
             values = [value] if isinstance(value, str) else list(value)
-            out += [("checkpoint", _text("checkpoint", v)) for v in values]
+            out += [(name, _text(name, v)) for v in values]
         else:
             out.append((name, _text(name, value)))
     return out
