@@ -36,7 +36,7 @@
 #include "measure/nvml.h"
 #include "measure/watch.h"
 #include "measure/watch_samples.h"
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 #include "plan/planner.h"
 #include "sim/device_catalog.h"
 #include "report/estimate_report.h"

@@ -17,7 +17,7 @@
 #include "util/format.h"
 #include "report/palette.h"
 #include "report/svg.h"
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 #include "plan/planner.h"
 #include "sim/caching_allocator.h"
 #include "sim/device_catalog.h"

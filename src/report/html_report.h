@@ -54,7 +54,7 @@ struct HtmlReportOptions {
 };
 
 // The chart's x axis: when each program step starts and ends. In milliseconds on the roofline
-// cost model of plan/cost_model.h (step_times, the GPU given with --gpu when the catalog has it,
+// cost model of cost/cost_model.h (step_times, the GPU given with --gpu when the catalog has it,
 // else the planner's default), so an op's width is its predicted duration and setup steps take
 // no time. A program whose steps are not all ops of `g` (generation: its program is a window of
 // forwards' graph, not `g`) falls back to the step index (step s spans [s, s + 1)).
