@@ -5,6 +5,8 @@
 // builders' own checks (head sizes, rotary fractions, expert counts, windows) are reached.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "frontends/hf/hf_config.h"
@@ -14,12 +16,35 @@
 
 namespace {
 
-// Sizes above these are parsed but not built, to keep one iteration short.
+// Sizes above these are parsed but not built, to keep one iteration short (an ASan build of a
+// 24-layer T5 took over 10 s on a loaded machine: a slow harness, not a hang).
+constexpr int64_t kMaxLayers = 4, kMaxWidth = 1024, kMaxFfn = 4096, kMaxVocab = 65536, kMaxHeads = 64;
+
+// gpt2 and bert come as zoo specs: "gpt2:hidden=768,layers=12,...".
+bool small_spec(const std::string& spec) {
+  size_t at = spec.find(':');
+  while (at != std::string::npos) {
+    size_t eq = spec.find('=', at), end = spec.find(',', at + 1);
+    if (eq == std::string::npos) break;
+    const std::string key = spec.substr(at + 1, eq - at - 1);
+    const int64_t value = std::strtoll(spec.c_str() + eq + 1, nullptr, 10);
+    const int64_t limit = key == "layers" ? kMaxLayers : key == "vocab" ? kMaxVocab : key == "heads" ? kMaxHeads : kMaxWidth;
+    if (key != "n_positions" && key != "max_positions" && value > limit) return false;
+    at = end;
+  }
+  return true;
+}
+
 bool small(const headroom::HfModel& m) {
+  if (!m.zoo_spec.empty()) return small_spec(m.zoo_spec);
+  if (m.family == headroom::HfFamily::T5) {
+    const headroom::T5Config& t = m.t5;
+    return t.layers <= kMaxLayers && t.decoder_layers <= kMaxLayers && t.d_model <= kMaxWidth && t.d_ff <= kMaxFfn &&
+           t.vocab <= kMaxVocab && t.heads <= kMaxHeads && t.d_kv <= kMaxWidth;
+  }
   const headroom::HfDecoderConfig& d = m.decoder;
-  if (!m.zoo_spec.empty() || m.family == headroom::HfFamily::T5) return m.zoo_spec.size() < 200;
-  return d.layers <= 4 && d.hidden <= 1024 && d.intermediate <= 4096 && d.vocab <= 65536 && d.heads <= 64 &&
-         d.experts <= 16;
+  return d.layers <= kMaxLayers && d.hidden <= kMaxWidth && d.intermediate <= kMaxFfn && d.vocab <= kMaxVocab &&
+         d.heads <= kMaxHeads && d.experts <= 16;
 }
 
 }  // namespace
