@@ -20,6 +20,7 @@
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "ir/builder.h"
 #include "options/run_args.h"
 #include "pack/pack.h"
@@ -84,7 +85,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
   if (a.mode == "serve") throw InputError("mode='serve' is the CLI's for now: headroom fit CONFIG --gpu NAME --mode serve --context N");
-  EstimateOptions o = unwrap(to_estimate_options(a, /*fit_command=*/true));
+  EstimateOptions o = unwrap(to_estimate_options(a, RunCommand::Fit));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {
@@ -92,17 +93,25 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   } else {
     gpus.push_back(a.gpu);
   }
-  std::vector<FitResult> results;
+  std::optional<RankRequest> rank = to_rank_request(a);
+  if (rank && vary != "batch") throw InputError("objective ranks GPUs by batch; it does not apply with vary='seq'");
+  std::vector<GpuOptions> gpu_options;
+  std::vector<EstimateOptions> runs;
   for (const std::string& name : gpus) {
     RunArgs one = a;
     one.gpu = name;
-    FitOptions f;
-    f.estimate = o;
-    apply_gpu_args(one, f.estimate, /*required=*/true, /*gpu_all=*/true);
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    results.push_back(unwrap(fit(f)));
+    EstimateOptions e = o;
+    apply_gpu_args(one, e, /*required=*/true, /*gpu_all=*/true);
+    gpu_options.push_back(*e.gpu);
+    runs.push_back(e);
   }
-  return fit_json(o, results);
+  FitOptions f;
+  f.estimate = o;
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  std::vector<FitResult> results = unwrap(fit_all(f, gpu_options));
+  std::optional<Ranking> ranking;
+  if (rank) ranking = Ranking{rank->objective, unwrap(rank_gpus(*rank, runs, results))};
+  return fit_json(o, results, {}, ranking);
 }
 
 std::string plan_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
@@ -111,7 +120,7 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
   PlanRequest req;
   RunArgs a = to_run_args(model, options, captured);
   if (!a.margin_given) a.margin = "0%";  // as the CLI: a plan's budget is the whole GPU unless asked
-  req.run = unwrap(to_estimate_options(a));
+  req.run = unwrap(to_estimate_options(a, RunCommand::Plan));
   if (!budget.empty()) req.budget_bytes = parse_memory_size(budget);
   if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
   req.strategy = strategy;
@@ -120,9 +129,11 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
 }
 
 void report_file(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
-                 const py::object& captured, const std::string& path) {
-  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured)));
-  std::string html = unwrap(html_report(o));
+                 const py::object& captured, const std::string& path, const std::string& measured) {
+  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured), RunCommand::Report));
+  HtmlReportOptions ho;
+  if (!measured.empty()) ho.measured = unwrap(read_watch_samples(measured));
+  std::string html = unwrap(html_report(o, ho));
   (void)unwrap(write_file_atomically(path, html));
 }
 
@@ -298,6 +309,7 @@ PYBIND11_MODULE(_native, m) {
         py::arg("activation_budget"), py::arg("strategy"), py::arg("cost_gpu"));
   m.def("pack_json", &pack_captured, py::arg("names"), py::arg("graphs"), py::arg("batch"), py::arg("gpu"),
         py::arg("gpu_memory"), py::arg("workload"), py::arg("merged_groups"));
-  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"));
+  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"),
+        py::arg("measured") = "");
   bind_builder(m);
 }

@@ -11,7 +11,8 @@ build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
 # The Python package's tests in `make test` capture torch/torchvision modules (and run examples/gemel_digits.py
 # on scikit-learn's bundled digits); measuring needs torch.
 validate_pkgs=(python3-torch python3-torchvision python3-onnx python3-sklearn)
-# The HTML report test renders `headroom report` output in headless Chromium (`make test`).
+# The HTML page tests lay out the report, plan and pack pages in headless Chromium at 390, 1280 and
+# 2560 px and measure them from the DOM (--dump-dom; no chromedriver needed) (`make test`).
 browser_pkgs=(chromium)
 # The ONNX importer's libFuzzer target (clang with compiler-rt), run for a bounded time by `make test`.
 fuzz_pkgs=(clang libclang-rt-14-dev)

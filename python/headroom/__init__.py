@@ -109,9 +109,9 @@ def _pairs(options):
             if not isinstance(value, dict):
                 raise Error("dim must be a dict NAME -> VALUE")
             out += [("dim", f"{k}={_text('dim', v)}") for k, v in value.items()]
-        elif name == "checkpoint":
+        elif name in ("checkpoint", "price"):
             values = [value] if isinstance(value, str) else list(value)
-            out += [("checkpoint", _text("checkpoint", v)) for v in values]
+            out += [(name, _text(name, v)) for v in values]
         else:
             out.append((name, _text(name, value)))
     return out
@@ -254,12 +254,15 @@ def trace(model, example_inputs=None, **options):
     return _native.trace_text(name, pairs, loader)
 
 
-def report(model, example_inputs=None, path=None, **options):
-    """Writes the HTML report of `headroom report` to `path` (atomically)."""
+def report(model, example_inputs=None, path=None, measured=None, **options):
+    """Writes the HTML report of `headroom report` to `path` (atomically); `measured` is a
+    `headroom watch` CSV/JSONL drawn over the predicted device total (`--measured`, needs `gpu`)."""
     if not isinstance(path, str) or not path:
         raise Error("report needs path='FILE.html'")
+    if measured is not None and (not isinstance(measured, str) or not measured):
+        raise Error("measured must be the path of a headroom watch file (.csv or .jsonl)")
     name, loader, pairs = _resolve(model, example_inputs, options)
-    _native.report(name, pairs, loader, path)
+    _native.report(name, pairs, loader, path, measured or "")
 
 
 from .gemel import Merge, joint_train, merge, pack, unique_bytes  # noqa: E402  (gemel imports Capture from here)

@@ -22,6 +22,7 @@
 #include "cli/progress.h"
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "estimate/serve.h"
 #include "frontends/model_source.h"
 #include "measure/watch.h"
@@ -94,6 +95,8 @@ struct EstimateArgs {
   RunArgs run;
   std::string seq, micro_batch, threads, prompt, new_tokens, attention, lora, weights, group_size;
   std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
+  std::string samples, tokens, epochs, host_memory;  // estimate's time options
+  std::string objective;                             // fit's ranking
   bool json = false;
   bool trace = false;
 };
@@ -165,6 +168,11 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--reduce-bucket-size")) a.reduce_bucket_size = e.reduce_bucket_size;
   if (cmd->count("--tensor-parallel")) a.tensor_parallel = e.tensor_parallel;
   if (cmd->count("--grad-accum")) a.grad_accum = e.grad_accum;
+  if (cmd->get_option_no_throw("--samples") && cmd->count("--samples")) a.samples = e.samples;
+  if (cmd->get_option_no_throw("--tokens") && cmd->count("--tokens")) a.tokens = e.tokens;
+  if (cmd->get_option_no_throw("--epochs") && cmd->count("--epochs")) a.epochs = e.epochs;
+  if (cmd->get_option_no_throw("--host-memory") && cmd->count("--host-memory")) a.host_memory = e.host_memory;
+  if (cmd->get_option_no_throw("--objective") && cmd->count("--objective")) a.objective = e.objective;
   a.batch_given = cmd->count("--batch") > 0;
   if (cmd->count("--group-size")) a.group_size = e.group_size;
   a.optimizer_given = cmd->count("--optimizer") > 0;
@@ -174,12 +182,12 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   return a;
 }
 
-Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, bool fit_command = false) {
-  return to_estimate_options(run_args(e, cmd), fit_command);
+Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, RunCommand command) {
+  return to_estimate_options(run_args(e, cmd), command);
 }
 
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::string& emit_deepspeed) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Estimate);
   if (!o.ok()) return fail(o.error());
   Progress progress("estimating " + a.run.model);
   Result<Estimate> e = estimate(o.value());
@@ -232,7 +240,7 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
-  Result<EstimateOptions> o = to_options(a, cmd, /*fit_command=*/true);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Fit);
   if (!o.ok()) return fail(o.error());
   const bool serve_mode = a.run.mode == "serve";
   if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {
@@ -246,10 +254,13 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
   } else {
     gpus.push_back(a.run.gpu);
   }
-  std::vector<FitResult> results;
+  Result<std::optional<RankRequest>> rank = capture_input_errors([&] { return to_rank_request(run_args(a, cmd)); });
+  if (!rank.ok()) return fail(rank.error());
+  if (rank.value() && vary != "batch") return fail("--objective ranks GPUs by batch; it does not apply with --vary seq");
+  std::vector<EstimateOptions> runs;
   Progress progress("fitting " + a.run.model);
+  std::vector<GpuOptions> gpu_options;
   for (const std::string& name : gpus) {
-    if (gpus.size() > 1) progress.set(fmt::format("fitting {} ({}/{})", name, results.size() + 1, gpus.size()));
     RunArgs one = a.run;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
@@ -261,15 +272,29 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
       progress.finish();
       return fail(oo.error());
     }
-    FitOptions f;
-    f.estimate = oo.value();
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    Result<FitResult> r = fit(f);
-    if (!r.ok()) {
+    gpu_options.push_back(*oo.value().gpu);
+    runs.push_back(oo.value());
+  }
+  FitOptions f;
+  f.estimate = o.value();
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  Result<std::vector<FitResult>> fitted = fit_all(f, gpu_options, [&](size_t i, size_t n, const std::string& name) {
+    if (n > 1) progress.set(fmt::format("fitting {} ({}/{})", name, i + 1, n));
+  });
+  if (!fitted.ok()) {
+    progress.finish();
+    return fail(fitted.error());
+  }
+  const std::vector<FitResult>& results = fitted.value();
+  std::optional<Ranking> ranking;
+  if (rank.value()) {
+    if (gpus.size() > 1) progress.set("ranking " + std::to_string(gpus.size()) + " GPUs");
+    Result<std::vector<RankedGpu>> rows = rank_gpus(*rank.value(), runs, results);
+    if (!rows.ok()) {
       progress.finish();
-      return fail(r.error());
+      return fail(rows.error());
     }
-    results.push_back(r.value());
+    ranking = Ranking{rank.value()->objective, rows.value()};
   }
   // Nothing fits anywhere: what headroom can evaluate next, on the largest GPU tried.
   std::vector<NextStep> steps;
@@ -288,17 +313,23 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
     steps = next_steps(one, largest->axis, largest->next->value);
   }
   progress.finish();
-  std::cout << (a.json ? fit_json(o.value(), results, steps) : fit_text(o.value(), results, steps));
+  std::cout << (a.json ? fit_json(o.value(), results, steps, ranking) : fit_text(o.value(), results, steps, ranking));
   return 0;
 }
 
 // `report`: the estimate as one self-contained HTML page (docs/report.md), written atomically.
-int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output) {
+int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output, const std::string& measured) {
   if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Report);
   if (!o.ok()) return fail(o.error());
+  HtmlReportOptions ho;
+  if (!measured.empty()) {
+    Result<MeasuredSeries> m = read_watch_samples(measured);
+    if (!m.ok()) return fail(m.error());
+    ho.measured = std::move(m.value());
+  }
   Progress progress("building the report of " + a.run.model);
-  Result<std::string> html = html_report(o.value());
+  Result<std::string> html = html_report(o.value(), ho);
   progress.finish();
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
@@ -410,7 +441,7 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
 int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
                    const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain,
                    const std::string& html, const LayoutArgs& layout) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Plan);
   if (!o.ok()) return fail(o.error());
   if (o.value().parallel.given()) return run_plan_layouts(a, cmd, o.value(), layout, html, export_chain, budget, strategy);
   if (!layout.global_batch.empty() || !layout.interconnect.empty() || !layout.emit_deepspeed.empty()) {
@@ -593,12 +624,19 @@ int main_impl(int argc, char** argv) {
   add_estimate_options(est, ea);
   std::string emit_deepspeed;
   est->add_option("--emit-deepspeed", emit_deepspeed, "with --gpus and --zero: write the layout's DeepSpeed JSON config to FILE");
+  est->add_option("--host-memory", ea.host_memory, "with --gpu NAME: weights loaded from pageable (default) or pinned host memory");
+  est->add_option("--samples", ea.samples, "with --gpu NAME: time a whole run of N samples per epoch");
+  est->add_option("--tokens", ea.tokens, "with --gpu NAME: time a whole run of N tokens per epoch (token models)");
+  est->add_option("--epochs", ea.epochs, "with --samples or --tokens: epochs (default 1)");
+  est->add_option("--price", ea.run.prices, "with --samples or --tokens: NAME=USD/h instead of the catalog's cheapest price (repeatable)");
   CLI::App* models = app.add_subcommand("models", "list the built-in models");
   EstimateArgs fa;
   std::string vary = "batch";
   CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
   add_estimate_options(fitc, fa);
   fitc->add_option("--vary", vary, "batch (default) or seq");
+  fitc->add_option("--objective", fa.objective, "rank the GPUs by cost (per 1k samples or 1M tokens), time or memory left; needs a GPU with time (--gpu NAME or all)");
+  fitc->add_option("--price", fa.run.prices, "with --objective cost: NAME=USD/h instead of the catalog's price (repeatable)");
   ServeArgs serve_args;
   fitc->add_option("--context", serve_args.context, "--mode serve: the longest sequence served (vLLM's max_model_len)");
   fitc->add_option("--block-size", serve_args.block_size, "--mode serve: tokens per KV block (default 16)");
@@ -644,6 +682,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  std::string report_measured;
+  report->add_option("--measured", report_measured, "a headroom watch CSV/JSONL: draw it over the predicted timeline");
   WatchArgs wa;
   CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
   watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
@@ -722,7 +762,7 @@ int main_impl(int argc, char** argv) {
                           layout_args);
   }
   if (*packc) return run_pack(pa);
-  if (*report) return run_report(ra, report, report_output);
+  if (*report) return run_report(ra, report, report_output, report_measured);
   if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }

@@ -14,7 +14,7 @@ namespace {
 
 // A changed run at the size that did not fit; nullopt when the model rejects the change.
 std::optional<Estimate> try_estimate(const RunArgs& r) {
-  Result<EstimateOptions> o = to_estimate_options(r, /*fit_command=*/false);
+  Result<EstimateOptions> o = to_estimate_options(r, RunCommand::Estimate);
   if (!o.ok()) return std::nullopt;
   Result<Estimate> e = estimate(o.value());
   if (!e.ok() || !e.value().device) return std::nullopt;
@@ -32,7 +32,7 @@ void add_estimated(std::vector<NextStep>& steps, const RunArgs& r, std::string w
 // any strategy reached.
 // `options`: the changed options ("" for the user's own), shown before the plan.
 void add_plan(std::vector<NextStep>& steps, const RunArgs& r, std::string what, const std::string& options) {
-  Result<EstimateOptions> o = to_estimate_options(r, /*fit_command=*/false);
+  Result<EstimateOptions> o = to_estimate_options(r, RunCommand::Estimate);
   if (!o.ok() || o.value().parallel.given()) return;
   PlanRequest req;
   req.run = o.value();
@@ -61,6 +61,9 @@ bool is_adam(const std::string& optimizer) { return optimizer == "adam" || optim
 
 std::vector<NextStep> next_steps(const RunArgs& run, FitAxis axis, int64_t value) {
   RunArgs base = run;
+  // Each next step is an estimate of a changed run: fit's ranking options are not estimate's.
+  base.objective.reset();
+  base.prices.clear();
   if (axis == FitAxis::Batch) {
     base.batch = std::to_string(value);
     base.batch_given = true;
@@ -75,7 +78,7 @@ std::vector<NextStep> next_steps(const RunArgs& run, FitAxis axis, int64_t value
   // Lower precision. Mixed precision keeps fp32 weights and optimizer states, so it saves
   // activations; half-precision inference halves the weights.
   // The precision as resolved (a Hugging Face config's torch_dtype when --precision is not given).
-  Result<EstimateOptions> resolved = to_estimate_options(base, /*fit_command=*/false);
+  Result<EstimateOptions> resolved = to_estimate_options(base, RunCommand::Estimate);
   if (!resolved.ok()) return {};
   RunArgs lower = base;
   if (resolved.value().precision == Precision::Fp32) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "cost/cost_model.h"
 #include "estimate/device_memory.h"
 #include "estimate/estimate.h"
 #include "schedule/build_program.h"
@@ -166,7 +167,7 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
         throw InputError(fmt::format("{}: model '{}' has no 'exec_ms' and no catalog GPU (--gpu) to estimate it on",
                                      w.origin, wm.model));
       }
-      sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency.value_or(kDefaultExecEfficiency));
+      sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency);
       sm.exec_source = "roofline on " + gpu->name;
     }
     st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.activation_bytes);
@@ -298,15 +299,18 @@ LoadedModel loaded_from_graph(Graph g) {
   return lm;
 }
 
-double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency) {
-  HEADROOM_CHECK(efficiency > 0 && gpu.fp32_flops > 0 && gpu.memory_bandwidth_bytes_per_s > 0, "roofline inputs");
-  double s = 0;
-  for (const Op& op : g.ops) {
-    if (op.stage != OpStage::Model) continue;
-    s += std::max(static_cast<double>(op.flops) / gpu.fp32_flops,
-                  static_cast<double>(op.bytes_moved) / gpu.memory_bandwidth_bytes_per_s);
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, std::optional<double> efficiency) {
+  CostConstants c;
+  if (efficiency) {
+    HEADROOM_CHECK(*efficiency > 0 && *efficiency <= 1, "exec efficiency in (0, 1]");
+    c.compute_efficiency = c.memory_efficiency = *efficiency;
   }
-  return s / efficiency;
+  const CostModel model(gpu, c);
+  double ms = 0;
+  for (const Op& op : g.ops) {
+    if (op.stage == OpStage::Model) ms += model.op_cost(g, op).forward_ms;
+  }
+  return ms * 1e-3;
 }
 
 Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
