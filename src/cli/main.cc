@@ -30,6 +30,8 @@
 #include "plan/chain_model.h"
 #include "plan/planner.h"
 #include "report/plan_report.h"
+#include "plan/layout_search.h"
+#include "report/layout_report.h"
 #include "plan/remat_plan.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
@@ -389,13 +391,61 @@ int run_pack(const PackArgs& a) {
   return 0;
 }
 
+// plan --gpus N: the data-parallel layout search (plan/layout_search.h, docs/distributed.md).
+struct LayoutArgs {
+  std::string global_batch, interconnect, emit_deepspeed;
+};
+
+int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateOptions& o, const LayoutArgs& l,
+                     const std::string& html, const std::string& export_chain, const std::string& budget,
+                     const std::string& strategy) {
+  if (!html.empty() || !export_chain.empty() || !budget.empty() || strategy != "auto" || cmd->count("--cost-gpu") ||
+      cmd->count("--activation-budget")) {
+    return fail("plan --gpus N takes --gpu NAME, --global-batch, --interconnect and --emit-deepspeed (not --html, --export-chain, --budget, --strategy, --cost-gpu or --activation-budget)");
+  }
+  Result<LayoutPlan> r = capture_input_errors([&]() -> LayoutPlan {
+    LayoutRequest req;
+    req.run = o;
+    req.gpus = o.parallel.gpus;
+    req.run.parallel = {};
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements) {
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel or --reduce-bucket-size");
+    }
+    if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
+    if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);
+    Progress progress("searching layouts of " + a.run.model);
+    Result<LayoutPlan> p = search_layouts(req);
+    progress.finish();
+    if (!p.ok()) throw InputError(p.error());
+    return p.value();
+  });
+  if (!r.ok()) return fail(r.error());
+  if (!l.emit_deepspeed.empty()) {
+    const LayoutOption* best = nullptr;
+    for (const LayoutOption& opt : r.value().ranked) {
+      if (opt.parallel.zero_stage && !best) best = &opt;
+    }
+    if (!best) return fail("--emit-deepspeed: no DeepSpeed ZeRO layout fits");
+    Result<Estimate> e = estimate(layout_options(r.value(), *best));
+    if (!e.ok()) return fail(e.error());
+    Result<std::string> config = deepspeed_config(e.value());
+    if (!config.ok()) return fail(config.error());
+    Result<int64_t> written = write_file_atomically(l.emit_deepspeed, config.value());
+    if (!written.ok()) return fail(written.error());
+    say_written(l.emit_deepspeed, written.value());
+  }
+  std::cout << (a.json ? layout_json(r.value()) : layout_text(r.value()));
+  return 0;
+}
+
 int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
                    const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain,
-                   const std::string& html) {
+                   const std::string& html, const LayoutArgs& layout) {
   Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Plan);
   if (!o.ok()) return fail(o.error());
-  if (o.value().parallel.given()) {
-    return fail("--gpus, --zero, --fsdp and --tensor-parallel apply to estimate, fit and report; plan's layout search is not built yet (docs/distributed.md)");
+  if (o.value().parallel.given()) return run_plan_layouts(a, cmd, o.value(), layout, html, export_chain, budget, strategy);
+  if (!layout.global_batch.empty() || !layout.interconnect.empty() || !layout.emit_deepspeed.empty()) {
+    return fail("--global-batch, --interconnect and --emit-deepspeed apply to plan --gpus N");
   }
   Result<Plan> r = capture_input_errors([&]() -> Plan {
     PlanRequest req;
@@ -611,6 +661,10 @@ int main_impl(int argc, char** argv) {
   planc->add_option("--graph", graph_file, "graph JSON: a chain file plus preds (docs/ilp.md)");
   planc->add_option("--time-limit", graph_time_limit, "--graph: solver time limit in seconds (default 10)");
   planc->add_flag("--persistent", graph_persistent, "--graph: persistent schedules only");
+  LayoutArgs layout_args;
+  planc->add_option("--global-batch", layout_args.global_batch, "--gpus N: samples per optimizer step over all GPUs (default --batch x N)");
+  planc->add_option("--interconnect", layout_args.interconnect, "--gpus N: GPU-to-GPU bandwidth per direction, e.g. 100GB/s (default: the GPU's NVLink or PCIe, InfiniBand between machines)");
+  planc->add_option("--emit-deepspeed", layout_args.emit_deepspeed, "--gpus N: write the fastest ZeRO layout's DeepSpeed JSON config to FILE");
   std::string plan_html_file;
   planc->add_option("--html", plan_html_file, "MODEL: also write an HTML page: memory over a step per strategy, the budget, decisions");
   PackArgs pa;
@@ -704,7 +758,8 @@ int main_impl(int argc, char** argv) {
       return run_plan_chain(chain_file, chain_budget, chain_slots, pla.json);
     }
     if (!chain_slots.empty()) return fail("--slots applies to --chain and --graph");
-    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file);
+    return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file,
+                          layout_args);
   }
   if (*packc) return run_pack(pa);
   if (*report) return run_report(ra, report, report_output, report_measured);

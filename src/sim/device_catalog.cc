@@ -119,6 +119,11 @@ GpuSpec parse_entry(const json& e, std::string_view origin, size_t index) {
   }
   g.host_link.bandwidth_bytes_per_s =
       positive_number(link, "bandwidth_gb_per_s", where + " host_link") * 1e9;
+  if (auto gl = e.find("gpu_link"); gl != e.end()) {
+    if (!gl->is_object()) throw InputError(where + ": 'gpu_link' must be an object");
+    if (text(*gl, "kind", where + " gpu_link") != "nvlink") throw InputError(where + ": gpu_link kind must be 'nvlink'");
+    g.gpu_link_bytes_per_s = positive_number(*gl, "bandwidth_gb_per_s", where + " gpu_link") * 1e9;
+  }
   g.source = text(e, "source", where);
   if (g.source.empty()) throw InputError(where + ": 'source' must name the datasheet");
   if (auto n = e.find("notes"); n != e.end() && n->is_string()) g.notes = n->get<std::string>();

@@ -37,6 +37,9 @@ struct GpuSpec {
   std::optional<double> bf16_flops;
   std::optional<double> fp8_flops;
   HostLink host_link;
+  // NVLink to the other GPUs of the board, per direction; unset: GPU-to-GPU copies go over PCIe
+  // at host_link's rate.
+  std::optional<double> gpu_link_bytes_per_s;
   std::string source;  // the vendor document
   std::string notes;
 };

@@ -1,0 +1,72 @@
+// plan MODEL --gpus N --gpu NAME: the data-parallel layout that trains fastest within each GPU's
+// memory. Every engine (DDP, DeepSpeed ZeRO 1-3, FSDP full and grad-op sharding) is tried at the
+// largest micro-batch that fits, with accumulation making up the global batch; each candidate is
+// one rank's program re-simulated by the planner's PlanContext (the same interpreter, allocator
+// and roofline as estimate and plan), and its communication comes from plan/collectives.h.
+//
+// Ranking: step time = compute (the roofline of the rank's program, all micro-batches) + the
+// communication that the backward pass cannot hide (DDP buckets, ZeRO's overlap_comm and FSDP's
+// prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
+// taken as 2/3 of the compute, the cost model's backward_factor of 2).
+//
+// Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
+// ordered by step time, then engine order; every engine is either ranked or rejected with a
+// reason; the output is deterministic.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/estimate.h"
+#include "plan/collectives.h"
+#include "util/error.h"
+
+namespace headroom {
+
+struct LayoutRequest {
+  EstimateOptions run;                  // model, batch, optimizer, precision, GPU; no layout
+  int64_t gpus = 0;
+  std::optional<int64_t> global_batch;  // default: run.batch x gpus (run.batch per GPU)
+  std::optional<double> interconnect_bytes_per_s;
+};
+
+struct LayoutOption {
+  std::string engine;  // "DDP", "ZeRO-1", ..., "FSDP full", "FSDP grad-op"
+  ParallelOptions parallel;
+  int64_t micro_batch = 0;
+  int64_t micro_batches = 1;
+  int64_t peak_bytes = 0;  // device total per GPU (context + reserved)
+  double compute_ms = 0;
+  StepCommunication comm;
+  double exposed_comm_ms = 0;
+  double step_ms = 0;
+  double samples_per_s = 0;
+};
+
+struct LayoutRejection {
+  std::string engine;
+  std::string why;
+};
+
+struct LayoutPlan {
+  std::string model;
+  std::string gpu;
+  int64_t gpus = 0;
+  int64_t global_batch = 0;
+  int64_t batch_per_gpu = 0;
+  int64_t budget_bytes = 0;
+  Interconnect link;
+  std::vector<LayoutOption> ranked;
+  std::vector<LayoutRejection> rejected;
+  int evaluations = 0;
+  EstimateOptions run;
+};
+
+Result<LayoutPlan> search_layouts(const LayoutRequest& request);
+
+// The estimate options of a ranked layout (for --emit-deepspeed and reports).
+EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option);
+
+}  // namespace headroom

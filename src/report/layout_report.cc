@@ -1,0 +1,76 @@
+#include "report/layout_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "util/format.h"
+
+namespace headroom {
+
+std::string layout_text(const LayoutPlan& p) {
+  std::string s = fmt::format("headroom plan: {} on {} x {}, global batch {} ({} per GPU), training ({}), {}\n", p.model,
+                              p.gpus, p.gpu, p.global_batch, p.batch_per_gpu, optimizer_name(p.run.optimizer),
+                              precision_name(p.run.precision));
+  s += fmt::format("links: {}; budget {} per GPU\n\n", p.link.description, human_bytes(p.budget_bytes));
+  if (p.ranked.empty()) {
+    s += "No data-parallel layout fits.\n";
+  } else {
+    s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
+                     "per GPU", "compute", "comm", "step", "samples/s");
+    int rank = 0;
+    for (const LayoutOption& o : p.ranked) {
+      s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank, o.engine,
+                       fmt::format("{} x {}", o.micro_batch, o.micro_batches), human_bytes(o.peak_bytes), o.compute_ms,
+                       o.comm.ms, o.step_ms, o.samples_per_s);
+    }
+  }
+  for (const LayoutRejection& r : p.rejected) s += fmt::format("does not fit: {}: {}\n", r.engine, r.why);
+  s += fmt::format("\nstep = compute + the communication the backward cannot hide; {} simulations.\n", p.evaluations);
+  if (!p.ranked.empty()) {
+    const LayoutOption& best = p.ranked.front();
+    std::string flags = best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
+                        : best.parallel.fsdp     ? std::string(" --fsdp ") + (*best.parallel.fsdp == FsdpStrategy::Full ? "full" : "grad-op")
+                                                 : "";
+    std::string accum = best.micro_batches > 1 ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
+                                               : fmt::format(" --batch {}", p.batch_per_gpu);
+    s += fmt::format("The per-GPU estimate of the first: headroom estimate {} --gpu {} --gpus {}{}{}\n", p.model, p.gpu, p.gpus,
+                     flags, accum);
+  }
+  return s;
+}
+
+std::string layout_json(const LayoutPlan& p) {
+  nlohmann::ordered_json j;
+  j["model"] = p.model;
+  j["gpu"] = p.gpu;
+  j["gpus"] = p.gpus;
+  j["global_batch"] = p.global_batch;
+  j["batch_per_gpu"] = p.batch_per_gpu;
+  j["budget_bytes"] = p.budget_bytes;
+  j["links"] = {{"description", p.link.description},
+                {"intra_node_bytes_per_s", p.link.intra_node_bytes_per_s},
+                {"inter_node_bytes_per_s", p.link.inter_node_bytes_per_s},
+                {"gpus_per_node", p.link.gpus_per_node}};
+  nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
+  for (const LayoutOption& o : p.ranked) {
+    ranked.push_back({{"layout", o.engine},
+                      {"micro_batch", o.micro_batch},
+                      {"grad_accum", o.micro_batches},
+                      {"peak_bytes", o.peak_bytes},
+                      {"compute_ms", o.compute_ms},
+                      {"comm_bytes_per_gpu", o.comm.bytes_per_gpu},
+                      {"comm_ms", o.comm.ms},
+                      {"exposed_comm_ms", o.exposed_comm_ms},
+                      {"step_ms", o.step_ms},
+                      {"samples_per_s", o.samples_per_s}});
+  }
+  j["ranked"] = ranked;
+  nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
+  for (const LayoutRejection& r : p.rejected) rejected.push_back({{"layout", r.engine}, {"why", r.why}});
+  j["rejected"] = rejected;
+  j["evaluations"] = p.evaluations;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace headroom

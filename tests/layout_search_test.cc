@@ -1,0 +1,160 @@
+// plan --gpus N: the ring-collective arithmetic by hand, the catalog's links, and the layout
+// search: every engine ranked or rejected, each ranked layout's per-GPU total the estimate of
+// that layout, the DeepSpeed config's batch arithmetic, and one-line errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli_runner.h"
+#include "estimate/estimate.h"
+#include "frontends/model_source.h"
+#include "options/run_args.h"
+#include "plan/layout_search.h"
+#include "sim/device_catalog.h"
+
+namespace headroom {
+namespace {
+
+using testing::CliRun;
+using testing::expect_usage_error;
+using testing::run_cli;
+
+Interconnect one_gb_per_s() {
+  Interconnect ic;
+  ic.intra_node_bytes_per_s = 1e9;
+  ic.inter_node_bytes_per_s = 0.5e9;
+  return ic;
+}
+
+TEST(Collectives, RingVolumesByEngine) {
+  // P = 1000 parameter bytes, G = 1000 gradient bytes, 4 GPUs, one micro-batch: DDP all-reduces
+  // G (2 x (4-1)/4 x 1000 = 1500 bytes per GPU) at 1 GB/s x 0.8 = 1.875 us, plus one collective
+  // call of 20 us.
+  StepCommunication ddp = step_communication(DataParallelEngine::Ddp, 1000, 1000, 4, 1, one_gb_per_s());
+  EXPECT_EQ(ddp.bytes_per_gpu, 1500);
+  EXPECT_EQ(ddp.collectives, 1);
+  EXPECT_DOUBLE_EQ(ddp.ms, 1500 / 0.8e9 * 1e3 + 0.02);
+  // ZeRO-1: reduce-scatter G + all-gather P once: (1000 + 1000) x 3/4 = 1500.
+  EXPECT_EQ(step_communication(DataParallelEngine::Zero1, 1000, 1000, 4, 4, one_gb_per_s()).bytes_per_gpu, 1500);
+  // ZeRO-2 with 4 micro-batches: 4 reduce-scatters of G + one all-gather of P: 5000 x 3/4.
+  EXPECT_EQ(step_communication(DataParallelEngine::Zero2, 1000, 1000, 4, 4, one_gb_per_s()).bytes_per_gpu, 3750);
+  // ZeRO-3 and FSDP full: per micro-batch two gathers of P and a reduce-scatter of G:
+  // 4 x 3000 x 3/4 = 9000; grad-op gathers once: 4 x 2000 x 3/4 = 6000.
+  EXPECT_EQ(step_communication(DataParallelEngine::Zero3, 1000, 1000, 4, 4, one_gb_per_s()).bytes_per_gpu, 9000);
+  EXPECT_EQ(step_communication(DataParallelEngine::FsdpFull, 1000, 1000, 4, 4, one_gb_per_s()).bytes_per_gpu, 9000);
+  EXPECT_EQ(step_communication(DataParallelEngine::FsdpGradOp, 1000, 1000, 4, 4, one_gb_per_s()).bytes_per_gpu, 6000);
+  // One GPU sends nothing; past 8 GPUs the slower network link sets the rate.
+  EXPECT_EQ(step_communication(DataParallelEngine::Ddp, 1000, 1000, 1, 1, one_gb_per_s()).ms, 0.0);
+  StepCommunication wide = step_communication(DataParallelEngine::Ddp, 1000, 1000, 16, 1, one_gb_per_s());
+  EXPECT_DOUBLE_EQ(wide.ms, 2000.0 * 15 / 16 / 0.4e9 * 1e3 + 0.02);
+}
+
+TEST(Collectives, LinksFromTheCatalog) {
+  // A100 SXM: NVLink 600 GB/s bidirectional = 300 per direction; Ampere machines get HDR
+  // InfiniBand, 200 Gb/s = 25 GB/s per GPU. T4 has no NVLink: PCIe Gen3 x16, 15.75 GB/s.
+  Interconnect a100 = default_interconnect(DeviceCatalog::builtin().find("A100-SXM4-40GB"), std::nullopt);
+  EXPECT_DOUBLE_EQ(a100.intra_node_bytes_per_s, 300e9);
+  EXPECT_DOUBLE_EQ(a100.inter_node_bytes_per_s, 25e9);
+  Interconnect t4 = default_interconnect(DeviceCatalog::builtin().find("T4"), std::nullopt);
+  EXPECT_DOUBLE_EQ(t4.intra_node_bytes_per_s, 15.75e9);
+  Interconnect given = default_interconnect(DeviceCatalog::builtin().find("T4"), 1e11);
+  EXPECT_DOUBLE_EQ(given.intra_node_bytes_per_s, 1e11);
+  EXPECT_DOUBLE_EQ(given.inter_node_bytes_per_s, 1e11);
+}
+
+TEST(Collectives, Bandwidths) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("--interconnect", "100GB/s"), 1e11);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("--interconnect", "400Gb/s"), 5e10);
+  EXPECT_THROW(parse_bandwidth("--interconnect", "fast"), InputError);
+  EXPECT_THROW(parse_bandwidth("--interconnect", "0GB/s"), InputError);
+  EXPECT_THROW(parse_bandwidth("--interconnect", "100"), InputError);
+}
+
+LayoutPlan search(const std::string& model, const std::string& gpu, int64_t gpus, int64_t batch) {
+  RunArgs a;
+  a.model = model;
+  a.batch = std::to_string(batch);
+  a.gpu = gpu;
+  a.margin = "0%";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  EXPECT_TRUE(o.ok()) << o.error();
+  LayoutRequest r;
+  r.run = o.value();
+  r.gpus = gpus;
+  Result<LayoutPlan> p = search_layouts(r);
+  EXPECT_TRUE(p.ok()) << p.error();
+  return p.value();
+}
+
+TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
+  LayoutPlan p = search("gpt2", "T4", 4, 16);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 6u);
+  EXPECT_EQ(p.global_batch, 64);  // --batch 16 per GPU x 4
+  ASSERT_FALSE(p.ranked.empty());
+  for (size_t i = 0; i < p.ranked.size(); ++i) {
+    const LayoutOption& l = p.ranked[i];
+    if (i > 0) EXPECT_LE(p.ranked[i - 1].step_ms, l.step_ms);
+    EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
+    EXPECT_EQ(l.micro_batch * l.micro_batches, 16) << l.engine;
+    // One source of truth: the per-GPU total is what estimate says for that layout.
+    Result<Estimate> e = estimate(layout_options(p, l));
+    ASSERT_TRUE(e.ok()) << e.error();
+    EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms) << l.engine;
+  }
+}
+
+TEST(LayoutSearch, PicksTheLargestMicroBatchThatFits) {
+  // gpt2 with Adam at 64 sequences per GPU does not fit a T4 whole: accumulation makes it up.
+  LayoutPlan p = search("gpt2", "T4", 2, 64);
+  ASSERT_FALSE(p.ranked.empty());
+  for (const LayoutOption& l : p.ranked) {
+    EXPECT_GT(l.micro_batches, 1) << l.engine;
+    if (l.micro_batch < 64) {
+      // Twice the micro-batch does not fit with the same engine.
+      LayoutOption bigger = l;
+      bigger.micro_batch *= 2;
+      bigger.micro_batches /= 2;
+      Result<Estimate> e = estimate(layout_options(p, bigger));
+      ASSERT_TRUE(e.ok()) << e.error();
+      EXPECT_GT(e.value().device->device_total_bytes, p.budget_bytes) << l.engine;
+    }
+  }
+}
+
+TEST(LayoutSearchCli, RankedTableAndDeepSpeedConfig) {
+  const std::string file = ::testing::TempDir() + "headroom_layout_ds.json";
+  CliRun r = run_cli("plan gpt2 --gpus 4 --gpu T4 --batch 16 --emit-deepspeed " + file);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("headroom plan: gpt2 on 4 x T4, global batch 64 (16 per GPU)"), std::string::npos) << r.out;
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json ds = nlohmann::json::parse(ss.str());
+  // DeepSpeed's start-up check: train_batch_size = micro x accumulation x data-parallel size.
+  EXPECT_EQ(ds["train_batch_size"].get<int64_t>(),
+            ds["train_micro_batch_size_per_gpu"].get<int64_t>() * ds["gradient_accumulation_steps"].get<int64_t>() * 4);
+  EXPECT_EQ(ds["train_batch_size"].get<int64_t>(), 64);
+  std::remove(file.c_str());
+  CliRun j = run_cli("plan gpt2 --gpus 4 --gpu T4 --batch 16 --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json plan = nlohmann::json::parse(j.out);
+  EXPECT_EQ(plan["ranked"].size() + plan["rejected"].size(), 6u);
+}
+
+TEST(LayoutSearchCli, BadRequestsAreOneLine) {
+  expect_usage_error("plan gpt2 --gpus 4", "plan --gpus N needs --gpu NAME");
+  expect_usage_error("plan gpt2 --gpus 4 --zero 3 --gpu T4", "searches the layout itself");
+  expect_usage_error("plan gpt2 --gpus 4 --gpu T4 --interconnect fast", "--interconnect fast is not a bandwidth");
+  expect_usage_error("plan gpt2 --gpus 4 --gpu T4 --global-batch 6", "--global-batch 6 is not a multiple of --gpus 4");
+  expect_usage_error("plan gpt2 --gpu T4 --global-batch 8", "apply to plan --gpus N");
+  expect_usage_error("plan gpt2 --gpus 4 --gpu T4 --strategy checkpoint", "plan --gpus N takes");
+  expect_usage_error("plan gpt2 --gpus 4 --gpu T4 --mode infer", "training layouts");
+}
+
+}  // namespace
+}  // namespace headroom
