@@ -104,7 +104,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--attention", e.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--lora", e.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
   cmd->add_option("--qlora", e.qlora, "training, Hugging Face decoders: QLoRA, i.e. --lora SPEC --weights nf4 --precision bf16 --optimizer paged-adamw8bit");
-  cmd->add_option("--weights", e.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) storage of the decoder layers' linears");
+  cmd->add_option("--weights", e.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) or fp8 (FbgemmFp8Linear) storage of the decoder layers' linears");
   cmd->add_option("--group-size", e.group_size, "--weights int4: values per scale and zero (default 128)");
   cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");

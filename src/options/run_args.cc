@@ -180,7 +180,8 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, bool fit_comma
       if (*a.weights == "int8") o.weights = WeightFormat::Int8;
       else if (*a.weights == "int4") o.weights = WeightFormat::Int4;
       else if (*a.weights == "nf4") o.weights = WeightFormat::Nf4;
-      else throw InputError("--weights must be int8, int4 or nf4 (fp16 / bf16 storage: --precision), got '" + *a.weights + "'");
+      else if (*a.weights == "fp8") o.weights = WeightFormat::Fp8;
+      else throw InputError("--weights must be int8, int4, nf4 or fp8 (fp16 / bf16 storage: --precision), got '" + *a.weights + "'");
     }
     if (a.group_size) o.group_size = parse_positive("--group-size", *a.group_size);
     o.freeze = a.freeze;

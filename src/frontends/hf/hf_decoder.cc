@@ -458,8 +458,11 @@ class Forward {
   //  int8: MatMul8bitLt: A.to(float16) (when the model is not fp16), int8_vectorwise_quant's
   //    int8 copy and fp32 row scales, the int32 product, the fp16 result before .to(dtype);
   //    the outlier columns (threshold 6.0) depend on the data and are not counted;
-  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch.
-  // The bias is added in place.
+  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch;
+  //  fp8: FbgemmFp8Linear.forward: quantize_fp8_per_row(x) gives the fp8 activations [tokens, in]
+  //    and their fp32 row scales [tokens], alive while f8f8bf16_rowwise makes the bf16 output,
+  //    then deleted; the bias is added out of place (output + self.bias).
+  // Otherwise the bias is added in place.
   TensorId base_linear(const std::string& m, TensorId x, const LinearParams& p) {
     if (p.quant.empty()) return apply_linear(b_, m, x, p);
     const int64_t tokens = b_.tensor(x).numel() / p.in;
@@ -473,8 +476,11 @@ class Forward {
       temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
       temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 4, m), m);
       if (b_.tensor(x).dtype != DType::F16) temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 2, m), m);
+    } else if (weights_ == WeightFormat::Fp8) {
+      temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
     }
     TensorId out = b_.quant_linear(m, x, p.quant, p.out, temp, aux);
+    if (p.bias != kNone && weights_ == WeightFormat::Fp8) return b_.add(m + ".bias.add", out, p.bias);
     if (p.bias != kNone) out = b_.add_(m + ".bias.add_", out, p.bias);
     return out;
   }
@@ -586,6 +592,11 @@ void check_weights(const BuildConfig& cfg, const std::string& model) {
   if (cfg.weights == WeightFormat::Int4) {
     if (cfg.dtype != DType::F16) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) runs in fp16: add --precision fp16");
     if (!cfg.inference) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) is inference only");
+  }
+  if (cfg.weights == WeightFormat::Fp8) {
+    // FbgemmFp8HfQuantizer refuses float16; f8f8bf16_rowwise returns bf16 and has no backward.
+    if (cfg.dtype != DType::BF16) throw InputError(model + ": --weights fp8 (FbgemmFp8Linear) runs in bf16: add --precision bf16");
+    if (!cfg.inference) throw InputError(model + ": --weights fp8 (FbgemmFp8Linear, fbgemm kernels without backward) is inference only");
   }
 }
 

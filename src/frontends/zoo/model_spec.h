@@ -52,8 +52,9 @@ struct LoraConfig {
 
 // How the decoder layers' nn.Linear weights are stored (--weights): as the model dtype, or
 // quantized the way bitsandbytes (int8: LLM.int8, nf4: 4-bit NormalFloat with double
-// quantization) or GPTQ (int4, exllamav2 kernels, --group-size) store them.
-enum class WeightFormat : uint8_t { Default, Int8, Int4, Nf4 };
+// quantization), GPTQ (int4, exllamav2 kernels, --group-size) or transformers' FbgemmFp8Linear
+// (fp8: float8_e4m3fn with fp32 row scales) store them.
+enum class WeightFormat : uint8_t { Default, Int8, Int4, Nf4, Fp8 };
 
 // What every builder needs besides its own parameters.
 struct BuildConfig {
