@@ -1,6 +1,8 @@
 // Chain checkpointing solver speed: a random 400-stage chain at 500 slots (target < 0.5 s for
 // solve_chain: discretization, the table, reconstruction and both re-simulations), at budgets from
 // 10% to 90% of storing everything. The argument is the budget in percent of M_all.
+// Then the table alone (solve_chain_dp) on one thread: at 400 stages x 500 slots, and over
+// 100-1,000 stages at 500 slots and a 50% budget (the growth in stages).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -49,6 +51,32 @@ void BM_SolveChain400x500(benchmark::State& state) {
       feasible ? 100.0 * (makespan / no_checkpoint_makespan_ms(c) - 1.0) : 0;
 }
 BENCHMARK(BM_SolveChain400x500)->Arg(10)->Arg(25)->Arg(50)->Arg(90)->Unit(benchmark::kMillisecond);
+
+// The slot chain and memory solve_chain would give the table at `percent` of M_all.
+struct SlotProblem {
+  Chain chain;
+  int memory = 500;
+};
+SlotProblem slot_problem(int stages, int64_t percent) {
+  const Chain c = random_chain(stages, 42);
+  const int64_t budget = store_all_peak(c) * percent / 100;
+  return {discretize_chain(c, budget / 500), 500};
+}
+
+void BM_ChainTableOneThread(benchmark::State& state) {
+  const SlotProblem p = slot_problem(static_cast<int>(state.range(0)), state.range(1));
+  double makespan = 0;
+  for (auto _ : state) {
+    const ChainDpResult r = solve_chain_dp(p.chain, p.memory, 1);
+    makespan = r.makespan_ms;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["makespan_ms"] = makespan;
+}
+BENCHMARK(BM_ChainTableOneThread)
+    ->Args({400, 10})->Args({400, 25})->Args({400, 50})->Args({400, 90})
+    ->Args({100, 50})->Args({200, 50})->Args({300, 50})->Args({500, 50})->Args({700, 50})->Args({1000, 50})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace headroom

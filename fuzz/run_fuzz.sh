@@ -7,7 +7,7 @@
 #   fuzz/run_fuzz.sh [SECONDS] [TARGET|all] [extra libFuzzer flags...]   (default 60 s, all)
 #
 # Targets: onnx (onnx_import_fuzz), chain (chain_json_fuzz), graph (graph_json_fuzz),
-# workload (workload_json_fuzz).
+# workload (workload_json_fuzz), hf (hf_config_fuzz).
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -19,13 +19,14 @@ if ! command -v clang++ >/dev/null 2>&1; then
   exit 1
 fi
 case "$which" in
-  all) targets="onnx chain graph workload" ;;
-  onnx|chain|graph|workload) targets=$which ;;
-  *) echo "run_fuzz.sh: unknown target '$which' (onnx, chain, graph, workload or all)" >&2; exit 2 ;;
+  all) targets="onnx chain graph workload hf" ;;
+  onnx|chain|graph|workload|hf) targets=$which ;;
+  *) echo "run_fuzz.sh: unknown target '$which' (onnx, chain, graph, workload, hf or all)" >&2; exit 2 ;;
 esac
 binary() {
   case "$1" in
     onnx) echo onnx_import_fuzz ;;
+    hf) echo hf_config_fuzz ;;
     *) echo "$1_json_fuzz" ;;
   esac
 }
@@ -40,6 +41,7 @@ for t in $targets; do
   # The JSON formats' seeds also include every example and test input of that kind.
   case "$t" in
     onnx) extra="tests/data/onnx" ;;
+    hf) extra="data/hf-configs validation/hf-configs" ;;
     *) extra="" ;;
   esac
   mkdir -p "build/fuzz/corpus/$t"

@@ -3,6 +3,8 @@
 //  - the run functions (estimate, fit, plan, report) taking the options as the CLI's keyword names
 //    (options/run_args.h) and returning the CLI's JSON text, so that headroom.estimate(...) equals
 //    `headroom estimate --json` by construction;
+//  - pack over captured modules (headroom.pack): pack's JSON and each layer's weight names, which
+//    python/headroom/gemel.py maps back onto the modules' parameters to merge them;
 //  - GraphBuilder, through which recorder.py and lower.py write the graph of a captured nn.Module;
 //  - the exceptions: Error, and InputError for the library's one-line input problems.
 // The library never includes Python; this file is the only place the two meet.
@@ -10,13 +12,20 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "ir/builder.h"
 #include "options/run_args.h"
+#include "pack/pack.h"
+#include "pack/pack_report.h"
+#include "pack/workload.h"
 #include "plan/planner.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
@@ -76,7 +85,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
   if (a.mode == "serve") throw InputError("mode='serve' is the CLI's for now: headroom fit CONFIG --gpu NAME --mode serve --context N");
-  EstimateOptions o = unwrap(to_estimate_options(a, /*fit_command=*/true));
+  EstimateOptions o = unwrap(to_estimate_options(a, RunCommand::Fit));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");
   std::vector<std::string> gpus;
   if (a.gpu == "all") {
@@ -84,17 +93,25 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   } else {
     gpus.push_back(a.gpu);
   }
-  std::vector<FitResult> results;
+  std::optional<RankRequest> rank = to_rank_request(a);
+  if (rank && vary != "batch") throw InputError("objective ranks GPUs by batch; it does not apply with vary='seq'");
+  std::vector<GpuOptions> gpu_options;
+  std::vector<EstimateOptions> runs;
   for (const std::string& name : gpus) {
     RunArgs one = a;
     one.gpu = name;
-    FitOptions f;
-    f.estimate = o;
-    apply_gpu_args(one, f.estimate, /*required=*/true, /*gpu_all=*/true);
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    results.push_back(unwrap(fit(f)));
+    EstimateOptions e = o;
+    apply_gpu_args(one, e, /*required=*/true, /*gpu_all=*/true);
+    gpu_options.push_back(*e.gpu);
+    runs.push_back(e);
   }
-  return fit_json(o, results);
+  FitOptions f;
+  f.estimate = o;
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  std::vector<FitResult> results = unwrap(fit_all(f, gpu_options));
+  std::optional<Ranking> ranking;
+  if (rank) ranking = Ranking{rank->objective, unwrap(rank_gpus(*rank, runs, results))};
+  return fit_json(o, results, {}, ranking);
 }
 
 std::string plan_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
@@ -103,7 +120,7 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
   PlanRequest req;
   RunArgs a = to_run_args(model, options, captured);
   if (!a.margin_given) a.margin = "0%";  // as the CLI: a plan's budget is the whole GPU unless asked
-  req.run = unwrap(to_estimate_options(a));
+  req.run = unwrap(to_estimate_options(a, RunCommand::Plan));
   if (!budget.empty()) req.budget_bytes = parse_memory_size(budget);
   if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
   req.strategy = strategy;
@@ -112,10 +129,45 @@ std::string plan_json_text(const std::string& model, const std::vector<std::pair
 }
 
 void report_file(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
-                 const py::object& captured, const std::string& path) {
-  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured)));
-  std::string html = unwrap(html_report(o));
+                 const py::object& captured, const std::string& path, const std::string& measured) {
+  EstimateOptions o = unwrap(to_estimate_options(to_run_args(model, options, captured), RunCommand::Report));
+  HtmlReportOptions ho;
+  if (!measured.empty()) ho.measured = unwrap(read_watch_samples(measured));
+  std::string html = unwrap(html_report(o, ho));
   (void)unwrap(write_file_atomically(path, html));
+}
+
+// `headroom pack` on models whose graphs come from Python: graphs[i](batch) builds model i's
+// inference graph (a captured module, lowered). Returns pack's JSON text and, per model, each
+// layer's name and weight names in pack's layer order (members refer to them by name).
+using LayerWeights = std::vector<std::pair<std::string, std::vector<std::string>>>;
+std::pair<std::string, std::vector<LayerWeights>> pack_captured(const std::vector<std::string>& names,
+                                                                const std::vector<py::function>& graphs, int64_t batch,
+                                                                const std::string& gpu, const std::string& gpu_memory,
+                                                                const std::string& workload,
+                                                                std::optional<int32_t> merged_groups) {
+  if (names.size() != graphs.size()) throw InputError("pack: one graph builder per model name");
+  PackOptions o;
+  o.models = names;
+  o.batch = batch;
+  o.gpu = gpu;
+  if (!gpu_memory.empty()) o.gpu_memory = parse_memory_size(gpu_memory);
+  if (!workload.empty()) o.workload = unwrap(read_workload_file(workload));
+  o.merged_groups = merged_groups;
+  ModelLoader loader = [&](const std::string& name, int64_t b) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) throw InputError("pack: no model named '" + name + "'");
+    py::object g = graphs[static_cast<size_t>(it - names.begin())](b);
+    return loaded_from_graph(g.cast<Graph>());
+  };
+  PackReport r = unwrap(pack(o, loader));
+  std::vector<LayerWeights> layers;
+  for (const PackModel& m : r.models) {
+    LayerWeights lw;
+    for (const Layer& l : m.layers.layers) lw.emplace_back(l.name, l.weight_names);
+    layers.push_back(std::move(lw));
+  }
+  return {pack_json(r), std::move(layers)};
 }
 
 DType to_dtype(const std::string& name) {
@@ -255,6 +307,9 @@ PYBIND11_MODULE(_native, m) {
   m.def("fit_json", &fit_json_text, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("vary"));
   m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("budget"),
         py::arg("activation_budget"), py::arg("strategy"), py::arg("cost_gpu"));
-  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"));
+  m.def("pack_json", &pack_captured, py::arg("names"), py::arg("graphs"), py::arg("batch"), py::arg("gpu"),
+        py::arg("gpu_memory"), py::arg("workload"), py::arg("merged_groups"));
+  m.def("report", &report_file, py::arg("model"), py::arg("options"), py::arg("captured"), py::arg("path"),
+        py::arg("measured") = "");
   bind_builder(m);
 }

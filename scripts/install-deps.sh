@@ -6,10 +6,13 @@ set -euo pipefail
 what="${1:-build}"
 build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev
             libcli11-dev libxxhash-dev pkg-config libonnx-dev libprotobuf-dev protobuf-compiler coinor-libcbc-dev
-            pybind11-dev python3-dev python3-pytest)
-# The Python package's tests in `make test` capture torch/torchvision modules; measuring needs torch.
-validate_pkgs=(python3-torch python3-torchvision python3-onnx)
-# The HTML report test renders `headroom report` output in headless Chromium (`make test`).
+            pybind11-dev python3-dev python3-pytest zsh)
+# zsh: tests/install checks the generated zsh completion parses (zsh -n).
+# The Python package's tests in `make test` capture torch/torchvision modules (and run examples/gemel_digits.py
+# on scikit-learn's bundled digits); measuring needs torch.
+validate_pkgs=(python3-torch python3-torchvision python3-onnx python3-sklearn)
+# The HTML page tests lay out the report, plan and pack pages in headless Chromium at 390, 1280 and
+# 2560 px and measure them from the DOM (--dump-dom; no chromedriver needed) (`make test`).
 browser_pkgs=(chromium)
 # The ONNX importer's libFuzzer target (clang with compiler-rt), run for a bounded time by `make test`.
 fuzz_pkgs=(clang libclang-rt-14-dev)

@@ -103,42 +103,146 @@ std::pair<uint32_t, uint32_t> png_size(const std::string& bytes) {
   return {be32(16), be32(20)};
 }
 
-void expect_renders_in_chromium(const std::string& html, const std::string& png) {
+namespace {
+
+// The harness's measuring script (runs in the harness, reads the framed page's DOM).
+constexpr const char* kMeasure = R"JS(
+addEventListener('load', () => {
+  const out = [];
+  const d = document.getElementById('page').contentDocument;
+  const root = d.documentElement;
+  if (root.scrollWidth > root.clientWidth + 0.5)
+    out.push('horizontal scroll: the page is ' + root.scrollWidth + ' px wide in a ' + root.clientWidth + ' px viewport');
+  const short = s => { s = s.replace(/\s+/g, ' ').trim(); return JSON.stringify(s.length > 40 ? s.slice(0, 40) + '...' : s); };
+  const boxes = [];
+  for (const t of d.querySelectorAll('svg text')) {
+    const r = t.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0) boxes.push({r, text: t.textContent, node: t, svg: true});
+  }
+  const walker = d.createTreeWalker(d.body, NodeFilter.SHOW_TEXT);
+  const range = d.createRange();
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (!n.data.trim() || n.parentElement.closest('svg')) continue;
+    range.selectNodeContents(n);
+    const rects = [...range.getClientRects()].filter(r => r.width > 0.5 && r.height > 0.5);
+    for (const r of rects) boxes.push({r, text: n.data, node: n, svg: false});
+    const tops = new Set(rects.map(r => Math.round(r.top)));
+    if (tops.size < 2) continue;
+    // Where the node wraps: the first character of each new line.
+    let prev = null;
+    for (let i = 0; i < n.data.length; ++i) {
+      range.setStart(n, i); range.setEnd(n, i + 1);
+      const cr = range.getClientRects();
+      if (!cr.length || cr[0].width === 0) continue;
+      const top = cr[0].top;
+      if (prev !== null && top > prev + 2) {
+        const a = n.data[i - 1], b = n.data[i];
+        if (!/\s/.test(a) && !/\s/.test(b) && a !== '-' && a !== '/')
+          out.push('mid-word break: ' + short(n.data) + ' wraps between ' + JSON.stringify(a) + ' and ' + JSON.stringify(b));
+      }
+      prev = top;
+    }
+  }
+  boxes.sort((p, q) => p.r.top - q.r.top);
+  for (let i = 0; i < boxes.length; ++i) {
+    const a = boxes[i].r;
+    for (let j = i + 1; j < boxes.length && boxes[j].r.top < a.bottom - 1; ++j) {
+      if (boxes[j].node === boxes[i].node) continue;
+      const b = boxes[j].r;
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1)
+        out.push('overlapping text: ' + short(boxes[i].text) + ' and ' + short(boxes[j].text) + ' share ' + w.toFixed(1) + ' x ' + h.toFixed(1) + ' px');
+    }
+  }
+  for (const l of d.querySelectorAll('svg line[class]')) {
+    const lr = l.getBoundingClientRect();
+    if (lr.height > 0.5) continue;  // horizontal lines only
+    for (const b of boxes) {
+      if (!b.svg) continue;
+      const r = b.r;
+      if (r.left < lr.right - 1 && r.right > lr.left + 1 && r.top < lr.top && r.bottom > lr.top)
+        out.push('label over a line: ' + short(b.text) + ' crosses the ' + l.getAttribute('class') + ' line');
+    }
+  }
+  out.push('measured ' + boxes.length + ' text boxes');
+  const pre = document.createElement('pre');
+  pre.id = 'layout';
+  pre.textContent = out.join('\n');
+  document.body.appendChild(pre);
+});
+)JS";
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string unescape_html(std::string s) {
+  for (auto [from, to] : {std::pair<std::string, std::string>{"&quot;", "\""}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}}) {
+    for (size_t k = s.find(from); k != std::string::npos; k = s.find(from, k + to.size())) s.replace(k, from.size(), to);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> layout_problems(const std::string& html, int width, const std::string& png) {
+  std::vector<std::string> problems;
   std::string chromium = find_chromium();
-  ASSERT_FALSE(chromium.empty())
-      << "Chromium is not installed: the HTML tests render the pages in headless Chromium. "
-         "Install it with `scripts/install-deps.sh browser` (Debian package chromium; `make test` does this), "
-         "or point HEADROOM_CHROMIUM at the binary.";
-  std::string log = png + ".log";
+  EXPECT_FALSE(chromium.empty()) << "Chromium is not installed: install it with `scripts/install-deps.sh browser`, or point "
+                                    "HEADROOM_CHROMIUM at the binary.";
+  if (chromium.empty()) return {"no chromium"};
+  const fs::path page = fs::absolute(html);
+  const std::string harness = png + ".harness.html";
+  {
+    std::ofstream h(harness);
+    h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><style>body{margin:0}iframe{border:0;display:block}</style></head>"
+         "<body><iframe id=\"page\" src=\"file://" << page.string() << "\" style=\"width:" << width
+      << "px;height:2000px\"></iframe>\n<script>" << kMeasure << "</script></body></html>\n";
+  }
+  const std::string log = png + ".log", dom = png + ".dom.html";
   fs::remove(png);
   char profile[] = "/tmp/headroom-chromium-XXXXXX";
-  ASSERT_NE(mkdtemp(profile), nullptr);
+  EXPECT_NE(mkdtemp(profile), nullptr);
   std::string cmd = "timeout 120 " + chromium +
-                    " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-                    " --disable-background-networking --disable-component-update --disable-sync"
-                    " --user-data-dir=" + std::string(profile) + " --screenshot=" + png +
-                    " --window-size=1400,2000 --enable-logging=stderr --v=0 file://" + fs::absolute(html).string() +
-                    " >" + log + " 2>&1";
+                    " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --allow-file-access-from-files"
+                    " --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars"
+                    " --user-data-dir=" + std::string(profile) + " --screenshot=" + png + " --window-size=" +
+                    std::to_string(width) + ",2000 --enable-logging=stderr --v=0 --dump-dom file://" +
+                    fs::absolute(harness).string() + " >" + dom + " 2>" + log;
   int status = std::system(cmd.c_str());
   fs::remove_all(profile);
-  std::ifstream lf(log);
-  std::string out((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "chromium failed:\n" << out;
+  std::string err = read_all(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "chromium failed:\n" << err;
+  std::stringstream ls(err);
+  for (std::string line; std::getline(ls, line);) EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
+  auto [w, h] = png_size(read_all(png));
+  EXPECT_EQ(w, static_cast<uint32_t>(width)) << png;
+  EXPECT_EQ(h, 2000u) << png;
 
-  std::ifstream pf(png, std::ios::binary);
-  ASSERT_TRUE(pf.good()) << "no screenshot at " << png << "\n" << out;
-  std::string bytes((std::istreambuf_iterator<char>(pf)), std::istreambuf_iterator<char>());
-  auto [w, h] = png_size(bytes);
-  EXPECT_EQ(w, 1400u);
-  EXPECT_EQ(h, 2000u);
-  // A blank 1400x2000 page compresses to a few KB; charts, tables and text are far larger.
-  EXPECT_GT(bytes.size(), 100u * 1024) << png;
+  std::string out = read_all(dom);
+  const std::string open = "<pre id=\"layout\">";
+  size_t a = out.find(open), b = out.find("</pre>", a);
+  if (a == std::string::npos || b == std::string::npos) return {"the harness wrote no measurement (see " + dom + ")"};
+  std::stringstream ss(unescape_html(out.substr(a + open.size(), b - a - open.size())));
+  bool measured = false;
+  for (std::string line; std::getline(ss, line);) {
+    if (line.rfind("measured ", 0) == 0) {
+      measured = line != "measured 0 text boxes";
+      continue;
+    }
+    problems.push_back(line);
+  }
+  if (!measured) problems.push_back("no text measured: the page did not render");
+  return problems;
+}
 
-  // Console messages (errors, warnings, failed loads) are logged as "...:CONSOLE...".
-  std::stringstream ls(out);
-  std::string line;
-  while (std::getline(ls, line)) {
-    EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
+void expect_clean_layout(const std::string& html, const std::string& stem) {
+  const std::string dir = fs::path(html).parent_path().string();
+  for (int width : kLayoutWidths) {
+    const std::string png = (dir.empty() ? std::string(".") : dir) + "/" + stem + "-" + std::to_string(width) + ".png";
+    for (const std::string& p : layout_problems(html, width, png)) ADD_FAILURE() << width << " px: " << p;
   }
 }
 

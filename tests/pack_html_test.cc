@@ -1,6 +1,7 @@
 // The pack page (src/report/pack_html.h): the plotted numbers are the pack result's, read back
 // from the markup; the trio of tests/pack_onnx_models.h gives hand-derived anchors; the CLI
 // writes the page atomically; it renders in headless Chromium (test-artifacts/pack.png).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include "cli_runner.h"
 #include "html_test_util.h"
 #include "pack/pack.h"
+#include "pack/swap_sim.h"
+#include "pack/workload.h"
 #include "pack_onnx_models.h"
 #include "report/pack_html.h"
 
@@ -122,16 +125,30 @@ TEST(PackHtml, DistributionCurvesAreTheLayerBytesLargestFirst) {
   ASSERT_EQ(g.size(), 1u);
   Plot p = plot_of(g[0]);
   std::vector<Attrs> paths = elements(html, "path", "model-share");
-  ASSERT_EQ(paths.size(), r.models.size());
+  // Models with the same layer bytes share one curve, named for all of them ("a, b"), in the
+  // first one's place: every model is named by exactly one curve.
+  std::vector<size_t> curve_of(r.models.size(), paths.size());
+  for (size_t k = 0; k < paths.size(); ++k) {
+    std::string names = paths[k].at("data-model") + ", ";
+    for (size_t at = 0, comma; (comma = names.find(", ", at)) != std::string::npos; at = comma + 2) {
+      const std::string label = names.substr(at, comma - at);
+      for (size_t mi = 0; mi < r.models.size(); ++mi) {
+        if (r.models[mi].label != label) continue;
+        EXPECT_EQ(curve_of[mi], paths.size()) << label << " on two curves";
+        curve_of[mi] = k;
+      }
+    }
+  }
   for (size_t mi = 0; mi < r.models.size(); ++mi) {
     const PackModel& m = r.models[mi];
-    EXPECT_EQ(paths[mi].at("data-model"), m.label);
+    ASSERT_LT(curve_of[mi], paths.size()) << m.label << " has no curve";
+    const Attrs& path = paths[curve_of[mi]];
     std::vector<int64_t> expected;
     for (const Layer& l : m.layers.layers) expected.push_back(l.bytes);
     std::sort(expected.begin(), expected.end(), std::greater<>());
-    std::vector<int64_t> got = int_list(paths[mi].at("data-bytes"));
+    std::vector<int64_t> got = int_list(path.at("data-bytes"));
     EXPECT_EQ(got, expected) << m.label;
-    std::vector<double> d = numbers(paths[mi].at("d"));
+    std::vector<double> d = numbers(path.at("d"));
     ASSERT_EQ(d.size(), 2 * (expected.size() + 1));
     int64_t acc = 0;
     for (size_t i = 0; i <= expected.size(); ++i) {
@@ -175,6 +192,79 @@ TEST(PackHtml, CapacityAndRoomForWeightsWhenOnTheScale) {
   // Built-in models have no values: nothing is free, no free level is drawn.
   EXPECT_TRUE(elements(html, "line", "free-sharing").empty());
   EXPECT_NE(html.find("no weight values (built-in architecture): identical-weight check skipped"), std::string::npos);
+  EXPECT_NE(html.find(" with free sharing and every merge, of 300 MiB"), std::string::npos);
+  // --merged-groups 2: the residency card names the prefix it counts.
+  o.merged_groups = 2;
+  Result<PackReport> kept = pack(o);
+  ASSERT_TRUE(kept.ok()) << kept.error();
+  EXPECT_NE(pack_html(kept.value()).find(fmt::format(" with free sharing and the first 2 of {} merges, of 300 MiB",
+                                                     r.plan.groups.size())),
+            std::string::npos);
+}
+
+// Built-in models by name, no GPU, with an optional workload.
+PackOptions options_of(std::vector<std::string> models, std::optional<Workload> workload = std::nullopt) {
+  PackOptions o;
+  o.models = std::move(models);
+  o.workload = std::move(workload);
+  return o;
+}
+
+TEST(PackHtml, NothingSavedIsNotGreen) {
+  // Built-in models have no weight values: free sharing saves 0 B and its card is plain.
+  Result<PackReport> r = pack(options_of({"resnet18", "resnet34"}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r.value().identical.saved_bytes, 0);
+  const std::string html = pack_html(r.value());
+  EXPECT_EQ(html.find(R"(<div class="card free">)"), std::string::npos);
+  EXPECT_NE(html.find("no bit-identical layers found"), std::string::npos);
+  // The trio shares bit-identical layers: that card is green.
+  EXPECT_NE(pack_html(trio_report("html_green")).find(R"(<div class="card free">)"), std::string::npos);
+}
+
+TEST(PackHtml, DuplicateModelsAreOneCurve) {
+  Result<PackReport> r = pack(options_of({"resnet18", "resnet34", "resnet18"}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  const std::string html = pack_html(r.value());
+  std::vector<Attrs> curves = elements(html, "path", "model-share");
+  ASSERT_EQ(curves.size(), 2u);
+  EXPECT_EQ(curves[0].at("data-model"), "resnet18, resnet18#2");
+  EXPECT_EQ(curves[1].at("data-model"), "resnet34");
+  EXPECT_NE(html.find("(same layers: one curve)"), std::string::npos);
+}
+
+// Two resnets that do not fit 200 MiB together, requests for both: they swap.
+PackOptions workload_options() {
+  const char* text = R"({"window_s": 1, "seed": 9, "weights_capacity": "200MiB",
+    "load": {"bandwidth_gb_per_s": 12},
+    "models": [{"model": "resnet50", "rate": 40, "latency_ms": 50, "exec_ms": 4},
+               {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
+  Result<Workload> w = parse_workload(text, "test");
+  EXPECT_TRUE(w.ok()) << w.error();
+  return options_of({"resnet50", "resnet101"}, w.value());
+}
+
+TEST(PackHtml, TheWorkloadSimulationIsOnThePage) {
+  PackOptions o = workload_options();
+  Result<PackReport> r = pack(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const std::string html = pack_html(r.value());
+  o.workload.reset();
+  EXPECT_NE(pack_html(pack(o).value()), html);
+  // One row and one lane per policy and sharing choice, with the simulation's stalls and loads.
+  std::vector<Attrs> rows = elements(html, "tr", "sim-run");
+  ASSERT_EQ(rows.size(), r.value().runs.size());
+  ASSERT_EQ(rows.size(), 9u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SimulationRun& run = r.value().runs[i];
+    EXPECT_EQ(rows[i].at("data-policy"), eviction_policy_name(run.policy));
+    EXPECT_EQ(rows[i].at("data-stall-ns"), std::to_string(run.result.load_wait_ns));
+    int64_t loads = 0;
+    for (const SwapModelStats& m : run.result.models) loads += m.loads;
+    EXPECT_EQ(rows[i].at("data-loads"), std::to_string(loads));
+  }
+  EXPECT_EQ(elements(html, "g", "sim-lane").size(), 9u);
+  EXPECT_NE(html.find("Workload simulation: swapping weights"), std::string::npos);
 }
 
 TEST(PackHtml, DeterministicAndSelfContained) {
@@ -209,13 +299,23 @@ TEST(PackHtmlCli, WritesThePageAndPrintsTheReport) {
   EXPECT_FALSE(fs::exists(bad));
 }
 
-TEST(PackHtmlBrowser, RendersInHeadlessChromiumWithoutConsoleErrors) {
+TEST(PackHtmlBrowser, ReflowsAt390To2560) {
   testing::Trio t = testing::write_trio("html_browser");
   std::string dir = testing::artifact_dir();
-  std::string html = dir + "/pack.html";
+  std::string html = dir + "/pack.html", sim = dir + "/pack-workload.html";
   CliRun r = run_cli("pack " + t.a + " " + t.b + " " + t.c + " --gpu t4 --html " + html);
   ASSERT_EQ(r.code, 0) << r.err;
-  testing::expect_renders_in_chromium(html, dir + "/pack.png");
+  const std::string w = dir + "/pack-workload.json";
+  {
+    std::ofstream f(w);
+    f << R"({"window_s": 1, "seed": 9, "weights_capacity": "200MiB", "load": {"bandwidth_gb_per_s": 12},
+      "models": [{"model": "resnet50", "rate": 40, "latency_ms": 50, "exec_ms": 4},
+                 {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
+  }
+  r = run_cli("pack resnet50 resnet101 resnet50 --workload " + w + " --html " + sim);
+  ASSERT_EQ(r.code, 0) << r.err;
+  testing::expect_clean_layout(html, "pack");
+  testing::expect_clean_layout(sim, "pack-workload");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // headroom pack: layer sharing across models (GEMEL), the merge plan, and the swap simulation.
 // Expected values are computed here independently of src/pack (by tensor names and multisets of
 // op signatures), or derived by hand with the arithmetic in a comment.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
@@ -59,7 +60,7 @@ int64_t convnet_layer_bytes_by_name(const Graph& g) {
 
 TEST(PackSharing, TwoCopiesOfAConvnetShareEveryLayer) {
   for (const char* spec : {"resnet18", "mobilenet_v2", "vgg11"}) {
-    Result<PackReport> r = pack(PackOptions{{spec, spec}, 1, "", std::nullopt, std::nullopt});
+    Result<PackReport> r = pack(PackOptions{{spec, spec}, 1, "", std::nullopt, std::nullopt, std::nullopt});
     ASSERT_TRUE(r.ok()) << r.error();
     Graph g = inference_graph(spec);
     int64_t expected = convnet_layer_bytes_by_name(g);
@@ -92,7 +93,7 @@ TEST(PackSharing, Gpt2CopiesShareAllButTheAttentionMasks) {
   }
   // 12 blocks x (1024 x 1024 bool + one fp32 scalar) = 12 x 1,048,580.
   EXPECT_EQ(masks, 12 * 1'048'580);
-  Result<PackReport> r = pack(PackOptions{{"gpt2", "gpt2"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> r = pack(PackOptions{{"gpt2", "gpt2"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r.value().plan.saved_bytes, g.weights_bytes() - masks);
   const MergeGroup& top = r.value().plan.groups.front();
@@ -164,7 +165,7 @@ TEST(PackSharing, Resnet50AndResnet101ShareExactlyTheIdenticalLayers) {
     return names;
   };
 
-  Result<PackReport> r = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> r = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(r.ok()) << r.error();
   const PackReport& rep = r.value();
   EXPECT_EQ(rep.plan.saved_bytes, expected_saved);
@@ -204,12 +205,12 @@ TEST(PackSharing, Resnet50AndResnet101ShareExactlyTheIdenticalLayers) {
 TEST(PackSharing, WithinModelDuplicatesAreNotMerged) {
   // mlp:layers=4 has four identical Linear(64, 64): alone, nothing is shared; with a copy of
   // mlp:layers=2, the two shared slots save 2 x (64*64 + 64) * 4 bytes = 33,280.
-  Result<PackReport> one = pack(PackOptions{{"mlp:layers=4,dim=64"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> one = pack(PackOptions{{"mlp:layers=4,dim=64"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_EQ(one.value().plan.saved_bytes, 0);
   EXPECT_TRUE(one.value().plan.groups.empty());
   Result<PackReport> two =
-      pack(PackOptions{{"mlp:layers=4,dim=64", "mlp:layers=2,dim=64"}, 1, "", std::nullopt, std::nullopt});
+      pack(PackOptions{{"mlp:layers=4,dim=64", "mlp:layers=2,dim=64"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(two.ok()) << two.error();
   EXPECT_EQ(two.value().plan.saved_bytes, 2 * (64 * 64 + 64) * 4);
 }
@@ -219,14 +220,14 @@ TEST(PackSharing, WithinModelDuplicatesAreNotMerged) {
 TEST(PackResidency, SharingLetsMoreModelsFit) {
   // resnet50 + resnet101 on a custom GPU: without sharing the pair needs context + 97.7 + 170 MiB
   // of weights + the larger activation peak; with sharing resnet50's layers come free.
-  Result<PackReport> probe = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, std::nullopt});
+  Result<PackReport> probe = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(probe.ok());
   const PackReport& p = probe.value();
   int64_t act = std::max(p.models[0].activation_bytes, p.models[1].activation_bytes);
   // Shared, the pair's weights are resnet101's plus resnet50's 53 batch-norm counters (8 bytes).
   int64_t shared_total = (254LL << 20) + p.models[1].weights_bytes + 53 * 8 + act;
   // Memory for the shared pair exactly.
-  Result<PackReport> r = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", shared_total, std::nullopt});
+  Result<PackReport> r = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", shared_total, std::nullopt, std::nullopt});
   ASSERT_TRUE(r.ok());
   const Residency& rs = *r.value().residency;
   EXPECT_FALSE(rs.all_unshared.fits);
@@ -374,7 +375,7 @@ TEST(SwapSim, WholeSimulationIsDeterministic) {
                {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
   Result<Workload> w = parse_workload(text, "test");
   ASSERT_TRUE(w.ok()) << w.error();
-  PackOptions o{{"resnet50", "resnet101"}, 1, "", std::nullopt, w.value()};
+  PackOptions o{{"resnet50", "resnet101"}, 1, "", std::nullopt, w.value(), std::nullopt};
   Result<PackReport> a = pack(o), b = pack(o);
   ASSERT_TRUE(a.ok()) << a.error();
   EXPECT_EQ(pack_json(a.value()), pack_json(b.value()));
@@ -391,9 +392,59 @@ TEST(SwapSim, WholeSimulationIsDeterministic) {
   // Another seed gives another trace.
   Workload w2 = w.value();
   w2.seed = 10;
-  Result<PackReport> c = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, w2});
+  Result<PackReport> c = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, w2, std::nullopt});
   ASSERT_TRUE(c.ok());
   EXPECT_NE(pack_json(a.value()), pack_json(c.value()));
+}
+
+TEST(SwapSim, MergedGroupsCountsOnlyThePrefixKept) {
+  // --merged-groups N: "merged" shares the first N greedy groups only (what joint retraining kept).
+  // The workload of WholeSimulationIsDeterministic: with every group merged the pair loads
+  // resnet101's weights + resnet50's 53 batch-norm counters once; with no group kept "merged" is
+  // free sharing (nothing bit-identical among built-ins: every byte of both swaps, as unshared).
+  const char* text = R"({"window_s": 5, "seed": 9, "weights_capacity": "200MiB",
+    "load": {"bandwidth_gb_per_s": 12},
+    "models": [{"model": "resnet50", "rate": 40, "latency_ms": 50, "exec_ms": 4},
+               {"model": "resnet101", "rate": 30, "latency_ms": 80, "exec_ms": 7}]})";
+  Result<Workload> w = parse_workload(text, "test");
+  ASSERT_TRUE(w.ok()) << w.error();
+  PackOptions all{{"resnet50", "resnet101"}, 1, "", std::nullopt, w.value(), std::nullopt};
+  Result<PackReport> whole = pack(all);
+  ASSERT_TRUE(whole.ok()) << whole.error();
+  const int32_t groups = static_cast<int32_t>(whole.value().plan.groups.size());
+  PackOptions none = all, every = all, too_many = all;
+  none.merged_groups = 0;
+  every.merged_groups = groups;
+  too_many.merged_groups = groups + 1;
+  Result<PackReport> zero = pack(none), full = pack(every);
+  ASSERT_TRUE(zero.ok() && full.ok());
+  EXPECT_EQ(pack_json(full.value()), pack_json(whole.value()));  // N = every group is the default
+  const int64_t r101 = whole.value().models[1].weights_bytes;
+  for (size_t i = 0; i < zero.value().runs.size(); i += 3) {  // per policy: unshared, free, shared
+    const SwapResult& free = zero.value().runs[i + 1].result;
+    const SwapResult& kept0 = zero.value().runs[i + 2].result;
+    const SwapResult& merged = whole.value().runs[i + 2].result;
+    EXPECT_EQ(kept0.bytes_moved, free.bytes_moved);
+    EXPECT_EQ(kept0.load_wait_ns, free.load_wait_ns);
+    EXPECT_EQ(merged.bytes_moved, r101 + 53 * 8);
+    EXPECT_LT(merged.load_wait_ns, kept0.load_wait_ns);  // fewer loads, less waiting
+  }
+  Result<PackReport> bad = pack(too_many);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), fmt::format("--merged-groups {}: the merge plan has {} groups (0..{})", groups + 1, groups, groups));
+}
+
+TEST(PackResidency, MergedGroupsSavesTheCumulativePrefix) {
+  // Residency with the first 3 groups kept: the pair's weights are the unshared sum less
+  // cumulative_saved[2] (the three largest groups; built-ins have no bit-identical layers).
+  PackOptions o{{"resnet50", "resnet101"}, 1, "", int64_t{64} << 30, std::nullopt, std::nullopt};
+  o.merged_groups = 3;
+  Result<PackReport> r = pack(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const PackReport& p = r.value();
+  EXPECT_EQ(p.residency->all_shared.weights_bytes, p.plan.unshared_bytes - p.plan.cumulative_saved[2]);
+  EXPECT_EQ(accepted_merges(p).saved_bytes, p.plan.cumulative_saved[2]);
+  EXPECT_NE(pack_text(p).find("merges counted: the first 3 of"), std::string::npos);
 }
 
 // ---- Workload parsing and the CLI. ----
@@ -439,6 +490,14 @@ TEST(PackCli, JsonContractAndBadInput) {
   CliRun badw = run_cli("pack resnet18 --workload " + wfile);
   EXPECT_EQ(badw.code, 2);
   EXPECT_NE(badw.err.find("'resnet34' is not one of the MODEL arguments"), std::string::npos) << badw.err;
+  CliRun alone = run_cli("pack resnet18 resnet34 --merged-groups 2");
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_EQ(alone.out, "");
+  EXPECT_NE(alone.err.find("--merged-groups applies to residency and the swap simulation"), std::string::npos)
+      << alone.err;
+  CliRun neg = run_cli("pack resnet18 resnet34 --gpu t4 --merged-groups -1");
+  EXPECT_EQ(neg.code, 2);
+  EXPECT_EQ(neg.err, "headroom: --merged-groups must be a number of groups (0 or more), got '-1'\n");
   CliRun nogpu = run_cli("pack resnet18 resnet34 --workload " + wfile);
   EXPECT_EQ(nogpu.code, 2);
   EXPECT_NE(nogpu.err.find("no 'exec_ms'"), std::string::npos) << nogpu.err;

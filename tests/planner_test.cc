@@ -9,7 +9,7 @@
 #include <random>
 
 #include "estimate/estimate.h"
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 #include "plan/planner.h"
 #include "plan/segment_dp.h"
 #include "plan/stages.h"

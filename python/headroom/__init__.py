@@ -8,13 +8,17 @@ estimate, fit, plan and report return what `headroom estimate|fit|plan --json` p
 same options (the CLI's JSON, parsed), and take the CLI's options as keyword arguments
 (--micro-batch as micro_batch=...). A model is a built-in spec ("resnet50", "mlp:layers=4"), an
 .onnx path, an nn.Module with example inputs, or a headroom.capture(...) result.
+
+pack, merge and joint_train (gemel.py, docs/pack.md) run GEMEL's loop on several nn.Modules:
+pack's merge plan, the rewrite that shares the planned layers, and joint retraining with back-off.
 """
 import json
 
 from ._native import Error, InputError
 from . import _native
 
-__all__ = ["Error", "InputError", "Capture", "Plan", "capture", "estimate", "fit", "plan", "report", "trace"]
+__all__ = ["Error", "InputError", "Capture", "Merge", "Plan", "capture", "estimate", "fit", "joint_train", "merge",
+           "pack", "plan", "report", "trace", "unique_bytes"]
 
 
 class Capture:
@@ -105,9 +109,9 @@ def _pairs(options):
             if not isinstance(value, dict):
                 raise Error("dim must be a dict NAME -> VALUE")
             out += [("dim", f"{k}={_text('dim', v)}") for k, v in value.items()]
-        elif name == "checkpoint":
+        elif name in ("checkpoint", "price"):
             values = [value] if isinstance(value, str) else list(value)
-            out += [("checkpoint", _text("checkpoint", v)) for v in values]
+            out += [(name, _text(name, v)) for v in values]
         else:
             out.append((name, _text(name, value)))
     return out
@@ -250,9 +254,15 @@ def trace(model, example_inputs=None, **options):
     return _native.trace_text(name, pairs, loader)
 
 
-def report(model, example_inputs=None, path=None, **options):
-    """Writes the HTML report of `headroom report` to `path` (atomically)."""
+def report(model, example_inputs=None, path=None, measured=None, **options):
+    """Writes the HTML report of `headroom report` to `path` (atomically); `measured` is a
+    `headroom watch` CSV/JSONL drawn over the predicted device total (`--measured`, needs `gpu`)."""
     if not isinstance(path, str) or not path:
         raise Error("report needs path='FILE.html'")
+    if measured is not None and (not isinstance(measured, str) or not measured):
+        raise Error("measured must be the path of a headroom watch file (.csv or .jsonl)")
     name, loader, pairs = _resolve(model, example_inputs, options)
-    _native.report(name, pairs, loader, path)
+    _native.report(name, pairs, loader, path, measured or "")
+
+
+from .gemel import Merge, joint_train, merge, pack, unique_bytes  # noqa: E402  (gemel imports Capture from here)

@@ -41,6 +41,28 @@ def test_fit_equals_cli_json():
     assert headroom.fit("resnet18", gpu="T4") == cli_json("fit", "resnet18", "--gpu", "T4", "--json")
 
 
+def test_estimate_time_equals_cli_json():
+    py = headroom.estimate("gpt2", batch=2, seq=256, gpu="L4", tokens=100000, epochs=2, host_memory="pinned")
+    assert py == cli_json("estimate", "gpt2", "--batch", "2", "--seq", "256", "--gpu", "L4", "--tokens", "100000",
+                          "--epochs", "2", "--host-memory", "pinned", "--json")
+    assert py["throughput"]["unit"] == "tokens/s"
+    assert py["time"]["run"]["rule"]["formula"] == "6*N*P"
+
+
+def test_fit_objective_equals_cli_json():
+    py = headroom.fit("mlp:layers=2,dim=256", gpu="all", objective="cost", price=["T4=0.30", "L4=0.50"])
+    assert py == cli_json("fit", "mlp:layers=2,dim=256", "--gpu", "all", "--objective", "cost", "--price", "T4=0.30",
+                          "--price", "L4=0.50", "--json")
+    assert py["ranking"]["objective"] == "cost"
+
+
+def test_time_options_that_do_not_apply():
+    with pytest.raises(headroom.Error, match="--samples applies to estimate, not fit"):
+        headroom.fit("resnet18", gpu="T4", samples=10)
+    with pytest.raises(headroom.Error, match="--objective applies to fit, not estimate"):
+        headroom.estimate("resnet18", gpu="T4", objective="cost")
+
+
 def test_plan_equals_cli_json():
     py = headroom.plan("mlp:layers=8,dim=512", batch=64, budget="40MiB", device="cpu")
     assert py == cli_json("plan", "mlp:layers=8,dim=512", "--batch", "64", "--budget", "40MiB", "--device", "cpu",
@@ -53,6 +75,21 @@ def test_report_writes_the_cli_page(tmp_path):
     code, _, err = run_cli("report", "resnet18", "--batch", "2", "-o", str(theirs))
     assert code == 0, err
     assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_report_with_a_measured_watch_file(tmp_path):
+    run = tmp_path / "run.csv"
+    run.write_text("t_ms,device,device_used_bytes,device_total_bytes,process_used_bytes,gpu_util_pct,memory_util_pct\n"
+                   "0,0,400000000,42949672960,,,\n100,0,900000000,42949672960,,,\n200,0,500000000,42949672960,,,\n")
+    ours, theirs = tmp_path / "py.html", tmp_path / "cli.html"
+    headroom.report("resnet18", batch=2, gpu="A100-40GB", measured=str(run), path=str(ours))
+    code, _, err = run_cli("report", "resnet18", "--batch", "2", "--gpu", "A100-40GB", "--measured", str(run), "-o", str(theirs))
+    assert code == 0, err
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert b'class="measured"' in ours.read_bytes()
+    with pytest.raises(headroom.Error, match="needs --gpu NAME"):
+        headroom.report("resnet18", measured=str(run), path=str(tmp_path / "none.html"))
+    assert not (tmp_path / "none.html").exists()
 
 
 def test_optimizer_instance_and_class():

@@ -14,10 +14,15 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <limits>
 #include <string>
 
+#include "cli/completion.h"
+#include "cli/help.h"
+#include "cli/progress.h"
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
+#include "estimate/fit_all.h"
 #include "estimate/serve.h"
 #include "frontends/model_source.h"
 #include "measure/watch.h"
@@ -40,6 +45,7 @@
 #include "report/plan_html.h"
 #include "util/checked.h"
 #include "util/file.h"
+#include "options/next_steps.h"
 #include "options/run_args.h"
 
 namespace headroom {
@@ -56,6 +62,7 @@ int fail(const std::string& message) {
 
 // Every file a command writes is named on stderr (stdout carries the result, e.g. --json).
 void say_written(const std::string& path, int64_t bytes) {
+  if (Progress::quiet()) return;
   std::cerr << "headroom: wrote " << path << " (" << human_bytes(bytes) << ")\n";
 }
 
@@ -86,6 +93,8 @@ struct EstimateArgs {
   RunArgs run;
   std::string seq, micro_batch, threads, prompt, new_tokens, beams, cache, attention, lora, qlora, weights, group_size;
   std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
+  std::string samples, tokens, epochs, host_memory;  // estimate's time options
+  std::string objective;                             // fit's ranking
   bool json = false;
   bool trace = false;
 };
@@ -163,6 +172,11 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--reduce-bucket-size")) a.reduce_bucket_size = e.reduce_bucket_size;
   if (cmd->count("--tensor-parallel")) a.tensor_parallel = e.tensor_parallel;
   if (cmd->count("--grad-accum")) a.grad_accum = e.grad_accum;
+  if (cmd->get_option_no_throw("--samples") && cmd->count("--samples")) a.samples = e.samples;
+  if (cmd->get_option_no_throw("--tokens") && cmd->count("--tokens")) a.tokens = e.tokens;
+  if (cmd->get_option_no_throw("--epochs") && cmd->count("--epochs")) a.epochs = e.epochs;
+  if (cmd->get_option_no_throw("--host-memory") && cmd->count("--host-memory")) a.host_memory = e.host_memory;
+  if (cmd->get_option_no_throw("--objective") && cmd->count("--objective")) a.objective = e.objective;
   a.batch_given = cmd->count("--batch") > 0;
   if (cmd->count("--group-size")) a.group_size = e.group_size;
   a.optimizer_given = cmd->count("--optimizer") > 0;
@@ -172,14 +186,16 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   return a;
 }
 
-Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, bool fit_command = false) {
-  return to_estimate_options(run_args(e, cmd), fit_command);
+Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, RunCommand command) {
+  return to_estimate_options(run_args(e, cmd), command);
 }
 
 int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::string& emit_deepspeed) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Estimate);
   if (!o.ok()) return fail(o.error());
+  Progress progress("estimating " + a.run.model);
   Result<Estimate> e = estimate(o.value());
+  progress.finish();
   if (!e.ok()) return fail(e.error());
   if (!emit_deepspeed.empty()) {
     Result<std::string> config = deepspeed_config(e.value());
@@ -228,7 +244,7 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
-  Result<EstimateOptions> o = to_options(a, cmd, /*fit_command=*/true);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Fit);
   if (!o.ok()) return fail(o.error());
   const bool serve_mode = a.run.mode == "serve";
   if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {
@@ -242,14 +258,13 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
   } else {
     gpus.push_back(a.run.gpu);
   }
-  std::vector<FitResult> results;
-  // Progress on stderr, only for --gpu all on a terminal; "\r\033[K" rewrites the line.
-  bool progress = gpus.size() > 1 && isatty(STDERR_FILENO);
-  auto clear_progress = [&] {
-    if (progress) std::cerr << "\r\033[K" << std::flush;
-  };
+  Result<std::optional<RankRequest>> rank = capture_input_errors([&] { return to_rank_request(run_args(a, cmd)); });
+  if (!rank.ok()) return fail(rank.error());
+  if (rank.value() && vary != "batch") return fail("--objective ranks GPUs by batch; it does not apply with --vary seq");
+  std::vector<EstimateOptions> runs;
+  Progress progress("fitting " + a.run.model);
+  std::vector<GpuOptions> gpu_options;
   for (const std::string& name : gpus) {
-    if (progress) std::cerr << fmt::format("\r\033[Kfitting {} ({}/{})...", name, results.size() + 1, gpus.size()) << std::flush;
     RunArgs one = a.run;
     one.gpu = name;
     Result<EstimateOptions> oo = capture_input_errors([&]() {
@@ -258,30 +273,68 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
       return e;
     });
     if (!oo.ok()) {
-      clear_progress();
+      progress.finish();
       return fail(oo.error());
     }
-    FitOptions f;
-    f.estimate = oo.value();
-    f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
-    Result<FitResult> r = fit(f);
-    if (!r.ok()) {
-      clear_progress();
-      return fail(r.error());
-    }
-    results.push_back(r.value());
+    gpu_options.push_back(*oo.value().gpu);
+    runs.push_back(oo.value());
   }
-  clear_progress();
-  std::cout << (a.json ? fit_json(o.value(), results) : fit_text(o.value(), results));
+  FitOptions f;
+  f.estimate = o.value();
+  f.axis = vary == "seq" ? FitAxis::Seq : FitAxis::Batch;
+  Result<std::vector<FitResult>> fitted = fit_all(f, gpu_options, [&](size_t i, size_t n, const std::string& name) {
+    if (n > 1) progress.set(fmt::format("fitting {} ({}/{})", name, i + 1, n));
+  });
+  if (!fitted.ok()) {
+    progress.finish();
+    return fail(fitted.error());
+  }
+  const std::vector<FitResult>& results = fitted.value();
+  std::optional<Ranking> ranking;
+  if (rank.value()) {
+    if (gpus.size() > 1) progress.set("ranking " + std::to_string(gpus.size()) + " GPUs");
+    Result<std::vector<RankedGpu>> rows = rank_gpus(*rank.value(), runs, results);
+    if (!rows.ok()) {
+      progress.finish();
+      return fail(rows.error());
+    }
+    ranking = Ranking{rank.value()->objective, rows.value()};
+  }
+  // Nothing fits anywhere: what headroom can evaluate next, on the largest GPU tried.
+  std::vector<NextStep> steps;
+  const FitResult* largest = nullptr;
+  for (const FitResult& r : results) {
+    if (r.max_value > 0) {
+      largest = nullptr;
+      break;
+    }
+    if (r.next && (!largest || r.next->device.capacity_bytes > largest->next->device.capacity_bytes)) largest = &r;
+  }
+  if (largest) {
+    progress.set("evaluating next steps on " + largest->gpu);
+    RunArgs one = run_args(a, cmd);
+    if (one.gpu == "all") one.gpu = largest->gpu;
+    steps = next_steps(one, largest->axis, largest->next->value);
+  }
+  progress.finish();
+  std::cout << (a.json ? fit_json(o.value(), results, steps, ranking) : fit_text(o.value(), results, steps, ranking));
   return 0;
 }
 
 // `report`: the estimate as one self-contained HTML page (docs/report.md), written atomically.
-int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output) {
+int run_report(const EstimateArgs& a, const CLI::App* cmd, const std::string& output, const std::string& measured) {
   if (a.json || a.trace) return fail("report writes HTML to --output; --json and --trace belong to estimate");
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Report);
   if (!o.ok()) return fail(o.error());
-  Result<std::string> html = html_report(o.value());
+  HtmlReportOptions ho;
+  if (!measured.empty()) {
+    Result<MeasuredSeries> m = read_watch_samples(measured);
+    if (!m.ok()) return fail(m.error());
+    ho.measured = std::move(m.value());
+  }
+  Progress progress("building the report of " + a.run.model);
+  Result<std::string> html = html_report(o.value(), ho);
+  progress.finish();
   if (!html.ok()) return fail(html.error());
   Result<int64_t> written = write_file_atomically(output, html.value());
   if (!written.ok()) return fail(written.error());
@@ -295,6 +348,7 @@ struct PackArgs {
   std::vector<std::string> models;
   std::string batch = "1";
   std::string gpu, gpu_memory, workload;
+  std::string merged_groups;  // --merged-groups N: the greedy prefix kept by joint retraining
   std::string html;  // --html FILE: also write the page (report/pack_html.h)
   bool json = false;
 };
@@ -306,6 +360,19 @@ int run_pack(const PackArgs& a) {
     p.batch = parse_positive("--batch", a.batch);
     p.gpu = a.gpu;
     if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
+    if (!a.merged_groups.empty()) {
+      // 0 is meaningful (no merge kept: "merged" = free sharing only).
+      int64_t n = 0;
+      if (a.merged_groups != "0") {
+        try {
+          n = parse_positive("--merged-groups", a.merged_groups);
+        } catch (const InputError&) {
+          throw InputError("--merged-groups must be a number of groups (0 or more), got '" + a.merged_groups + "'");
+        }
+      }
+      if (n > std::numeric_limits<int32_t>::max()) throw InputError("--merged-groups " + a.merged_groups + " is too large");
+      p.merged_groups = static_cast<int32_t>(n);
+    }
     if (!a.workload.empty()) {
       Result<Workload> w = read_workload_file(a.workload);
       if (!w.ok()) throw InputError(w.error());
@@ -314,7 +381,9 @@ int run_pack(const PackArgs& a) {
     return p;
   });
   if (!o.ok()) return fail(o.error());
+  Progress progress(fmt::format("packing {} models", a.models.size()));
   Result<PackReport> r = pack(o.value(), load_model_for_pack);
+  progress.finish();
   if (!r.ok()) return fail(r.error());
   // The page first: if it cannot be written, nothing is printed and no half file is left.
   if (!a.html.empty()) {
@@ -329,7 +398,7 @@ int run_pack(const PackArgs& a) {
 int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string& budget, const std::string& strategy,
                    const std::string& cost_gpu, const std::string& activation_budget, const std::string& export_chain,
                    const std::string& html) {
-  Result<EstimateOptions> o = to_options(a, cmd);
+  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Plan);
   if (!o.ok()) return fail(o.error());
   if (o.value().parallel.given()) {
     return fail("--gpus, --zero, --fsdp and --tensor-parallel apply to estimate, fit and report; plan's layout search is not built yet (docs/distributed.md)");
@@ -341,15 +410,12 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
     if (!activation_budget.empty()) req.activation_fraction = parse_fraction("--activation-budget", activation_budget);
     req.strategy = strategy;
     req.cost_gpu = cost_gpu;
-    // Large models take seconds: a progress line on a terminal, cleared before the report.
-    const bool progress = isatty(STDERR_FILENO);
-    if (progress) {
-      req.progress = [](const std::string& name, int i, int n) {
-        std::cerr << fmt::format("\r\033[Kplanning: {} ({}/{})...", name, i, n) << std::flush;
-      };
-    }
+    Progress progress("planning " + a.run.model);
+    req.progress = [&progress](const std::string& name, int i, int n) {
+      progress.set(fmt::format("planning: {} ({}/{})", name, i, n));
+    };
     Result<Plan> p = make_plan(req);
-    if (progress) std::cerr << "\r\033[K" << std::flush;
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -379,7 +445,9 @@ int run_plan_chain(const std::string& file, const std::string& budget, const std
     if (n > 100000) throw InputError("--slots " + slots + " is more than 100000");
     Result<Chain> c = load_chain_file(file);
     if (!c.ok()) throw InputError(c.error());
+    Progress progress("solving the chain");
     Result<ChainPlan> p = solve_chain(c.value(), b, static_cast<int>(n));
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -406,11 +474,9 @@ int run_plan_graph(const std::string& file, const std::string& budget, const std
     }
     Result<RematGraph> g = load_remat_graph_file(file);
     if (!g.ok()) throw InputError(g.error());
-    // The solve can take up to the time limit: say so on a terminal, then clear the line.
-    const bool progress = isatty(STDERR_FILENO);
-    if (progress) std::cerr << fmt::format("solving the integer program (time limit {} s)...", o.time_limit_s) << std::flush;
+    Progress progress(fmt::format("solving the integer program (time limit {} s)", o.time_limit_s));
     Result<RematPlan> p = solve_remat(g.value(), b, static_cast<int>(n), o);
-    if (progress) std::cerr << "\r\033[K" << std::flush;
+    progress.finish();
     if (!p.ok()) throw InputError(p.error());
     return p.value();
   });
@@ -438,41 +504,6 @@ int run_models() {
     std::cout << fmt::format("{:<16} {:>16}  {}\n", z.name, with_commas(g.parameter_count()), z.description);
   }
   return 0;
-}
-
-// One line and one example per command: what bare `headroom` and `headroom help` print. README's
-// "Commands" block is this text (tests/cli_help_test.cc compares them).
-struct CommandHelp {
-  const char* usage;
-  const char* example;
-};
-const std::map<std::string, CommandHelp>& command_help() {
-  static const std::map<std::string, CommandHelp> help = {
-      {"estimate", {"estimate MODEL", "headroom estimate resnet50 --batch 32"}},
-      {"fit", {"fit MODEL --gpu NAME", "headroom fit gpt2 --gpu T4"}},
-      {"plan", {"plan MODEL --gpu NAME", "headroom plan gpt2 --batch 8 --gpu T4"}},
-      {"report", {"report MODEL -o FILE", "headroom report resnet50 -o report.html"}},
-      {"pack", {"pack MODEL...", "headroom pack resnet50 vgg16 --gpu T4"}},
-      {"models", {"models", "headroom models"}},
-      {"gpus", {"gpus", "headroom gpus"}},
-      {"watch", {"watch -- COMMAND", "headroom watch -o run.csv -- python train.py"}},
-      {"help", {"help [COMMAND]", "headroom help plan"}},
-  };
-  return help;
-}
-
-std::string overview(const CLI::App& app) {
-  std::string s = "headroom " HEADROOM_VERSION ": how much GPU memory a model needs, before you run it\n\n";
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    auto it = command_help().find(sub->get_name());
-    HEADROOM_CHECK(it != command_help().end(), "no help line for command " + sub->get_name());
-    s += fmt::format("  {:<22} {}\n  {:<22}   e.g. {}\n", it->second.usage, sub->get_description(), "",
-                     it->second.example);
-  }
-  s += "\nMODEL is a built-in model (headroom models), NAME:key=value,..., an .onnx file, or a Hugging Face\n"
-       "config.json (or the checkpoint folder holding one).\n"
-       "headroom help COMMAND (or headroom COMMAND --help) lists a command's options.\n";
-  return s;
 }
 
 // `watch`: NVML samples while a command runs (docs/gpu.md, "Measuring"). Exits with the
@@ -540,17 +571,28 @@ int main_impl(int argc, char** argv) {
   CLI::App app{"headroom: how much GPU memory a model needs, before you run it"};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "headroom " HEADROOM_VERSION);
+  // --quiet is accepted before or after the command (fallthrough).
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "no progress line and no \"wrote FILE\" notes on stderr");
+  app.fallthrough();
   EstimateArgs ea;
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
   std::string emit_deepspeed;
   est->add_option("--emit-deepspeed", emit_deepspeed, "with --gpus and --zero: write the layout's DeepSpeed JSON config to FILE");
+  est->add_option("--host-memory", ea.host_memory, "with --gpu NAME: weights loaded from pageable (default) or pinned host memory");
+  est->add_option("--samples", ea.samples, "with --gpu NAME: time a whole run of N samples per epoch");
+  est->add_option("--tokens", ea.tokens, "with --gpu NAME: time a whole run of N tokens per epoch (token models)");
+  est->add_option("--epochs", ea.epochs, "with --samples or --tokens: epochs (default 1)");
+  est->add_option("--price", ea.run.prices, "with --samples or --tokens: NAME=USD/h instead of the catalog's cheapest price (repeatable)");
   CLI::App* models = app.add_subcommand("models", "list the built-in models");
   EstimateArgs fa;
   std::string vary = "batch";
   CLI::App* fitc = app.add_subcommand("fit", "the largest batch (or sequence) that fits a GPU");
   add_estimate_options(fitc, fa);
   fitc->add_option("--vary", vary, "batch (default) or seq");
+  fitc->add_option("--objective", fa.objective, "rank the GPUs by cost (per 1k samples or 1M tokens), time or memory left; needs a GPU with time (--gpu NAME or all)");
+  fitc->add_option("--price", fa.run.prices, "with --objective cost: NAME=USD/h instead of the catalog's price (repeatable)");
   ServeArgs serve_args;
   fitc->add_option("--context", serve_args.context, "--mode serve: the longest sequence served (vLLM's max_model_len)");
   fitc->add_option("--block-size", serve_args.block_size, "--mode serve: tokens per KV block (default 16)");
@@ -584,6 +626,7 @@ int main_impl(int argc, char** argv) {
   packc->add_option("--gpu", pa.gpu, "GPU from the catalog (headroom gpus lists them)");
   packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
+  packc->add_option("--merged-groups", pa.merged_groups, "count only the first N merge groups as merged (the prefix kept by retraining)");
   packc->add_flag("--json", pa.json, "print one JSON object");
   packc->add_option("--html", pa.html, "also write an HTML page: savings curve, free sharing, weight distribution");
   EstimateArgs ra;
@@ -591,6 +634,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* report = app.add_subcommand("report", "an HTML report: memory over the run, the peak, weights per layer");
   add_estimate_options(report, ra);
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  std::string report_measured;
+  report->add_option("--measured", report_measured, "a headroom watch CSV/JSONL: draw it over the predicted timeline");
   WatchArgs wa;
   CLI::App* watchc = app.add_subcommand("watch", "sample GPU memory (NVML) while a command runs: -- COMMAND ARGS");
   watchc->add_option("--interval", wa.interval, "time between samples, e.g. 100ms (default) or 1s");
@@ -599,9 +644,14 @@ int main_impl(int argc, char** argv) {
   watchc->add_option("-o,--output", wa.output, "write every sample to FILE.csv or FILE.jsonl");
   watchc->add_option("--compare", wa.compare, "estimate --gpu --json output: print its device total beside the peak");
   watchc->add_option("COMMAND", wa.command, "the command to run and watch, after --");
+  std::string shell;
+  CLI::App* completionc = app.add_subcommand("completion", "a shell completion script: bash or zsh");
+  completionc->add_option("SHELL", shell, "bash or zsh")->required();
   std::string help_topic;
+  bool help_man = false;
   CLI::App* helpc = app.add_subcommand("help", "this overview, or a command's options");
   helpc->add_option("COMMAND", help_topic, "a command");
+  helpc->add_flag("--man", help_man, "the manual page (roff): headroom help --man | man -l -");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {
@@ -616,11 +666,17 @@ int main_impl(int argc, char** argv) {
     return fail(msg);
   }
   if (auto empty = empty_option_value(&app)) return fail(*empty);
+  Progress::configure(quiet);
   if (app.get_subcommands().empty()) {
     std::cout << overview(app);
     return 0;
   }
   if (*helpc) {
+    if (help_man) {
+      if (!help_topic.empty()) return fail("help --man prints the whole manual; it takes no COMMAND");
+      std::cout << man_page(app);
+      return 0;
+    }
     if (help_topic.empty()) {
       std::cout << overview(app);
       return 0;
@@ -632,6 +688,12 @@ int main_impl(int argc, char** argv) {
       }
     }
     return fail("help: unknown command '" + help_topic + "' (headroom help lists them)");
+  }
+  if (*completionc) {
+    if (shell == "bash") std::cout << bash_completion(app);
+    else if (shell == "zsh") std::cout << zsh_completion(app);
+    else return fail("completion: unknown shell '" + shell + "' (bash or zsh)");
+    return 0;
   }
   if (*est) return run_estimate(ea, est, emit_deepspeed);
   if (*models) return run_models();
@@ -651,7 +713,7 @@ int main_impl(int argc, char** argv) {
     return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file);
   }
   if (*packc) return run_pack(pa);
-  if (*report) return run_report(ra, report, report_output);
+  if (*report) return run_report(ra, report, report_output, report_measured);
   if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");
 }

@@ -1,5 +1,6 @@
 #include "estimate/device_memory.h"
 
+#include "estimate/device_budget.h"
 #include "sim/simulate.h"
 #include "util/error.h"
 
@@ -18,31 +19,50 @@ int64_t cublas_workspace_for(const GpuSpec* spec) {
   return hopper_or_later ? 32LL << 20 : 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
 
-DeviceMemory device_memory(const Program& p, const GpuOptions& o) {
+DeviceBudget device_budget(const GpuOptions& o) {
   if (o.margin < 0.0 || o.margin > 0.9) throw InputError("margin must be between 0% and 90%");
   const GpuSpec* spec = gpu_spec(o);
-  DeviceMemory d;
-  d.gpu = spec ? spec->name : "custom";
-  d.capacity_bytes = o.gpu_memory ? *o.gpu_memory : spec->memory_bytes;
-  if (d.capacity_bytes <= 0) throw InputError("GPU memory must be positive");
-  d.context_bytes = o.context_bytes ? *o.context_bytes : (o.lazy_module_loading ? kContextLazyBytes : kContextEagerBytes);
-  d.nccl_bytes = o.nccl ? o.nccl_bytes.value_or(kDefaultNcclBytes) : 0;
+  DeviceBudget b;
+  b.gpu = spec ? spec->name : "custom";
+  b.capacity_bytes = o.gpu_memory ? *o.gpu_memory : spec->memory_bytes;
+  if (b.capacity_bytes <= 0) throw InputError("GPU memory must be positive");
+  b.context_bytes = o.context_bytes ? *o.context_bytes : (o.lazy_module_loading ? kContextLazyBytes : kContextEagerBytes);
+  b.nccl_bytes = o.nccl ? o.nccl_bytes.value_or(kDefaultNcclBytes) : 0;
+  int64_t room = b.capacity_bytes - b.context_bytes - b.nccl_bytes;
+  b.allocator_bytes = room > 0 ? room : 1;
+  b.margin = o.margin;
+  return b;
+}
+
+CachingAllocatorOptions allocator_options(const GpuOptions& o, const DeviceBudget& b) {
   CachingAllocatorOptions ao = o.allocator;
-  int64_t room = d.capacity_bytes - d.context_bytes - d.nccl_bytes;
-  ao.capacity_bytes = room > 0 ? room : 1;
-  CachingAllocator alloc(ao);
-  simulate(p, &alloc);
-  const CachingAllocatorStats& s = alloc.stats();
+  ao.capacity_bytes = b.allocator_bytes;
+  return ao;
+}
+
+DeviceMemory device_memory_from(const DeviceBudget& b, const CachingAllocatorStats& s) {
+  DeviceMemory d;
+  d.gpu = b.gpu;
+  d.capacity_bytes = b.capacity_bytes;
+  d.context_bytes = b.context_bytes;
+  d.nccl_bytes = b.nccl_bytes;
   d.allocated_peak_bytes = s.peak_allocated_bytes;
   d.reserved_peak_bytes = s.peak_reserved_bytes;
   d.fragmentation_bytes = s.fragmentation_at_reserved_peak;
   d.segments = s.segments;
   d.allocator_oom = s.oom;
   d.device_total_bytes = d.context_bytes + d.nccl_bytes + d.reserved_peak_bytes;
-  d.usable_bytes = static_cast<int64_t>(static_cast<double>(d.capacity_bytes) * (1.0 - o.margin));
+  d.usable_bytes = static_cast<int64_t>(static_cast<double>(d.capacity_bytes) * (1.0 - b.margin));
   d.headroom_bytes = d.usable_bytes - d.device_total_bytes;
   d.fits = !d.allocator_oom && d.headroom_bytes >= 0;
   return d;
+}
+
+DeviceMemory device_memory(const Program& p, const GpuOptions& o) {
+  const DeviceBudget b = device_budget(o);
+  CachingAllocator alloc(allocator_options(o, b));
+  simulate(p, &alloc);
+  return device_memory_from(b, alloc.stats());
 }
 
 }  // namespace headroom

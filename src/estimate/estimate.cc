@@ -195,6 +195,64 @@ int64_t forward_of_label(const std::string& label) {
   return std::stoll(label.substr(6, label.find('.') - 6));
 }
 
+// Whether time is predicted: a catalog GPU to take the roofline from, on one GPU. Time-only
+// options without it are errors.
+bool times_run(const EstimateOptions& o) {
+  const bool gpu = o.gpu && !o.gpu->gpu.empty() && o.device == "cuda";
+  const char* given = o.run_length ? (o.run_length->tokens ? "--tokens" : "--samples") : o.host_memory ? "--host-memory" : nullptr;
+  if (given && !gpu) throw InputError(std::string(given) + " needs --gpu NAME: time comes from that GPU's roofline (headroom gpus)");
+  if (given && o.parallel.given()) throw InputError(std::string(given) + " applies to one GPU: time is not predicted with --gpus");
+  if (o.run_length && o.generation) throw InputError(std::string(given) + " applies to --mode train and infer, not generate");
+  return gpu && !o.parallel.given();
+}
+
+// Load time, the step on the timeline and what follows from it (cost/run_time.h).
+RunTime step_run_time(const EstimateOptions& o, const Graph& g, const Program& p, const ScheduleOptions& so) {
+  CostModel model(*gpu_spec(*o.gpu));
+  RunTime t;
+  t.gpu = model.gpu().name;
+  t.load = load_time(model, g, o.host_memory.value_or(HostMemory::Pageable));
+  const bool training = o.mode == RunMode::Training;
+  t.training = training;
+  t.step = iteration_time(model, g, p, so.plan, o.optimizer, so.foreach, training ? so.iterations : 0);
+  t.samples_per_step = o.batch;
+  t.tokens_per_step = checked_mul(tokens_per_sample(g), o.batch, "tokens per step");
+  t.throughput = throughput(t.samples_per_step, t.tokens_per_step, t.step.total_ms);
+  if (o.run_length) {
+    t.run = run_totals(*o.run_length, t.samples_per_step, t.tokens_per_step, t.step.total_ms, t.step.flops,
+                       g.parameter_count(), training, g.trainable_parameter_count() == g.parameter_count());
+    t.run->price = price_for(t.gpu, o.price_overrides);
+    if (t.run->price) t.run->cost_usd = cost_usd(t.run->price->usd_per_hour, t.run->ms);
+  }
+  return t;
+}
+
+// generate()'s time from the simulated forwards: prefill, decode 1 and decode M-1; the decodes
+// between are interpolated linearly (cost/run_time.h GenerationTime).
+RunTime generation_run_time(const CostModel& model, const LoadTime& load, const std::map<int64_t, double>& forward_ms,
+                            int64_t batch, int64_t new_tokens) {
+  GenerationTime gt;
+  gt.prefill_ms = forward_ms.at(0);
+  const int64_t decodes = new_tokens - 1;
+  double decode_total = 0;
+  if (decodes >= 1) {
+    gt.first_decode_ms = forward_ms.at(1);
+    gt.last_decode_ms = forward_ms.at(decodes);
+    decode_total = decodes == 1 ? gt.first_decode_ms : static_cast<double>(decodes) * (gt.first_decode_ms + gt.last_decode_ms) / 2;
+    gt.per_token_ms = decode_total / static_cast<double>(decodes);
+  }
+  gt.total_ms = gt.prefill_ms + decode_total;
+  RunTime t;
+  t.gpu = model.gpu().name;
+  t.load = load;
+  t.step.compute_ms = t.step.total_ms = gt.total_ms;
+  t.samples_per_step = batch;
+  t.tokens_per_step = checked_mul(batch, new_tokens, "generated tokens");
+  t.throughput = throughput(t.samples_per_step, t.tokens_per_step, gt.total_ms);
+  t.generation = gt;
+  return t;
+}
+
 // Generation: generate()'s forwards in two windows, each simulated as one inference program.
 // Decode forwards 2..M-2 need no simulation of their own: forward i + 1 runs the same ops in the
 // same order as forward i, with every buffer the same size or larger (the cache, the scores and
@@ -213,6 +271,11 @@ Estimate estimate_generation(const EstimateOptions& o) {
   std::vector<std::pair<int64_t, int64_t>> windows = {{0, std::min<int64_t>(1, gen.new_tokens - 1)}};
   if (gen.new_tokens - 1 >= 2) windows.push_back({gen.new_tokens - 1, gen.new_tokens - 1});
   std::optional<Estimate> best;
+  const bool timed = times_run(o);
+  std::optional<CostModel> model;
+  if (timed) model.emplace(*gpu_spec(*o.gpu));
+  std::map<int64_t, double> forward_ms;  // prefill (0) and the decode forwards simulated
+  std::optional<LoadTime> load;
   for (auto [first, last] : windows) {
     EstimateOptions wo = o;
     GenerationWindow w{gen.prompt, gen.new_tokens, first, last, gen.beams, gen.static_cache};
@@ -224,6 +287,14 @@ Estimate estimate_generation(const EstimateOptions& o) {
     Graph g = build_graph(wo, o.batch);
     Program p = build_program(g, so);
     SimResult sim = simulate(p);
+    if (timed) {
+      if (!load) load = load_time(*model, g, o.host_memory.value_or(HostMemory::Pageable));
+      StepTimes st = step_times(*model, g, p, MemoryPlan{}, o.optimizer, so.foreach, 0);
+      for (size_t i = 0; i < p.steps.size(); ++i) {
+        if (p.steps[i].phase != Phase::Inference) continue;
+        forward_ms[forward_of_label(p.steps[i].label)] += st.end_ms[i] - st.start_ms[i];
+      }
+    }
     if (best && sim.peak.bytes <= best->peak_bytes) continue;
     Estimate e = summarize(o, g, p, sim);
     e.kv_cache_bytes = sim.at_peak[static_cast<size_t>(Category::KvCache)];
@@ -237,6 +308,7 @@ Estimate estimate_generation(const EstimateOptions& o) {
                         std::to_string(gen.new_tokens - 1) + " decode forwards with a " +
                         (gen.static_cache ? "StaticCache of " + std::to_string(gen.prompt + gen.new_tokens) + " positions; " : "DynamicCache; ") + search +
                         "simulated: prefill, decode 1 and the last decode (the decode forwards between them run the same program on a shorter cache)");
+  if (timed) best->time = generation_run_time(*model, *load, forward_ms, o.batch, gen.new_tokens);
   best->foreach = so.foreach;
   best->micro_batch = o.batch;
   // The prompt (the caller's input_ids); the carried-in cache of the last window is not an input.
@@ -284,6 +356,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     SimResult sim = simulate(p);
     Estimate e = summarize(o, g, p, sim);
     if (o.gpu) e.device = device_memory(p, *o.gpu);
+    if (times_run(o)) e.time = step_run_time(o, g, p, so);
     if (o.parallel.given()) e.per_gpu = per_gpu_summary(o.parallel, so.sharding, p, sim);
     e.foreach = so.foreach;
     e.micro_batch = micro;

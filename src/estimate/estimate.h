@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/run_time.h"
 #include "estimate/device_memory.h"
 #include "estimate/parallel.h"
 #include "frontends/zoo/model_spec.h"
@@ -90,6 +91,14 @@ struct EstimateOptions {
   std::vector<std::string> freeze;
   // Data parallelism (--gpus, --zero, --fsdp): the estimate becomes one rank's (docs/distributed.md).
   ParallelOptions parallel;
+  // Time (docs/performance.md): with a catalog GPU (gpu->gpu named), one GPU and device cuda, the
+  // estimate adds RunTime on that GPU's roofline. Where the weights wait before loading, and a
+  // whole run to time (--samples / --tokens, --epochs); either given without such a GPU, or with
+  // --gpus, is an InputError.
+  std::optional<HostMemory> host_memory;  // unset: pageable (what model.to("cuda") copies from)
+  std::optional<RunLength> run_length;
+  // --price NAME=USD/h: the run's cost at this price instead of the catalog's cheapest listing.
+  std::map<std::string, double> price_overrides;
 };
 
 struct BufferAtPeak {
@@ -138,6 +147,7 @@ struct Estimate {
   int64_t kv_cache_bytes = 0;
   int64_t peak_forward = 0;
   std::optional<PerGpu> per_gpu;       // with a parallel layout (--gpus)
+  std::optional<RunTime> time;         // with a catalog GPU (EstimateOptions: time)
 };
 
 // "prefill" or "decode i".

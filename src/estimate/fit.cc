@@ -6,13 +6,14 @@
 namespace headroom {
 namespace {
 
-class Searcher {
+// Points from a whole estimate() at each size.
+class Searcher final : public FitPoints {
  public:
   explicit Searcher(const FitOptions& o) : o_(o) {}
 
   // The point at size v, or nullptr when the model does not accept that size (a sequence past
   // its positions); the first size's error is the user's and is raised.
-  const FitPoint* at(int64_t v, bool first = false) {
+  const FitPoint* at(int64_t v, bool first = false) override {
     auto it = cache_.find(v);
     if (it != cache_.end()) return &it->second;
     EstimateOptions e = o_.estimate;
@@ -29,12 +30,8 @@ class Searcher {
     FitPoint p{v, r.value().peak_bytes, *r.value().device};
     return &cache_.emplace(v, p).first->second;
   }
-  bool fits(int64_t v) {
-    const FitPoint* p = at(v);
-    return p && p->device.fits;
-  }
-  const std::string& invalid() const { return invalid_; }
-  int evaluations() const { return evaluations_; }
+  const std::string& invalid() const override { return invalid_; }
+  int evaluations() const override { return evaluations_; }
 
  private:
   const FitOptions& o_;
@@ -43,6 +40,11 @@ class Searcher {
   std::string invalid_;
 };
 
+bool fits(FitPoints& s, int64_t v) {
+  const FitPoint* p = s.at(v);
+  return p && p->device.fits;
+}
+
 }  // namespace
 
 Result<FitResult> fit(const FitOptions& o) {
@@ -50,48 +52,52 @@ Result<FitResult> fit(const FitOptions& o) {
     if (!o.estimate.gpu) throw InputError("fit needs a GPU: --gpu NAME or --gpu-memory SIZE");
     if (o.limit < 1) throw InputError("fit limit must be positive");
     Searcher s(o);
-    FitResult r;
-    r.axis = o.axis;
-    // A next-token loss needs two positions: sequence search starts at 2.
-    const int64_t start = o.axis == FitAxis::Seq ? 2 : 1;
-    const FitPoint* first = s.at(start, /*first=*/true);
-    r.gpu = first->device.gpu;
-    if (!first->device.fits) {
-      r.next = *first;
-      r.evaluations = s.evaluations();
-      return r;
-    }
-    int64_t lo = start, hi = 0;  // lo fits; hi (when set) does not, or is not a valid size
-    while (hi == 0) {
-      int64_t v = lo * 2 > o.limit ? o.limit : lo * 2;
-      if (v == lo) {
-        r.limited = true;
-        break;
-      }
-      if (s.fits(v)) lo = v;
-      else hi = v;
-    }
-    while (hi != 0 && hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      if (s.fits(mid)) lo = mid;
-      else hi = mid;
-    }
-    r.max_value = lo;
-    r.at_max = *s.at(lo);
-    if (!r.limited) {
-      const FitPoint* next = s.at(lo + 1);
-      if (next) r.next = *next;
-      else r.limit_reason = s.invalid();
-    }
-    for (int64_t v = std::max(start, lo - kFitCheckBelow); v < lo; ++v) {
-      if (!s.fits(v)) {
-        r.fails_below = v;
-        break;
-      }
-    }
+    return fit_search(o, s);
+  });
+}
+
+FitResult fit_search(const FitOptions& o, FitPoints& s) {
+  FitResult r;
+  r.axis = o.axis;
+  // A next-token loss needs two positions: sequence search starts at 2.
+  const int64_t start = o.axis == FitAxis::Seq ? 2 : 1;
+  const FitPoint* first = s.at(start, /*first=*/true);
+  r.gpu = first->device.gpu;
+  if (!first->device.fits) {
+    r.next = *first;
     r.evaluations = s.evaluations();
     return r;
-  });
+  }
+  int64_t lo = start, hi = 0;  // lo fits; hi (when set) does not, or is not a valid size
+  while (hi == 0) {
+    int64_t v = lo * 2 > o.limit ? o.limit : lo * 2;
+    if (v == lo) {
+      r.limited = true;
+      break;
+    }
+    if (fits(s, v)) lo = v;
+    else hi = v;
+  }
+  while (hi != 0 && hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (fits(s, mid)) lo = mid;
+    else hi = mid;
+  }
+  r.max_value = lo;
+  r.at_max = *s.at(lo);
+  if (!r.limited) {
+    const FitPoint* next = s.at(lo + 1);
+    if (next) r.next = *next;
+    else r.limit_reason = s.invalid();
+  }
+  for (int64_t v = std::max(start, lo - kFitCheckBelow); v < lo; ++v) {
+    if (!fits(s, v)) {
+      r.fails_below = v;
+      break;
+    }
+  }
+  r.evaluations = s.evaluations();
+  return r;
 }
 
 }  // namespace headroom

@@ -46,4 +46,18 @@ struct FitResult {
 
 Result<FitResult> fit(const FitOptions& options);
 
+// The search of fit() over any source of points (fit_all.h shares one sweep among GPUs). at(v)
+// is the point at size v, or nullptr when the model rejects that size (invalid() then says
+// why); with first, a rejection is the user's error and at() throws InputError.
+// evaluations(): the distinct sizes asked for so far.
+class FitPoints {
+ public:
+  virtual ~FitPoints() = default;
+  virtual const FitPoint* at(int64_t v, bool first = false) = 0;
+  virtual const std::string& invalid() const = 0;
+  virtual int evaluations() const = 0;
+};
+// REQUIRES: options valid (a GPU given, limit >= 1). Throws InputError from points.
+FitResult fit_search(const FitOptions& options, FitPoints& points);
+
 }  // namespace headroom

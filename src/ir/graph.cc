@@ -24,14 +24,25 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return r + "]";
 }
 
+// numel and bytes run for every tensor at every step of the interpreter: the overflow message
+// (checked_mul's InputError) is built only when a product overflows.
 int64_t Tensor::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n = checked_mul(n, d, "the element count of tensor '" + name + "'");
+  for (int64_t d : shape) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(n, d, &r)) (void)checked_mul(n, d, "the element count of tensor '" + name + "'");
+    n = r;
+  }
   return n;
 }
 
 int64_t Tensor::bytes() const {
-  return checked_mul(numel(), dtype_size(dtype), "the bytes of tensor '" + name + "'");
+  const int64_t n = numel();
+  int64_t r = 0;
+  if (__builtin_mul_overflow(n, int64_t{dtype_size(dtype)}, &r)) {
+    (void)checked_mul(n, dtype_size(dtype), "the bytes of tensor '" + name + "'");
+  }
+  return r;
 }
 
 TensorId Graph::storage_root(TensorId id) const {

@@ -153,7 +153,61 @@ RunArgs expand_qlora(const RunArgs& given) {
   return a;
 }
 
-Result<EstimateOptions> to_estimate_options(const RunArgs& given, bool fit_command) {
+namespace {
+
+const char* command_name(RunCommand c) {
+  switch (c) {
+    case RunCommand::Estimate: return "estimate";
+    case RunCommand::Fit: return "fit";
+    case RunCommand::Plan: return "plan";
+    case RunCommand::Report: return "report";
+  }
+  return "?";
+}
+
+// --samples/--tokens/--epochs/--host-memory: estimate's, with a catalog GPU (estimate() checks the
+// GPU, which a library caller can set without these options).
+void apply_time_args(const RunArgs& a, EstimateOptions& o, RunCommand command) {
+  const char* given = a.samples ? "--samples" : a.tokens ? "--tokens" : a.epochs ? "--epochs" : a.host_memory ? "--host-memory" : nullptr;
+  if (!given) return;
+  if (command != RunCommand::Estimate) {
+    throw InputError(std::string(given) + " applies to estimate, not " + command_name(command));
+  }
+  if (a.samples && a.tokens) throw InputError("give --samples or --tokens, not both");
+  if (a.epochs && !a.samples && !a.tokens) throw InputError("--epochs needs --samples N or --tokens N (the length of one epoch)");
+  if (a.samples || a.tokens) {
+    RunLength r;
+    if (a.samples) r.samples = parse_positive("--samples", *a.samples);
+    if (a.tokens) r.tokens = parse_positive("--tokens", *a.tokens);
+    if (a.epochs) r.epochs = parse_positive("--epochs", *a.epochs);
+    o.run_length = r;
+  }
+  if (a.host_memory) {
+    if (*a.host_memory == "pageable") o.host_memory = HostMemory::Pageable;
+    else if (*a.host_memory == "pinned") o.host_memory = HostMemory::Pinned;
+    else throw InputError("--host-memory must be pageable or pinned, got '" + *a.host_memory + "'");
+  }
+}
+
+}  // namespace
+
+std::optional<RankRequest> to_rank_request(const RunArgs& a) {
+  if (!a.objective) {
+    if (!a.prices.empty()) throw InputError("--price applies with --objective cost");
+    return std::nullopt;
+  }
+  RankRequest r;
+  auto o = parse_objective(*a.objective);
+  if (!o) throw InputError("--objective must be cost, time or memory, got '" + *a.objective + "'");
+  r.objective = *o;
+  if (!a.prices.empty() && r.objective != Objective::Cost) throw InputError("--price applies with --objective cost");
+  r.price_overrides = parse_price_overrides(a.prices);
+  r.batch_given = a.batch_given;
+  return r;
+}
+
+Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand command) {
+  const bool fit_command = command == RunCommand::Fit;
   return capture_input_errors([&]() -> EstimateOptions {
     const RunArgs a = expand_qlora(given);
     EstimateOptions o;
@@ -269,6 +323,17 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, bool fit_comma
       throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
     }
     apply_gpu_args(a, o, false, fit_command);
+    apply_time_args(a, o, command);
+    if (command == RunCommand::Estimate && !a.objective && !a.prices.empty()) {
+      // estimate prices a whole run: --price needs the run.
+      if (!o.run_length) throw InputError("--price applies to a whole run (--samples N or --tokens N) or to fit --objective cost");
+      o.price_overrides = parse_price_overrides(a.prices);
+    } else if (a.objective || !a.prices.empty()) {
+      const char* given = a.objective ? "--objective" : "--price";
+      if (command != RunCommand::Fit) throw InputError(std::string(given) + " applies to fit, not " + command_name(command));
+      if (a.mode == "serve") throw InputError(std::string(given) + " does not apply to --mode serve");
+      (void)to_rank_request(a);
+    }
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
     return o;
@@ -328,6 +393,12 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"reduce_bucket_size", [](RunArgs& r, const std::string& v) { r.reduce_bucket_size = v; }},
       {"tensor_parallel", [](RunArgs& r, const std::string& v) { r.tensor_parallel = v; }},
       {"grad_accum", [](RunArgs& r, const std::string& v) { r.grad_accum = v; }},
+      {"samples", [](RunArgs& r, const std::string& v) { r.samples = v; }},
+      {"tokens", [](RunArgs& r, const std::string& v) { r.tokens = v; }},
+      {"epochs", [](RunArgs& r, const std::string& v) { r.epochs = v; }},
+      {"host_memory", [](RunArgs& r, const std::string& v) { r.host_memory = v; }},
+      {"objective", [](RunArgs& r, const std::string& v) { r.objective = v; }},
+      {"price", [](RunArgs& r, const std::string& v) { r.prices.push_back(v); }},
       {"freeze", [](RunArgs& r, const std::string& v) { r.freeze.push_back(v); }},
       {"micro_batch", [](RunArgs& r, const std::string& v) { r.micro_batch = v; }},
       {"device", [](RunArgs& r, const std::string& v) { r.device = v; }},

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "estimate/gpu_ranking.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -46,6 +47,12 @@ struct RunArgs {
   // Parallel layout (docs/distributed.md): the estimate becomes one rank's
   std::optional<std::string> gpus, zero, fsdp, reduce_bucket_size, tensor_parallel;
   std::optional<std::string> grad_accum;  // with micro_batch: the batch per GPU is their product
+  // Time (estimate with --gpu NAME; docs/performance.md)
+  std::optional<std::string> samples, tokens, epochs;  // a whole run to time
+  std::optional<std::string> host_memory;              // pageable | pinned
+  // fit --objective cost|time|memory ranks the GPUs; --price NAME=USD/h overrides the catalog
+  std::optional<std::string> objective;
+  std::vector<std::string> prices;
   bool batch_given = false;               // --batch written (it must then equal micro x accum)
   std::vector<std::string> freeze;                // regular expressions over parameter names
   bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
@@ -103,9 +110,18 @@ LoraConfig parse_lora(const std::string& text);
 // --qlora, is an InputError naming both. Without --qlora, `a` comes back unchanged.
 RunArgs expand_qlora(const RunArgs& a);
 
+// The command the options are for: each takes its own options, and one that does not apply is an
+// InputError naming it (fit alone takes --gpu all and --mode serve; estimate alone the time of a
+// whole run).
+enum class RunCommand : uint8_t { Estimate, Fit, Plan, Report };
+
 // Everything, model source included. The first problem comes back as one line.
-// `fit_command`: the options of fit, which alone takes --gpu all and --mode serve.
-Result<EstimateOptions> to_estimate_options(const RunArgs& a, bool fit_command = false);
+Result<EstimateOptions> to_estimate_options(const RunArgs& a, RunCommand command = RunCommand::Estimate);
+
+// fit's ranking (--objective, --price), nullopt without --objective. `batch_given`: the batch
+// was written (rank at it), else each GPU is ranked at its largest fitting batch. InputError on
+// an unknown objective, a bad --price, or --price without --objective cost.
+std::optional<RankRequest> to_rank_request(const RunArgs& a);
 
 // Sets one option by its keyword name as the Python package spells it (the CLI flag without the
 // dashes, '-' as '_': "micro_batch", "gpu_memory", "eager_module_loading"...). Flags take "true" or

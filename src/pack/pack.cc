@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "cost/cost_model.h"
 #include "estimate/device_memory.h"
 #include "estimate/estimate.h"
 #include "schedule/build_program.h"
@@ -82,7 +83,7 @@ std::string label_for(const std::string& model, std::map<std::string, int>& seen
 // The swap configuration of the simulated models under a sharing choice: a block per pool of the
 // simulated models (pack/sharing.h), used once by each model with a layer in it, and each model's
 // rest (its weights less its pooled layers); without sharing, one block per model.
-SwapConfig swap_config(const PackReport& rep, const std::vector<ModelLayers>& layers,
+SwapConfig swap_config(const PackReport& rep, const MergePlan& merges, const std::vector<ModelLayers>& layers,
                        const std::vector<int32_t>& sim_models, const std::vector<std::vector<int64_t>>& arrivals,
                        Sharing sharing) {
   const SimulationSetup& st = *rep.setup;
@@ -99,7 +100,7 @@ SwapConfig swap_config(const PackReport& rep, const std::vector<ModelLayers>& la
     rest_tensors.push_back(tensors);
   }
   c.models.resize(sim_models.size());
-  std::vector<SharedPool> pools = shared_pools(layers, rep.plan, rep.identical, sharing, sim_models);
+  std::vector<SharedPool> pools = shared_pools(layers, merges, rep.identical, sharing, sim_models);
   for (size_t pi = 0; pi < pools.size(); ++pi) {
     const SharedPool& p = pools[pi];
     int32_t block = static_cast<int32_t>(c.blocks.size());
@@ -166,7 +167,7 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
         throw InputError(fmt::format("{}: model '{}' has no 'exec_ms' and no catalog GPU (--gpu) to estimate it on",
                                      w.origin, wm.model));
       }
-      sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency.value_or(kDefaultExecEfficiency));
+      sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency);
       sm.exec_source = "roofline on " + gpu->name;
     }
     st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.activation_bytes);
@@ -243,9 +244,10 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
                                  kMaxSimulatedRequests));
   }
   rep.setup = st;
+  const MergePlan merges = accepted_merges(rep);
   for (EvictionPolicy p : kEvictionPolicies) {
     for (Sharing sharing : kSharingChoices) {
-      SwapConfig c = swap_config(rep, layers, sim_models, arrivals, sharing);
+      SwapConfig c = swap_config(rep, merges, layers, sim_models, arrivals, sharing);
       c.policy = p;
       SimulationRun run;
       run.policy = p;
@@ -264,6 +266,16 @@ const ResidentSet& Residency::all(Sharing s) const {
 
 const ResidentSet& Residency::greedy(Sharing s) const {
   return s == Sharing::None ? greedy_unshared : s == Sharing::Free ? greedy_free : greedy_shared;
+}
+
+MergePlan accepted_merges(const PackReport& r) {
+  MergePlan m = r.plan;
+  HEADROOM_CHECK(r.merged_groups >= 0 && static_cast<size_t>(r.merged_groups) <= m.groups.size(), "merged groups");
+  m.groups.resize(static_cast<size_t>(r.merged_groups));
+  m.cumulative_saved.resize(m.groups.size());
+  m.saved_bytes = m.cumulative_saved.empty() ? 0 : m.cumulative_saved.back();
+  m.shared_bytes = m.unshared_bytes - m.saved_bytes;
+  return m;
 }
 
 LoadedModel load_builtin_model(const std::string& spec, int64_t batch) {
@@ -287,15 +299,18 @@ LoadedModel loaded_from_graph(Graph g) {
   return lm;
 }
 
-double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency) {
-  HEADROOM_CHECK(efficiency > 0 && gpu.fp32_flops > 0 && gpu.memory_bandwidth_bytes_per_s > 0, "roofline inputs");
-  double s = 0;
-  for (const Op& op : g.ops) {
-    if (op.stage != OpStage::Model) continue;
-    s += std::max(static_cast<double>(op.flops) / gpu.fp32_flops,
-                  static_cast<double>(op.bytes_moved) / gpu.memory_bandwidth_bytes_per_s);
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, std::optional<double> efficiency) {
+  CostConstants c;
+  if (efficiency) {
+    HEADROOM_CHECK(*efficiency > 0 && *efficiency <= 1, "exec efficiency in (0, 1]");
+    c.compute_efficiency = c.memory_efficiency = *efficiency;
   }
-  return s / efficiency;
+  const CostModel model(gpu, c);
+  double ms = 0;
+  for (const Op& op : g.ops) {
+    if (op.stage == OpStage::Model) ms += model.op_cost(g, op).forward_ms;
+  }
+  return ms * 1e-3;
 }
 
 Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
@@ -324,6 +339,18 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
       cache.emplace(std::make_pair(static_cast<int32_t>(i), o.batch), std::move(lm));
     }
     rep.plan = plan_merges(layers);
+    rep.merged_groups = static_cast<int32_t>(rep.plan.groups.size());
+    if (o.merged_groups) {
+      if (!gpu && !o.gpu_memory && !o.workload) {
+        throw InputError("--merged-groups applies to residency and the swap simulation: give --gpu, --gpu-memory or "
+                         "--workload");
+      }
+      if (*o.merged_groups < 0 || static_cast<size_t>(*o.merged_groups) > rep.plan.groups.size()) {
+        throw InputError(fmt::format("--merged-groups {}: the merge plan has {} groups (0..{})", *o.merged_groups,
+                                     rep.plan.groups.size(), rep.plan.groups.size()));
+      }
+      rep.merged_groups = *o.merged_groups;
+    }
     std::vector<const WeightData*> values;
     for (size_t i = 0; i < o.models.size(); ++i) {
       const LoadedModel& lm = cache.at(std::make_pair(static_cast<int32_t>(i), o.batch));
@@ -331,7 +358,7 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
     }
     rep.identical = find_identical_layers(layers, values);
     if (gpu || o.gpu_memory) {
-      rep.residency = residency(rep.models, rep.plan, rep.identical, layers, gpu ? gpu->name : "custom",
+      rep.residency = residency(rep.models, accepted_merges(rep), rep.identical, layers, gpu ? gpu->name : "custom",
                                 o.gpu_memory ? *o.gpu_memory : gpu->memory_bytes);
     }
     if (o.workload) simulate_workload(o, loader, gpu, layers, cache, rep);

@@ -58,13 +58,11 @@ LoadedModel load_builtin_model(const std::string& spec, int64_t batch);
 // The inference peak of an already built graph (an imported file), computed as estimate() does.
 LoadedModel loaded_from_graph(Graph g);
 
-// Achieved fraction of a host link's theoretical per-direction bandwidth for pinned copies
-// (11 GB/s measured on PCIe 3.0 x16, whose theoretical rate is 15.75 GB/s: docs/pack.md).
-inline constexpr double kHostLinkEfficiency = 0.75;
+// Achieved fraction of a host link's theoretical per-direction bandwidth for pinned copies: the
+// time model's (cost/cost_constants.h; docs/pack.md).
+inline constexpr double kHostLinkEfficiency = CostConstants{}.host_link_efficiency;
 // The host link assumed without a catalog GPU: PCIe 3.0 x16.
 inline constexpr double kDefaultHostLinkBytesPerS = 15.75e9;
-// Fraction of the roofline (peak FLOP/s, memory bandwidth) that kernels reach by default.
-inline constexpr double kDefaultExecEfficiency = 0.5;
 
 struct PackOptions {
   std::vector<std::string> models;
@@ -72,6 +70,10 @@ struct PackOptions {
   std::string gpu;                    // catalog name; "" for none
   std::optional<int64_t> gpu_memory;  // overrides the catalog's memory
   std::optional<Workload> workload;
+  // --merged-groups N: the merges counted by "free + merges" (residency, swap simulation) are the
+  // first N groups of the greedy order only, the prefix a joint retraining kept (headroom.joint_train
+  // backs off by shortening the prefix). Unset: every group. The plan itself is reported whole.
+  std::optional<int32_t> merged_groups;
 };
 
 struct PackModel {
@@ -135,16 +137,22 @@ struct PackReport {
   PackOptions options;
   std::vector<PackModel> models;
   MergePlan plan;
+  int32_t merged_groups = 0;               // the prefix of plan.groups that "merged" counts
   IdenticalPlan identical;                 // free sharing of bit-identical layers
   std::optional<Residency> residency;      // with a GPU
   std::optional<SimulationSetup> setup;    // with a workload
   std::vector<SimulationRun> runs;         // policy-major, then kSharingChoices order
 };
 
+// The plan restricted to its first r.merged_groups groups (what the "merged" choice shares).
+MergePlan accepted_merges(const PackReport& r);
+
 Result<PackReport> pack(const PackOptions& options, const ModelLoader& loader = load_builtin_model);
 
-// Execution time of one inference of g on a GPU by the roofline: the sum over model-stage ops of
-// max(flops / fp32 peak, bytes moved / memory bandwidth), divided by `efficiency`.
-double roofline_seconds(const Graph& g, const GpuSpec& gpu, double efficiency);
+// Execution time of one inference of g on a GPU: the forward of every model-stage op on the time
+// model that estimate and plan use (cost/cost_model.h: the dtype's peak, launch cost).
+// `efficiency` (the workload's exec_efficiency), when given, replaces both the compute and the
+// memory efficiency of CostConstants.
+double roofline_seconds(const Graph& g, const GpuSpec& gpu, std::optional<double> efficiency);
 
 }  // namespace headroom

@@ -116,6 +116,13 @@ ojson stats_json(const SwapResult& res) {
   return j;
 }
 
+// With --merged-groups: which merges "merged" counts (nothing when it counts the whole plan).
+std::string merged_prefix_text(const PackReport& r) {
+  if (static_cast<size_t>(r.merged_groups) == r.plan.groups.size()) return "";
+  return fmt::format("  merges counted: the first {} of {} groups (--merged-groups), saving {}\n", r.merged_groups,
+                     r.plan.groups.size(), human_bytes(accepted_merges(r).saved_bytes));
+}
+
 }  // namespace
 
 std::string pack_text(const PackReport& r) {
@@ -203,6 +210,7 @@ std::string pack_text(const PackReport& r) {
     s += line("free + merges", rs.all_shared, rs.greedy_shared);
     s += "  (free: bit-identical layers, no retraining; merges: the merge plan, joint retraining; a layer "
          "counts once)\n";
+    s += merged_prefix_text(r);
   }
 
   if (r.setup) {
@@ -227,6 +235,7 @@ std::string pack_text(const PackReport& r) {
       for (const std::string& n : st.not_simulated) names += (names.empty() ? "" : ", ") + n;
       s += "  not in the workload: " + names + "\n";
     }
+    if (!r.residency) s += merged_prefix_text(r);
     s += fmt::format("\n  {:<7} {:<8} {:<16} {:>8} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10} {:>10}\n", "policy", "sharing",
                      "model", "req/s", "p50", "p95", "p99", "misses", "loads", "moved", "load wait");
     for (const SimulationRun& run : r.runs) {
@@ -279,6 +288,9 @@ std::string pack_json(const PackReport& r) {
   ojson th = ojson::object();
   for (const SavingThreshold& t : p.thresholds) th[pct_label(t.fraction)] = t.groups;
   j["groups_to_reach"] = th;
+  // What "shared" (free + merges) counts in residency and simulation: the greedy prefix kept.
+  j["merged_groups"] = r.merged_groups;
+  j["merged_saved_bytes"] = accepted_merges(r).saved_bytes;
   ojson groups = ojson::array();
   for (size_t i = 0; i < p.groups.size(); ++i) {
     const MergeGroup& g = p.groups[i];

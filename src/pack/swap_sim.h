@@ -40,6 +40,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cost/cost_constants.h"
+
 namespace headroom {
 
 enum class EvictionPolicy : uint8_t { Lru, Mru, Belady };
@@ -47,13 +49,13 @@ std::string_view eviction_policy_name(EvictionPolicy p);
 inline constexpr EvictionPolicy kEvictionPolicies[] = {EvictionPolicy::Lru, EvictionPolicy::Mru,
                                                        EvictionPolicy::Belady};
 
-// Host-to-device copy cost of a swap-in.
+// Host-to-device copy cost of a swap-in; the defaults are the time model's (cost/cost_constants.h).
 struct LoadCostModel {
-  double fixed_s = 100e-6;          // per swap-in: synchronization, allocation
-  double per_tensor_s = 2e-6;       // per tensor: one cudaMemcpyAsync launch
+  double fixed_s = CostConstants{}.load_fixed_us * 1e-6;          // per swap-in: synchronization, allocation
+  double per_tensor_s = CostConstants{}.load_per_tensor_us * 1e-6;  // per tensor: one cudaMemcpyAsync launch
   double bandwidth_bytes_per_s = 0; // achieved pinned host-to-device rate
   bool pinned = true;               // weights in page-locked host memory
-  double pageable_factor = 0.5;     // fraction of the pinned rate a pageable copy achieves
+  double pageable_factor = CostConstants{}.pageable_factor;  // fraction of the pinned rate a pageable copy achieves
   // REQUIRES: bandwidth_bytes_per_s > 0. Rounded to whole nanoseconds.
   int64_t nanoseconds(int64_t bytes, int64_t tensors) const;
 };

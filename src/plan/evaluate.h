@@ -15,7 +15,7 @@
 #include <string>
 
 #include "estimate/estimate.h"
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 #include "schedule/memory_plan.h"
 
 namespace headroom {

@@ -21,7 +21,7 @@
 
 #include "estimate/estimate.h"
 #include "plan/chain_model.h"
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 #include "plan/stages.h"
 #include "plan/strategies.h"
 #include "util/error.h"

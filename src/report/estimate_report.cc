@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "util/format.h"
@@ -36,6 +38,66 @@ std::string optimizer_desc(const Estimate& e) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string rate_text(const Throughput& t) {
+  if (t.value >= 100) return with_commas(static_cast<int64_t>(std::llround(t.value))) + " " + t.unit;
+  return fmt::format("{:.3g} {}", t.value, t.unit);
+}
+
+}  // namespace
+
+std::string time_text(const RunTime& t) {
+  std::string s = fmt::format("\ntime on {} (roofline, docs/performance.md): load {} ({} weights, {})", t.gpu,
+                              human_duration_ms(t.load.ms), human_bytes(t.load.bytes), host_memory_name(t.load.host));
+  if (t.generation) {
+    const GenerationTime& g = *t.generation;
+    s += fmt::format(", generate {}, first token {}, {} per token, {}\n", human_duration_ms(g.total_ms),
+                     human_duration_ms(g.prefill_ms), human_duration_ms(g.per_token_ms), rate_text(t.throughput));
+  } else {
+    s += fmt::format(", {} {}, {}\n", t.training ? "step" : "forward", human_duration_ms(t.step.total_ms), rate_text(t.throughput));
+  }
+  if (t.run) {
+    const RunTotals& r = *t.run;
+    s += fmt::format("whole run: {} steps, {}, {:.3g} FLOP", with_commas(r.steps), human_duration_ms(r.ms), r.flops);
+    if (r.rule_flops) s += fmt::format(" ({}: {:.3g})", r.rule, *r.rule_flops);
+    if (r.cost_usd) {
+      s += fmt::format(", ${:.3g} at ${:.2f}/h ({}{})", *r.cost_usd, r.price->usd_per_hour, r.price->provider,
+                       r.price->date.empty() ? "" : ", " + r.price->date);
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+nlohmann::ordered_json time_json(const RunTime& t) {
+  nlohmann::ordered_json j;
+  j["gpu"] = t.gpu;
+  j["model"] = "roofline";
+  j["load"] = {{"bytes", t.load.bytes}, {"tensors", t.load.tensors}, {"host_memory", std::string(host_memory_name(t.load.host))},
+               {"ms", t.load.ms}};
+  j["step"] = {{"compute_ms", t.step.compute_ms}, {"recompute_ms", t.step.recompute_ms}, {"optimizer_ms", t.step.optimizer_ms},
+               {"stall_ms", t.step.stall_ms}, {"total_ms", t.step.total_ms}, {"flops", t.step.flops}};
+  j["samples_per_step"] = t.samples_per_step;
+  j["tokens_per_step"] = t.tokens_per_step;
+  if (t.generation) {
+    const GenerationTime& g = *t.generation;
+    j["generation"] = {{"time_to_first_token_ms", g.prefill_ms}, {"per_token_ms", g.per_token_ms},
+                       {"first_decode_ms", g.first_decode_ms}, {"last_decode_ms", g.last_decode_ms}, {"total_ms", g.total_ms}};
+  }
+  if (t.run) {
+    const RunTotals& r = *t.run;
+    nlohmann::ordered_json run = {{"steps", r.steps}, {"ms", r.ms}, {"flops", r.flops}};
+    if (r.rule_flops) run["rule"] = {{"formula", r.rule}, {"flops", *r.rule_flops}};
+    if (r.cost_usd) {
+      run["cost"] = {{"usd", *r.cost_usd}, {"usd_per_hour", r.price->usd_per_hour}, {"provider", r.price->provider},
+                     {"date", r.price->date}, {"source", r.price->source}};
+    }
+    j["run"] = run;
+  }
+  return j;
+}
 
 std::string estimate_text(const Estimate& e, bool color) {
   const EstimateOptions& o = e.options;
@@ -92,6 +154,7 @@ std::string estimate_text(const Estimate& e, bool color) {
     }
   }
   if (e.device) s += device_text(*e.device, color);
+  if (e.time) s += time_text(*e.time);
   for (const std::string& n : e.notes) s += "\nnote: " + n + "\n";
   return s;
 }
@@ -188,6 +251,12 @@ std::string estimate_json(const Estimate& e) {
     j["steps"] = steps;
   }
   if (e.device) device_json(*e.device, j);
+  if (e.time) {
+    j["load_time_ms"] = e.time->load.ms;
+    j["step_time_ms"] = e.time->step.total_ms;
+    j["throughput"] = {{"value", e.time->throughput.value}, {"unit", e.time->throughput.unit}};
+    j["time"] = time_json(*e.time);
+  }
   if (e.per_gpu) {
     const PerGpu& g = *e.per_gpu;
     j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel},

@@ -17,7 +17,10 @@
 #include "util/format.h"
 #include "report/palette.h"
 #include "report/svg.h"
+#include "cost/cost_model.h"
+#include "plan/planner.h"
 #include "sim/caching_allocator.h"
+#include "sim/device_catalog.h"
 
 namespace headroom {
 
@@ -94,6 +97,46 @@ Timeline memory_timeline(const Program& p, const CachingAllocatorOptions* alloca
     if (t.points[i].total > t.points[t.peak_point].total) t.peak_point = i;
   }
   return t;
+}
+
+TimeAxis time_axis(const Estimate& e, const Graph& g) {
+  const Program& p = e.program;
+  TimeAxis a;
+  auto by_step = [&] {
+    a = TimeAxis{};
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      a.start.push_back(static_cast<double>(i));
+      a.end.push_back(static_cast<double>(i + 1));
+    }
+    a.total = static_cast<double>(p.steps.size());
+    return a;
+  };
+  // Generation simulates a window of forwards on its own graph, not `g`: its op ids would time the
+  // wrong ops even where they are in range.
+  if (e.options.generation) return by_step();
+  for (const Step& st : p.steps) {
+    if (st.op != kNone && (st.op < 0 || static_cast<size_t>(st.op) >= g.ops.size())) return by_step();
+  }
+  const GpuSpec* spec = nullptr;
+  if (e.options.gpu && !e.options.gpu->gpu.empty()) spec = DeviceCatalog::builtin().try_find(e.options.gpu->gpu);
+  if (!spec) spec = &DeviceCatalog::builtin().find(kDefaultCostGpu);
+  MemoryPlan plan = e.options.mode == RunMode::Training ? e.options.plan : MemoryPlan{};
+  if (e.options.mode == RunMode::Training && !e.options.checkpoint_ranges.empty()) {
+    try {
+      add_checkpoint_ranges(g, e.options.checkpoint_ranges, plan);
+    } catch (const InputError&) {
+      return by_step();  // the estimate resolved them already; a guard
+    }
+  }
+  const int iteration = e.options.mode == RunMode::Training ? e.options.iterations : 0;
+  StepTimes t = step_times(CostModel(*spec), g, p, plan, e.options.optimizer, e.foreach, iteration);
+  if (t.end_ms.empty() || !(t.end_ms.back() > 0)) return by_step();
+  a.in_ms = true;
+  a.gpu = spec->name;
+  a.start = std::move(t.start_ms);
+  a.end = std::move(t.end_ms);
+  a.total = a.end.back();
+  return a;
 }
 
 namespace {
@@ -194,6 +237,20 @@ std::string dotted(std::string_view name) {
 
 std::string_view hex(Category c) { return category_color(c).hex; }
 
+// A peak narrower than this many pixels is drawn this wide (and marked as widened).
+constexpr double kMinPeakPx = 4;
+// The --measured lines: vermillion for the measurement (drawn on a white halo), purple dashes for
+// what it is compared with; neither is a category colour used for a line elsewhere.
+constexpr const char* kMeasuredColor = "#D55E00";
+constexpr const char* kPredictedTotalColor = "#5D3A9B";
+
+// "0.42 ms", "37 µs", "1.25 s".
+std::string duration_text(double ms) {
+  if (ms < 1) return fmt::format("{:.0f} µs", ms * 1000);
+  if (ms < 1000) return fmt::format("{:.2f} ms", ms);
+  return fmt::format("{:.2f} s", ms / 1000);
+}
+
 std::string swatch(Category c) { return fmt::format(R"(<span class="sw" style="background:{}"></span>)", hex(c)); }
 
 // Light tint behind the plot and a stronger one for the ribbon above it, per phase.
@@ -242,7 +299,36 @@ std::string step_desc(const Step& st, bool micro_batches) {
 
 // ---- the memory chart ------------------------------------------------------------------------
 
-std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p, const HtmlReportOptions&) {
+// The measured series placed on the predicted axis: shifted so that its peak sits at the
+// predicted device total's peak (docs/gpu.md: a watch starts long before the run it watches and
+// its clock is not the cost model's, so the peaks are the one moment both sides name).
+struct MeasuredOnAxis {
+  double shift_ms = 0;           // added to a sample's t_ms
+  double predicted_peak_ms = 0;  // where the peaks meet
+  int64_t predicted_total_peak = 0;
+  size_t before = 0, after = 0;  // samples left and right of the axis
+};
+
+MeasuredOnAxis place_measured(const MeasuredSeries& m, const Timeline& t, const TimeAxis& axis, int64_t overhead) {
+  MeasuredOnAxis a;
+  size_t best = 0;
+  for (size_t i = 0; i < t.points.size(); ++i) {
+    if (t.points[i].reserved > t.points[best].reserved) best = i;
+  }
+  const TimelinePoint& pk = t.points[best];
+  a.predicted_total_peak = pk.reserved + overhead;
+  a.predicted_peak_ms = (axis.start[static_cast<size_t>(pk.first_step)] + axis.end[static_cast<size_t>(pk.last_step)]) / 2;
+  a.shift_ms = a.predicted_peak_ms - static_cast<double>(m.samples[m.peak].t_ms);
+  for (const MeasuredSample& q : m.samples) {
+    const double x = static_cast<double>(q.t_ms) + a.shift_ms;
+    if (x < 0) ++a.before;
+    if (x > axis.total) ++a.after;
+  }
+  return a;
+}
+
+std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p, const TimeAxis& axis,
+                         const MeasuredSeries* measured) {
   constexpr double W = 1160, H = 480, L = 76, R = 176, T = 58, B = 50;
   constexpr double x0 = L, y0 = T, pw = W - L - R, ph = H - T - B;
   const size_t n_steps = p.steps.size();
@@ -250,8 +336,15 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   const std::optional<DeviceMemory>& dev = e.device;
   const bool micro = e.micro_batches > 1;
   const StackOrder order = stack_order(t);
+  const int64_t overhead = dev ? dev->context_bytes + dev->nccl_bytes : 0;
+  std::optional<MeasuredOnAxis> mo;
+  if (measured && t.has_reserved) mo = place_measured(*measured, t, axis, overhead);
 
   double data_max = static_cast<double>(std::max(peak.total, t.reserved_peak));
+  if (mo) {
+    data_max = std::max({data_max, static_cast<double>(mo->predicted_total_peak),
+                         static_cast<double>(measured->samples[measured->peak].bytes)});
+  }
   bool capacity_on_scale = false;
   double target = data_max;
   if (dev) {
@@ -260,8 +353,10 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   }
   svg::ByteTicks ticks = svg::byte_ticks(std::max(1.0, target * 1.06), 6);
   const double y_max = ticks.top_bytes;
-  auto X = [&](double step) { return x0 + pw * (step + 0.5) / static_cast<double>(n_steps); };
-  auto XL = [&](double step) { return x0 + pw * step / static_cast<double>(n_steps); };  // band edges
+  const double x_span = axis.total > 0 ? axis.total : 1;
+  auto X = [&](double v) { return x0 + pw * v / x_span; };
+  auto SL = [&](int32_t step) { return X(axis.start[static_cast<size_t>(step)]); };  // a step's left edge
+  auto SR = [&](int32_t step) { return X(axis.end[static_cast<size_t>(step)]); };    // and right edge
   auto Y = [&](double bytes) { return y0 + ph - ph * bytes / y_max; };
 
   std::string s;
@@ -289,31 +384,38 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   // even when that overflows a narrow band (the optimizer is a few steps), unless it would cover
   // another label. Wide bands claim their space first.
   std::vector<std::string> band_label(bands.size());
+  std::vector<double> band_label_x(bands.size());
   {
     std::vector<size_t> order(bands.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto width = [&](const Band& b) { return XL(static_cast<double>(b.last + 1)) - XL(static_cast<double>(b.first)); };
+    auto width = [&](const Band& b) { return SR(b.last) - SL(b.first); };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return width(bands[a]) > width(bands[b]); });
     std::vector<std::pair<double, double>> taken;
     for (size_t i : order) {
       const Band& b = bands[i];
-      double bw = width(b), cx = XL(static_cast<double>(b.first)) + bw / 2;
+      double bw = width(b), cx = SL(b.first) + bw / 2;
+      if (bw < 0.01) continue;
       std::string label(phase_name(b.phase));
       if (svg::text_width(label, 11) + 6 > bw) label = phase_style(b.phase).short_name;
       double half = svg::text_width(label, 11) / 2 + 3;
+      // Kept over the plot: a narrow band at either end would push its label into the y axis's
+      // tick labels or the margin labels.
+      cx = std::clamp(cx, x0 + half, x0 + pw - half);
       bool free = std::none_of(taken.begin(), taken.end(), [&](const std::pair<double, double>& r) {
         return cx - half < r.second && cx + half > r.first;
       });
       if (!free) continue;
       taken.push_back({cx - half, cx + half});
       band_label[i] = label;
+      band_label_x[i] = cx;
     }
   }
   s += R"(<g class="phases">)";
   for (size_t i = 0; i < bands.size(); ++i) {
     const Band& b = bands[i];
     PhaseStyle ps = phase_style(b.phase);
-    double bx = XL(static_cast<double>(b.first)), bw = XL(static_cast<double>(b.last + 1)) - bx;
+    double bx = SL(b.first), bw = SR(b.last) - bx;
+    if (bw < 0.01) continue;  // steps that take no time (setup, zero_grad)
     s += svg::rect(bx, y0, bw, ph, fmt::format(R"(fill="{}")", ps.background));
     s += svg::rect(bx, y0 - 20, bw, 17, fmt::format(R"(class="ribbon" data-phase="{}" fill="{}" stroke="#fff" stroke-width="1")",
                                                  phase_name(b.phase), ps.ribbon));
@@ -321,10 +423,9 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   for (size_t i = 0; i < bands.size(); ++i) {
     const Band& b = bands[i];
     if (band_label[i].empty()) continue;
-    double bx = XL(static_cast<double>(b.first)), bw = XL(static_cast<double>(b.last + 1)) - bx;
     std::string tip = fmt::format("{}: steps {}-{}", step_desc(p.steps[b.first], micro), b.first, b.last);
     s += "<g>" + svg::title(tip) +
-         svg::text(bx + bw / 2, y0 - 7.5, band_label[i], R"(font-size="11" text-anchor="middle" fill="#222" class="halo-light")") +
+         svg::text(band_label_x[i], y0 - 7.5, band_label[i], R"(font-size="11" text-anchor="middle" fill="#222" class="halo-light")") +
          "</g>";
   }
   s += "</g>\n";
@@ -339,7 +440,7 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   }
   s += R"(<g class="iterations">)";
   for (const auto& [it, range] : iterations) {
-    double a = XL(static_cast<double>(range.first)), b = XL(static_cast<double>(range.second + 1));
+    double a = SL(range.first), b = SR(range.second);
     s += svg::line(a + 1, y0 - 30, b - 1, y0 - 30, R"(stroke="#444" stroke-width="1")");
     s += svg::line(a + 1, y0 - 34, a + 1, y0 - 26, R"(stroke="#444" stroke-width="1")");
     s += svg::line(b - 1, y0 - 34, b - 1, y0 - 26, R"(stroke="#444" stroke-width="1")");
@@ -364,8 +465,8 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   s += "</g>\n";
 
   // Stacked areas, drawn as steps: each point holds its value across the steps it stands for.
-  s += fmt::format(R"(<g class="timeline" data-plot="{} {} {} {}" data-y-max="{}" data-steps="{}">)", num(x0), num(y0),
-                   num(pw), num(ph), static_cast<int64_t>(y_max), n_steps);
+  s += fmt::format(R"(<g class="timeline" data-plot="{} {} {} {}" data-y-max="{}" data-steps="{}" data-x-unit="{}" data-x-max="{:.4f}">)",
+                   num(x0), num(y0), num(pw), num(ph), static_cast<int64_t>(y_max), n_steps, axis.in_ms ? "ms" : "step", x_span);
   s += "\n";
   std::vector<double> below(t.points.size(), 0.0);
   for (Category c : order) {
@@ -377,12 +478,12 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
     std::vector<double> above(below);
     for (size_t i = 0; i < t.points.size(); ++i) {
       above[i] += static_cast<double>(t.points[i].bytes[ci]);
-      pts.push_back({XL(t.points[i].first_step), Y(above[i])});
-      pts.push_back({XL(t.points[i].last_step + 1), Y(above[i])});
+      pts.push_back({SL(t.points[i].first_step), Y(above[i])});
+      pts.push_back({SR(t.points[i].last_step), Y(above[i])});
     }
     for (size_t i = t.points.size(); i-- > 0;) {
-      pts.push_back({XL(t.points[i].last_step + 1), Y(below[i])});
-      pts.push_back({XL(t.points[i].first_step), Y(below[i])});
+      pts.push_back({SR(t.points[i].last_step), Y(below[i])});
+      pts.push_back({SL(t.points[i].first_step), Y(below[i])});
     }
     s += fmt::format(R"(<path class="area" data-category="{}" fill="{}" d="{}"/>)", category_name(c), hex(c),
                      svg::path_d(pts, true));
@@ -391,17 +492,30 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   }
   s += "</g>\n";
 
-  // GPU lines and their labels in the right margin.
+  // GPU lines and their labels in the right margin. `hlines` and `curves` are what the peak's
+  // label must not cover.
   std::vector<svg::MarginLabel> labels;
+  std::vector<double> hlines;
+  std::vector<std::vector<svg::Point>> curves;
+  {
+    std::vector<svg::Point> top;
+    for (size_t i = 0; i < t.points.size(); ++i) {
+      top.push_back({SL(t.points[i].first_step), Y(static_cast<double>(t.points[i].total))});
+      top.push_back({SR(t.points[i].last_step), Y(static_cast<double>(t.points[i].total))});
+    }
+    curves.push_back(std::move(top));
+  }
   if (dev) {
     double room = static_cast<double>(dev->capacity_bytes - dev->context_bytes - dev->nccl_bytes);
     if (capacity_on_scale) {
       double yc = Y(static_cast<double>(dev->capacity_bytes));
       s += svg::line(x0, yc, x0 + pw, yc, R"(class="capacity" stroke="#000" stroke-width="2")");
+      hlines.push_back(yc);
       labels.push_back({yc, dev->gpu + " capacity", human_bytes(dev->capacity_bytes), "capacity"});
       if (room > 0 && room < static_cast<double>(dev->capacity_bytes)) {
         double yr = Y(room);
         s += svg::line(x0, yr, x0 + pw, yr, R"(class="room" stroke="#000" stroke-width="1.2" stroke-dasharray="1.5,3")");
+        hlines.push_back(yr);
         std::string what = dev->nccl_bytes ? "less context, NCCL" : "less CUDA context";
         labels.push_back({yr, what, human_bytes(static_cast<int64_t>(room)), "room"});
       }
@@ -415,12 +529,51 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   if (t.has_reserved) {
     std::vector<svg::Point> pts;
     for (const TimelinePoint& pt : t.points) {
-      pts.push_back({XL(pt.first_step), Y(static_cast<double>(pt.reserved))});
-      pts.push_back({XL(pt.last_step + 1), Y(static_cast<double>(pt.reserved))});
+      pts.push_back({SL(pt.first_step), Y(static_cast<double>(pt.reserved))});
+      pts.push_back({SR(pt.last_step), Y(static_cast<double>(pt.reserved))});
     }
     s += fmt::format(R"(<path class="reserved" fill="none" stroke="#000" stroke-width="1.6" stroke-dasharray="6,3" d="{}"/>)",
                      svg::path_d(pts));
     labels.push_back({pts.back().y, "reserved (allocator)", human_bytes(t.reserved_peak) + " at most", "reserved"});
+    curves.push_back(std::move(pts));
+  }
+  if (mo) {
+    // Predicted device total (what NVML should read): reserved + context + NCCL.
+    std::vector<svg::Point> pts;
+    for (const TimelinePoint& pt : t.points) {
+      pts.push_back({SL(pt.first_step), Y(static_cast<double>(pt.reserved + overhead))});
+      pts.push_back({SR(pt.last_step), Y(static_cast<double>(pt.reserved + overhead))});
+    }
+    s += fmt::format(R"(<path class="predicted-total" data-bytes="{}" fill="none" stroke="{}" stroke-width="1.8" stroke-dasharray="9,3" d="{}"/>)",
+                     mo->predicted_total_peak, kPredictedTotalColor, svg::path_d(pts));
+    labels.push_back({pts.back().y, "predicted device total", human_bytes(mo->predicted_total_peak) + " at most", "predicted-total"});
+    curves.push_back(std::move(pts));
+    // The measured samples on the axis, each held until the next one.
+    std::vector<svg::Point> mp;
+    std::string t_attr, b_attr;
+    const std::vector<MeasuredSample>& q = measured->samples;
+    for (size_t i = 0; i < q.size(); ++i) {
+      const double a = static_cast<double>(q[i].t_ms) + mo->shift_ms;
+      const double b = i + 1 < q.size() ? static_cast<double>(q[i + 1].t_ms) + mo->shift_ms : a;
+      if (b < 0 || a > axis.total) continue;
+      const double y = Y(static_cast<double>(q[i].bytes));
+      mp.push_back({X(std::max(0.0, a)), y});
+      mp.push_back({X(std::min(axis.total, b)), y});
+      t_attr += (t_attr.empty() ? "" : ",") + std::to_string(q[i].t_ms);
+      b_attr += (b_attr.empty() ? "" : ",") + std::to_string(q[i].bytes);
+    }
+    const int64_t mpeak = q[measured->peak].bytes;
+    s += fmt::format(R"(<g class="measured" data-shift-ms="{:.4f}" data-t-ms="{}" data-bytes="{}" data-peak="{}" data-before="{}" data-after="{}">)",
+                     mo->shift_ms, t_attr, b_attr, mpeak, mo->before, mo->after);
+    s += svg::title(fmt::format("measured by headroom watch ({}): peak {} at t = {} ms of the watch, placed at the predicted peak",
+                                measured->process ? "the watched process" : "the whole device", human_bytes(mpeak), q[measured->peak].t_ms));
+    s += fmt::format(R"(<path fill="none" stroke="#fff" stroke-width="5" stroke-linejoin="round" d="{}"/>)", svg::path_d(mp));
+    s += fmt::format(R"(<path class="measured-line" fill="none" stroke="{}" stroke-width="2.4" stroke-linejoin="round" d="{}"/>)",
+                     kMeasuredColor, svg::path_d(mp));
+    s += "</g>\n";
+    labels.push_back({Y(static_cast<double>(mpeak)), measured->process ? "measured (process)" : "measured (device)",
+                      human_bytes(mpeak) + " peak (NVML)", "measured"});
+    curves.push_back(std::move(mp));
   }
   svg::spread_labels(labels, 28, y0 - 4);
   s += R"(<g class="margin-labels" font-size="11">)";
@@ -430,42 +583,112 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   }
   s += "</g>\n";
 
-  // The peak.
+  // The peak: a point narrower than kMinPeakPx is drawn that wide (its stacked bytes, outlined)
+  // and its label says how long it really lasts.
   {
     const Step& st = p.steps[static_cast<size_t>(peak.step)];
-    double px = (XL(peak.first_step) + XL(peak.last_step + 1)) / 2, py = Y(static_cast<double>(peak.total));
-    s += fmt::format(R"(<g class="peak-marker" data-step="{}" data-bytes="{}">)", peak.step, peak.total);
+    const double left = SL(peak.first_step), right = SR(peak.last_step);
+    double px = (left + right) / 2, py = Y(static_cast<double>(peak.total));
+    const bool short_peak = right - left < kMinPeakPx;
+    s += fmt::format(R"(<g class="peak-marker" data-step="{}" data-bytes="{}" data-width-px="{}"{}>)", peak.step, peak.total,
+                     num(right - left), short_peak ? R"( data-widened="true")" : "");
     s += svg::title(fmt::format("peak {} ({} bytes) at step {}: {}, {}", human_bytes(peak.total), with_commas(peak.total),
                                 peak.step, st.label, step_desc(st, micro)));
+    if (short_peak) {
+      double below = 0;
+      for (Category c : order) {
+        const int64_t v = peak.bytes[static_cast<size_t>(c)];
+        if (v == 0) continue;
+        s += svg::rect(px - kMinPeakPx / 2, Y(below + static_cast<double>(v)), kMinPeakPx, Y(below) - Y(below + static_cast<double>(v)),
+                       fmt::format(R"(class="short-peak" fill="{}")", hex(c)));
+        below += static_cast<double>(v);
+      }
+      s += svg::rect(px - kMinPeakPx / 2, py, kMinPeakPx, y0 + ph - py, R"(fill="none" stroke="#000" stroke-width="0.8")");
+    }
     s += svg::line(px, py, px, y0 + ph, R"(stroke="#000" stroke-width="1" stroke-dasharray="2,2")");
     s += svg::circle(px, py, 5, R"(fill="#000" stroke="#fff" stroke-width="2")");
     std::string head = "peak " + human_bytes(peak.total);
     std::string where = step_desc(st, micro);
     std::string op = "at " + st.label;
-    double w = std::max({svg::text_width(head, 14), svg::text_width(where, 12), svg::text_width(op, 12)});
-    bool right = px + 10 + w < x0 + pw;
-    double tx = right ? px + 10 : px - 10;
-    const char* anchor = right ? "start" : "end";
-    // Three lines above the marker when there is room, else beside it.
-    double ty = py - 44 >= y0 + 12 ? py - 44 : std::max(y0 + 14, py - 18);
-    s += svg::rect(right ? tx - 3 : tx - w - 3, ty - 14, w + 6, 48, R"(fill="#fff" fill-opacity="0.85" rx="3")");
+    if (short_peak) {
+      const double lasts = axis.end[static_cast<size_t>(peak.last_step)] - axis.start[static_cast<size_t>(peak.first_step)];
+      where += axis.in_ms ? fmt::format(", lasts {} (drawn wider)", duration_text(lasts)) : " (drawn wider)";
+    }
+    const double w = std::max({svg::text_width(head, 14), svg::text_width(where, 12), svg::text_width(op, 12)});
+    // The label's box (w + 6 by 48) goes where it covers no line: no horizontal line crosses it,
+    // the stacked areas stay below it and every other line passes wholly above or below it.
+    // Nearest to the marker first, right before left.
+    auto clear = [&](double bx0, double bx1, double by0, double by1) {
+      if (bx0 < x0 || bx1 > x0 + pw || by0 < y0) return false;
+      for (double y : hlines) {
+        if (y > by0 - 2 && y < by1 + 2) return false;
+      }
+      // The stacked total (curves[0]) must pass under the box, or the box would cover the areas;
+      // a line may pass over or under it, but on one side all along (else it crosses the box).
+      for (size_t k = 0; k < curves.size(); ++k) {
+        bool above = false, below = false;
+        const std::vector<svg::Point>& c = curves[k];
+        for (size_t i = 0; i + 1 < c.size(); i += 2) {
+          if (c[i + 1].x < bx0 || c[i].x > bx1) continue;
+          const double y = c[i].y;
+          if (y > by1 + 3) below = true;
+          else if (y < by0 - 3 && k > 0) above = true;
+          else return false;
+        }
+        if (above && below) return false;
+      }
+      return true;
+    };
+    // Candidates: beside the marker at every height, then slid away from it 16 px at a time (a
+    // leader line then joins them), ordered by distance from the spot just above the marker.
+    struct Spot {
+      bool right;
+      double dx, ty, cost;
+    };
+    std::vector<Spot> spots;
+    const double want = py - 44;
+    for (double dx = 0; dx <= pw; dx += 16) {
+      for (double ty = y0 + 14; ty <= y0 + ph - 34; ty += 4) {
+        for (bool r : {true, false}) spots.push_back({r, dx, ty, dx * dx + (ty - want) * (ty - want) + (r ? 0 : 1)});
+      }
+    }
+    std::stable_sort(spots.begin(), spots.end(), [](const Spot& a, const Spot& b) { return a.cost < b.cost; });
+    std::optional<Spot> spot;
+    for (const Spot& c : spots) {
+      const double bx0 = c.right ? px + 7 + c.dx : px - 13 - w - c.dx;
+      if (clear(bx0, bx0 + w + 6, c.ty - 14, c.ty + 34)) {
+        spot = c;
+        break;
+      }
+    }
+    const bool on_right = spot ? spot->right : px + 10 + w < x0 + pw;
+    const double dx = spot ? spot->dx : 0;
+    const double ty = spot ? spot->ty : (py - 44 >= y0 + 12 ? py - 44 : std::max(y0 + 14, py - 18));
+    const double tx = on_right ? px + 10 + dx : px - 10 - dx;
+    if (dx > 0) {
+      s += svg::line(px, py, on_right ? tx - 3 : tx + 3, ty + 10, R"(stroke="#000" stroke-width="0.8")");
+    }
+    const char* anchor = on_right ? "start" : "end";
+    s += svg::rect(on_right ? tx - 3 : tx - w - 3, ty - 14, w + 6, 48, R"(class="peak-label" fill="#fff" fill-opacity="0.85" rx="3")");
     s += svg::text(tx, ty, head, fmt::format(R"(class="halo" font-size="14" font-weight="700" text-anchor="{}")", anchor));
     s += svg::text(tx, ty + 15, where, fmt::format(R"(class="halo" font-size="12" text-anchor="{}")", anchor));
     s += svg::text(tx, ty + 29, op, fmt::format(R"(class="halo" font-size="12" text-anchor="{}")", anchor));
     s += "</g>\n";
   }
 
-  // X axis.
+  // X axis: predicted time (or steps when the program cannot be timed).
   s += R"(<g class="x-axis" font-size="11" fill="#333">)";
-  int64_t last = static_cast<int64_t>(n_steps) - 1;
-  int64_t xstep = svg::nice_count_step(std::max<int64_t>(1, last), 10);
-  for (int64_t v = 0; v <= last; v += xstep) {
-    double x = X(static_cast<double>(v));
-    s += svg::line(x, y0 + ph, x, y0 + ph + 4, R"(stroke="#888")");
-    s += svg::text(x, y0 + ph + 16, with_commas(v), R"(text-anchor="middle")");
+  const double xstep = svg::nice_step(x_span, 10);
+  for (int k = 0; k * xstep <= x_span * (1 + 1e-9); ++k) {
+    const double v = k * xstep;
+    s += svg::line(X(v), y0 + ph, X(v), y0 + ph + 4, R"(stroke="#888")");
+    s += svg::text(X(v), y0 + ph + 16, fmt::format("{:g}", std::round(v * 1e6) / 1e6), R"(text-anchor="middle")");
   }
-  s += svg::text(x0 + pw / 2, H - 8, fmt::format("simulated step (each op, autograd node or optimizer action; {} steps)", with_commas(static_cast<int64_t>(n_steps))),
-                 R"(font-size="12" text-anchor="middle")");
+  std::string x_title =
+      axis.in_ms ? fmt::format("predicted time (ms, roofline on {}; {} steps, setup takes no time)", axis.gpu,
+                               with_commas(static_cast<int64_t>(n_steps)))
+                 : fmt::format("simulated step ({} steps; this program has no time model)", with_commas(static_cast<int64_t>(n_steps)));
+  s += svg::text(x0 + pw / 2, H - 8, x_title, R"(font-size="12" text-anchor="middle")");
   s += "</g>\n";
 
   // Hover targets, one per plotted point, on top of everything.
@@ -473,11 +696,14 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   s += "\n";
   for (size_t i = 0; i < t.points.size(); ++i) {
     const TimelinePoint& pt = t.points[i];
-    double left = XL(pt.first_step), right = XL(pt.last_step + 1);
+    double left = SL(pt.first_step), right = SR(pt.last_step);
     std::string bytes;
     for (size_t c = 0; c < kCategoryCount; ++c) bytes += (c ? "," : "") + std::to_string(pt.bytes[c]);
     const Step& st = p.steps[static_cast<size_t>(pt.step)];
-    std::string tip = fmt::format("step {} · {}\n{}\nlive {} ({} bytes)", pt.step, st.label, step_desc(st, micro),
+    std::string tip = fmt::format("step {} · {}\n{}\n{}live {} ({} bytes)", pt.step, st.label, step_desc(st, micro),
+                                  axis.in_ms ? fmt::format("{:.3f}-{:.3f} ms · ", axis.start[static_cast<size_t>(pt.first_step)],
+                                                           axis.end[static_cast<size_t>(pt.last_step)])
+                                             : std::string(),
                                   human_bytes(pt.total), with_commas(pt.total));
     if (pt.first_step != pt.last_step) tip += fmt::format("\n(highest of steps {}-{})", pt.first_step, pt.last_step);
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -486,8 +712,9 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
     }
     if (t.has_reserved) tip += fmt::format("\nreserved {}", human_bytes(pt.reserved));
     s += svg::rect_with(left, y0, right - left, ph,
-                        fmt::format(R"(class="hover" data-step="{}" data-first-step="{}" data-last-step="{}" data-total="{}" data-bytes="{}"{})",
-                                    pt.step, pt.first_step, pt.last_step, pt.total, bytes,
+                        fmt::format(R"(class="hover" data-step="{}" data-first-step="{}" data-last-step="{}" data-start="{:.4f}" data-end="{:.4f}" data-total="{}" data-bytes="{}"{})",
+                                    pt.step, pt.first_step, pt.last_step, axis.start[static_cast<size_t>(pt.first_step)],
+                                    axis.end[static_cast<size_t>(pt.last_step)], pt.total, bytes,
                                     t.has_reserved ? fmt::format(R"( data-reserved="{}")", pt.reserved) : std::string()),
                         svg::title(tip));
     s += "\n";
@@ -505,7 +732,18 @@ std::string memory_chart(const Estimate& e, const Timeline& t, const Program& p,
   if (dev && capacity_on_scale) s += R"(<span><span class="ln dotted"></span>capacity less CUDA context)" +
                                      std::string(dev->nccl_bytes ? " and NCCL" : "") + "</span>";
   if (t.has_reserved) s += R"(<span><span class="ln dashed"></span>reserved by the caching allocator</span>)";
+  if (mo) {
+    s += fmt::format(R"(<span><span class="ln dashed" style="border-top-color:{}"></span>predicted device total (reserved + context)</span>)",
+                     kPredictedTotalColor);
+    s += fmt::format(R"(<span><span class="ln thick" style="border-top-color:{}"></span>measured by headroom watch, peak placed at the predicted peak</span>)",
+                     kMeasuredColor);
+  }
   s += "</div>\n";
+  if (mo && (mo->before > 0 || mo->after > 0)) {
+    s += fmt::format(R"(<p class="muted note-measured">{} of the {} measured samples fall outside the predicted run ({} before it, {} after it: process start, loading, other steps) and are not drawn.</p>)",
+                     mo->before + mo->after, measured->samples.size(), mo->before, mo->after);
+    s += "\n";
+  }
   return s;
 }
 
@@ -652,17 +890,20 @@ std::string weights_section(const Graph& g) {
 
 // ---- cards -----------------------------------------------------------------------------------
 
-std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {}) {
+// `name_value`: the value is a name (an op), which may wrap after its dots, never inside a word.
+std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {},
+                 bool name_value = false) {
   return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
-                     cls.empty() ? "" : " " + std::string(cls), escape(key), escape(value), escape(detail));
+                     cls.empty() ? "" : " " + std::string(cls), escape(key), name_value ? svg::breakable(value) : escape(value),
+                     escape(detail));
 }
 
-std::string cards(const Estimate& e) {
+std::string cards(const Estimate& e, const MeasuredSeries* measured) {
   std::string s = R"(<section class="cards">)";
   std::string when = std::string(phase_name(e.peak_phase));
   if (e.peak_iteration > 0) when += fmt::format(" of step {}", e.peak_iteration);
   s += card("peak (tensors)", human_bytes(e.peak_bytes), with_commas(e.peak_bytes) + " bytes, " + when);
-  s += card("peak at", e.peak_op, "the op or autograd node running then");
+  s += card("peak at", e.peak_op, "the op or autograd node running then", {}, true);
   s += card("weights", human_bytes(e.weights_bytes), with_commas(e.parameter_count) + " parameters");
   if (e.device) {
     const DeviceMemory& d = *e.device;
@@ -677,6 +918,12 @@ std::string cards(const Estimate& e) {
   } else {
     s += card("GPU", "not given", "add --gpu NAME for capacity and the caching allocator");
   }
+  if (measured && e.device) {
+    const int64_t m = measured->samples[measured->peak].bytes, d = e.device->device_total_bytes;
+    s += card(measured->process ? "measured (process)" : "measured (device)", human_bytes(m),
+              fmt::format("NVML peak; predicted device total {} ({:+.1f}%)", human_bytes(d),
+                          d > 0 ? (static_cast<double>(m) / static_cast<double>(d) - 1) * 100 : 0.0));
+  }
   s += "</section>\n";
   return s;
 }
@@ -687,24 +934,26 @@ constexpr const char* kCss = R"(
 body{margin:0;background:#fff;color:var(--ink);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif}
 main{max-width:1200px;margin:0 auto;padding:18px 20px 28px}
 h1{font-size:23px;margin:0;font-weight:700}
-h1 .model{font-family:ui-monospace,"DejaVu Sans Mono",monospace}
+h1 .model{font-family:ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:break-word}
 h2{font-size:17px;margin:0 0 2px}
 .sub{color:var(--muted);margin:2px 0 0}
 .muted{color:var(--muted)}
 .lead{margin:0 0 8px;color:#333}
 section{margin:0 0 22px}
-.cards{display:flex;gap:10px;margin:14px 0 20px}
-.card{flex:1 1 0;min-width:0;border:1px solid var(--rule);border-radius:6px;padding:7px 11px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 20px}
+.card{flex:1 1 150px;min-width:0;border:1px solid var(--rule);border-radius:6px;padding:7px 11px}
 .card .k{font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.05em}
-.card .v{font-size:19px;font-weight:650;overflow-wrap:anywhere}
+.card .v{font-size:19px;font-weight:650;overflow-wrap:break-word}
 .card .d{font-size:12px;color:var(--muted)}
 .card.fits{border-color:#009E73;background:#F0FAF6}
 .card.fits .v{color:#00694d}
 .card.nofit{border-color:#D55E00;background:#FDF3EC}
 .card.nofit .v{color:#a34500}
-.two{display:grid;grid-template-columns:500px 1fr;gap:28px;align-items:start}
-.weights{display:grid;grid-template-columns:640px 1fr;gap:24px;align-items:start}
-svg{display:block;overflow:visible}
+.two{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,500px),1fr));gap:12px 28px;align-items:start}
+.weights{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,560px),1fr));gap:12px 24px;align-items:start}
+.two>*,.weights>*{min-width:0}
+svg{display:block;overflow:visible;max-width:100%;height:auto}
+.scroll{max-width:100%;overflow-x:auto}
 svg text{font-family:inherit}
 .halo{paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}
 .halo-light{paint-order:stroke;stroke:#fff;stroke-opacity:.7;stroke-width:2px}
@@ -717,15 +966,17 @@ th,td{padding:3px 6px;text-align:left;vertical-align:top}
 td{border-bottom:1px solid #eee}
 .n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.cat{white-space:nowrap}
-code{font:12px/1.35 ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:anywhere}
+code{font:12px/1.35 ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:break-word}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 .ln{display:inline-block;width:24px;height:0;margin-right:6px;vertical-align:4px;border-top:2px solid #000}
 .ln.dashed{border-top-style:dashed}
 .ln.dotted{border-top-style:dotted}
+.ln.thick{border-top-width:4px}
 .ln.cum{border-top-color:#D55E00}
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px;font-size:13px;margin:4px 0 0 76px}
 p.legend{margin:6px 0 0 70px}
 ul.notes{margin:4px 0 0;padding-left:20px}
+@media (max-width:720px){main{padding:12px 10px 20px}h1{font-size:19px}.legend,p.legend{margin-left:0}th,td{padding:3px 4px}td.cat{white-space:normal}}
 footer{color:var(--muted);font-size:12px;border-top:1px solid var(--rule);padding-top:8px}
 )";
 
@@ -743,6 +994,8 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
     ao->capacity_bytes = room > 0 ? room : 1;  // as device_memory() does
   }
   Timeline t = memory_timeline(p, ao ? &*ao : nullptr, options.max_points);
+  const TimeAxis axis = time_axis(e, g);
+  const MeasuredSeries* measured = options.measured && e.device ? &*options.measured : nullptr;
 
   const EstimateOptions& o = e.options;
   std::string title = fmt::format("{}: {}", o.model, subtitle(e));
@@ -752,12 +1005,12 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
   s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   s += "<meta name=\"generator\" content=\"headroom report\">\n";
   s += "<title>headroom: " + escape(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
-  s += fmt::format("<header><h1>headroom report: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p>\n", escape(o.model),
+  s += fmt::format("<header><h1>headroom report: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p>\n", svg::breakable(o.model),
                    escape(subtitle(e)));
   s += fmt::format("<p class=\"sub\">{} parameters · weights {} · inputs {} · {} ops · {} simulated steps, {} allocation events</p></header>\n",
                    with_commas(e.parameter_count), human_bytes(e.weights_bytes), human_bytes(e.input_bytes), e.op_count,
                    with_commas(static_cast<int64_t>(p.steps.size())), with_commas(static_cast<int64_t>(p.events.size())));
-  s += cards(e);
+  s += cards(e, measured);
 
   s += "<section>\n<h2>Memory over the simulated run</h2>\n";
   s += "<p class=\"lead\">Live tensor bytes stacked by category at each step's high-water mark";
@@ -765,8 +1018,17 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
     s += fmt::format(" ({} points: each the highest of about {} consecutive steps)", t.points.size(),
                      (p.steps.size() + t.points.size() - 1) / t.points.size());
   }
+  s += axis.in_ms ? fmt::format(", against the time the roofline cost model predicts on {} (docs/planning.md; not validated "
+                                "against a GPU): an op is as wide as it is long",
+                                escape(axis.gpu))
+                  : std::string(", against the simulated step");
+  if (measured) {
+    s += fmt::format(". The measured line is <code>{}</code> from <code>headroom watch</code>, moved in time so that its peak "
+                     "sits at the predicted device total's peak (docs/gpu.md)",
+                     escape(measured->path));
+  }
   s += ". Hover the chart for a step's details.</p>\n";
-  s += memory_chart(e, t, p, options);
+  s += memory_chart(e, t, p, axis, measured);
   s += "</section>\n";
 
   s += "<div class=\"two\">\n<section>\n";
@@ -789,10 +1051,14 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
        "torch.cuda.max_memory_allocated reports, without allocator rounding). The reserved line replays them on "
        "PyTorch's CUDA caching allocator; the device total adds the CUDA context. See docs/report.md.</footer>\n";
   s += "</main>\n</body>\n</html>\n";
-  return s;
+  return svg::scrollable_tables(s);
 }
 
 Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html) {
+  if (html.measured && !options.gpu) {
+    return Result<std::string>::failure(
+        "--measured draws NVML readings over the predicted device total: it needs --gpu NAME (or --gpu-memory)");
+  }
   EstimateOptions o = options;
   o.keep_program = true;
   Result<Estimate> e = estimate(o);

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "pack/sharing.h"
+#include "pack/swap_sim.h"
 #include "report/html_report.h"
 #include "report/palette.h"
 #include "report/svg.h"
@@ -47,8 +48,11 @@ std::string cards(const PackReport& r) {
   const IdenticalPlan& id = r.identical;
   std::string s = R"(<section class="cards">)";
   s += card("weights, no sharing", human_bytes(p.unshared_bytes), with_commas(p.unshared_bytes) + " bytes");
+  // Green only for a real saving: "0 B" is not good news.
   s += card("free sharing", (id.saved_bytes > 0 ? "−" : "") + human_bytes(id.saved_bytes),
-            fmt::format("{} groups of bit-identical layers, no retraining", id.groups.size()), "free");
+            id.saved_bytes > 0 ? fmt::format("{} groups of bit-identical layers, no retraining", id.groups.size())
+                               : std::string("no bit-identical layers found"),
+            id.saved_bytes > 0 ? "free" : "");
   s += card("every merge", (p.saved_bytes > 0 ? "−" : "") + human_bytes(p.saved_bytes),
             fmt::format("{} groups of equal configuration, joint retraining", p.groups.size()));
   if (r.residency) {
@@ -56,10 +60,14 @@ std::string cards(const PackReport& r) {
     const ResidentSet& a = rs.all_unshared;
     const ResidentSet& f = rs.all_free;
     const ResidentSet& b = rs.all_shared;
+    // --merged-groups: residency counts the greedy prefix kept, not every merge.
+    const std::string merges = static_cast<size_t>(r.merged_groups) == p.groups.size()
+                                   ? std::string("every merge")
+                                   : fmt::format("the first {} of {} merges", r.merged_groups, p.groups.size());
     std::string v = a.fits ? "all fit" : f.fits ? "fit with free sharing" : b.fits ? "fit with merges" : "do not all fit";
     s += card("on " + rs.gpu, v,
               human_bytes(a.total_bytes) + " without sharing, " + human_bytes(f.total_bytes) + " with free sharing, " +
-                  human_bytes(b.total_bytes) + " with free sharing and every merge, of " + human_bytes(rs.memory_bytes),
+                  human_bytes(b.total_bytes) + " with free sharing and " + merges + ", of " + human_bytes(rs.memory_bytes),
               a.fits || f.fits || b.fits ? "fits" : "nofit");
   } else {
     s += card("GPU", "not given", "add --gpu NAME for capacity and residency");
@@ -254,7 +262,7 @@ std::string free_section(const PackReport& r) {
   s += "\n<table class=\"checks\"><thead><tr><th>model</th><th>weight values</th></tr></thead><tbody>";
   for (size_t i = 0; i < r.models.size(); ++i) {
     s += fmt::format(R"(<tr data-status="{}"><td><code>{}</code></td><td>{}</td></tr>)",
-                     weight_check_name(id.checks[i].status), escape(r.models[i].label),
+                     weight_check_name(id.checks[i].status), svg::breakable(r.models[i].label),
                      escape(weight_check_text(id.checks[i])));
   }
   s += "</tbody></table>\n";
@@ -266,8 +274,8 @@ std::string free_section(const PackReport& r) {
     std::string members;
     for (const IdenticalMember& mb : g.members) {
       const PackModel& m = r.models[static_cast<size_t>(mb.model)];
-      members += (members.empty() ? "" : ", ") + std::string("<code>") + escape(m.label) + ":" +
-                 escape(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
+      members += (members.empty() ? "" : ", ") + std::string("<code>") + svg::breakable(m.label) + ":<wbr>" +
+                 svg::breakable(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
     }
     s += fmt::format(R"(<tr data-bytes-saved="{}"><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td>{}</td></tr>)",
                      g.bytes_saved, i + 1, human_bytes(g.bytes_saved), human_bytes(g.layer_bytes), op_kind_name(g.kind),
@@ -306,12 +314,25 @@ std::string distribution_chart(const PackReport& r) {
   s += "</g>\n";
   s += fmt::format(R"(<g class="distribution" data-plot="{} {} {} {}">)", num(x0), num(y0), num(pw), num(ph));
   std::string legend;
+  // Models with the same layer bytes (the same model twice, or twins) have the same curve: it is
+  // drawn once, in the first one's colour, and named for all of them.
+  std::vector<std::vector<int64_t>> sorted(r.models.size());
+  for (size_t mi = 0; mi < r.models.size(); ++mi) {
+    for (const Layer& l : r.models[mi].layers.layers) sorted[mi].push_back(l.bytes);
+    std::sort(sorted[mi].begin(), sorted[mi].end(), std::greater<>());
+  }
   for (size_t mi = 0; mi < r.models.size(); ++mi) {
     const PackModel& m = r.models[mi];
-    std::vector<int64_t> bytes;
-    for (const Layer& l : m.layers.layers) bytes.push_back(l.bytes);
-    std::sort(bytes.begin(), bytes.end(), std::greater<>());
+    const std::vector<int64_t>& bytes = sorted[mi];
     if (bytes.empty() || m.layers.layer_bytes <= 0) continue;
+    bool drawn = false;
+    std::string label = m.label;
+    for (size_t k = 0; k < r.models.size(); ++k) {
+      if (sorted[k] != bytes || k == mi) continue;
+      if (k < mi) drawn = true;
+      else label += ", " + r.models[k].label;
+    }
+    if (drawn) continue;
     std::vector<svg::Point> pts = {{X(0), Y(0)}};
     std::string data;
     int64_t acc = 0;
@@ -324,10 +345,11 @@ std::string distribution_chart(const PackReport& r) {
     std::string_view color = series_color(mi);
     std::string dash = mi / kSeriesColors == 0 ? "" : fmt::format(R"( stroke-dasharray="{},3")", 2 + 4 * (mi / kSeriesColors));
     s += fmt::format(R"(<path class="model-share" data-model="{}" data-bytes="{}" fill="none" stroke="{}" stroke-width="2"{} d="{}">{}</path>)",
-                     escape(m.label), data, color, dash, svg::path_d(pts),
-                     svg::title(fmt::format("{}: {} layers, {}", m.label, bytes.size(), human_bytes(m.layers.layer_bytes))));
-    legend += fmt::format(R"(<span><span class="ln" style="border-top-color:{}{}"></span>{}</span>)", color,
-                          dash.empty() ? "" : ";border-top-style:dashed", escape(m.label));
+                     escape(label), data, color, dash, svg::path_d(pts),
+                     svg::title(fmt::format("{}: {} layers, {}", label, bytes.size(), human_bytes(m.layers.layer_bytes))));
+    legend += fmt::format(R"(<span><span class="ln" style="border-top-color:{}{}"></span>{}{}</span>)", color,
+                          dash.empty() ? "" : ";border-top-style:dashed", svg::breakable(label),
+                          label != m.label ? " (same layers: one curve)" : "");
   }
   s += "</g>\n</svg>\n";
   s += "<p class=\"legend\">" + legend + "</p></div>\n";
@@ -337,7 +359,7 @@ std::string distribution_chart(const PackReport& r) {
   for (size_t mi = 0; mi < r.models.size(); ++mi) {
     const PackModel& m = r.models[mi];
     const LayerDistribution& d = r.plan.distributions[mi];
-    s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td>)", escape(m.label), d.layers,
+    s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td>)", svg::breakable(m.label), d.layers,
                      human_bytes(m.layers.layer_bytes));
     for (const LayerDistribution::Top& t : d.top) {
       s += fmt::format(R"(<td class="n" title="largest {} layers: {}">{:.1f}%</td>)", t.count, human_bytes(t.bytes),
@@ -362,8 +384,8 @@ std::string plan_table(const PackReport& r) {
     std::string members;
     for (const GroupMember& mb : g.members) {
       const PackModel& m = r.models[static_cast<size_t>(mb.model)];
-      members += (members.empty() ? "" : ", ") + std::string("<code>") + escape(m.label) + ":" +
-                 escape(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
+      members += (members.empty() ? "" : ", ") + std::string("<code>") + svg::breakable(m.label) + ":<wbr>" +
+                 svg::breakable(m.layers.layers[static_cast<size_t>(mb.layer)].name) + "</code>";
     }
     s += fmt::format(R"(<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td>{}</td></tr>)",
                      i + 1, human_bytes(g.bytes_saved), human_bytes(p.cumulative_saved[i]),
@@ -395,18 +417,122 @@ std::string residency_table(const PackReport& r) {
                            {"greedy, free sharing", &rs.greedy_free},
                            {"greedy, free sharing + every merge", &rs.greedy_shared}}) {
     s += fmt::format(R"(<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>)", what,
-                     escape(names(*set)), human_bytes(set->weights_bytes), human_bytes(set->total_bytes),
+                     svg::breakable(names(*set)), human_bytes(set->weights_bytes), human_bytes(set->total_bytes),
                      set->fits ? "yes" : "no");
   }
   s += "</tbody></table>\n";
   return s;
 }
 
+// ---- 5. the workload simulation --------------------------------------------------------------
+
+std::string ms_of(int64_t ns) { return fmt::format("{:.1f} ms", static_cast<double>(ns) * 1e-6); }
+
+// One row per policy and sharing choice: what the GPU spent waiting for loads (stalls), the loads,
+// the bytes moved, the evictions, deadline misses and the worst p99; then one lane per run on a
+// common time axis: execution in the model's colour, loads (the GPU stalled) in black.
+std::string simulation_section(const PackReport& r) {
+  const SimulationSetup& st = *r.setup;
+  std::string s = fmt::format(
+      R"(<p class="lead">Requests served one at a time over a {:g} s window (seed {}), weights swapped in over the host link when the model is not resident, with {} of memory for weights (pack/swap_sim.h, docs/pack.md). Each eviction policy runs without sharing, with free sharing and with free sharing plus every merge.</p>)",
+      st.window_s, st.seed, escape(human_bytes(st.weights_capacity_bytes)));
+  s += "\n<h3>Requests</h3>\n";
+  s += R"(<table class="workload"><thead><tr><th>model</th><th class="n">batch</th><th class="n">exec</th><th>from</th><th class="n">target</th><th class="n">requests</th></tr></thead><tbody>)";
+  for (const SimulatedModel& m : st.models) {
+    s += fmt::format(R"(<tr><td><code>{}</code></td><td class="n">{}</td><td class="n">{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
+                     svg::breakable(m.label), m.batch, ms_of(static_cast<int64_t>(m.exec_s * 1e9)), escape(m.exec_source),
+                     ms_of(static_cast<int64_t>(m.latency_target_s * 1e9)), m.requests);
+  }
+  s += "</tbody></table>\n";
+  s += "<h3>Per policy and sharing choice</h3>\n";
+  s += R"(<table class="runs-compared"><thead><tr><th>policy</th><th>sharing</th><th class="n">stalls (load wait)</th><th class="n">loads</th><th class="n">moved</th><th class="n">evictions</th><th class="n">deadline misses</th><th class="n">worst p99</th><th class="n">finished</th></tr></thead><tbody>)";
+  int64_t makespan = 1;
+  for (const SimulationRun& run : r.runs) makespan = std::max(makespan, run.result.makespan_ns);
+  for (const SimulationRun& run : r.runs) {
+    int64_t loads = 0, misses = 0, p99 = 0;
+    for (const SwapModelStats& m : run.result.models) {
+      loads += m.loads;
+      misses += m.deadline_misses;
+      p99 = std::max(p99, m.p99_ns);
+    }
+    s += fmt::format(
+        R"(<tr class="sim-run" data-policy="{}" data-sharing="{}" data-stall-ns="{}" data-loads="{}"><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
+        eviction_policy_name(run.policy), sharing_key(run.sharing), run.result.load_wait_ns, loads, eviction_policy_name(run.policy),
+        sharing_label(run.sharing), ms_of(run.result.load_wait_ns), loads, human_bytes(run.result.bytes_moved), run.result.evictions,
+        misses, ms_of(p99), ms_of(run.result.makespan_ns));
+  }
+  s += "</tbody></table>\n";
+
+  // The lanes.
+  s += "<h3>The GPU's time, one lane per run</h3>\n";
+  constexpr double W = 1160, L = 150, R = 20, T = 8, lane = 22, B = 40;
+  const double H = T + lane * static_cast<double>(r.runs.size()) + B;
+  const double x0 = L, pw = W - L - R;
+  auto X = [&](int64_t ns) { return x0 + pw * static_cast<double>(ns) / static_cast<double>(makespan); };
+  s += fmt::format(R"(<svg class="chart sim-timeline" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="the GPU's time per run: execution and load stalls">)",
+                   num(W), num(H), num(W), num(H));
+  s += "\n";
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    const SimulationRun& run = r.runs[i];
+    const double y = T + lane * static_cast<double>(i);
+    s += svg::text(x0 - 8, y + 15, fmt::format("{}, {}", eviction_policy_name(run.policy), sharing_label(run.sharing)),
+                   R"(font-size="11" text-anchor="end")");
+    s += svg::rect(x0, y + 3, pw, lane - 6, R"(fill="#000" fill-opacity="0.04")");
+    // Segments merged while they are the same kind and model and touch at the pixel scale, so a
+    // long trace stays a few hundred rectangles.
+    struct Seg {
+      double a, b;
+      int model;  // -1: a load
+    };
+    std::vector<Seg> segs;
+    auto add = [&](double a, double b, int model) {
+      if (!segs.empty() && segs.back().model == model && a - segs.back().b < 0.5) {
+        segs.back().b = std::max(segs.back().b, b);
+      } else {
+        segs.push_back({a, b, model});
+      }
+    };
+    for (const SwapRequestTrace& q : run.result.trace) {
+      if (q.load_ns > 0) add(X(q.start_ns), X(q.start_ns + q.load_ns), -1);
+      add(X(q.start_ns + q.load_ns), X(q.finish_ns), q.model);
+    }
+    s += fmt::format(R"(<g class="sim-lane" data-policy="{}" data-sharing="{}">)", eviction_policy_name(run.policy), sharing_key(run.sharing));
+    for (const Seg& g : segs) {
+      s += svg::rect(g.a, y + (g.model < 0 ? 3 : 6), std::max(0.3, g.b - g.a), g.model < 0 ? lane - 6 : lane - 12,
+                     g.model < 0 ? std::string(R"(fill="#000")")
+                                 : fmt::format(R"(fill="{}")", series_color(static_cast<size_t>(g.model))));
+    }
+    s += "</g>\n";
+  }
+  const double axis_y = T + lane * static_cast<double>(r.runs.size());
+  s += R"(<g class="x-axis" font-size="11" fill="#333">)";
+  const double span_ms = static_cast<double>(makespan) * 1e-6;
+  const double step = svg::nice_step(span_ms, 8);
+  for (int k = 0; k * step <= span_ms * (1 + 1e-9); ++k) {
+    const double x = X(static_cast<int64_t>(std::llround(k * step * 1e6)));
+    s += svg::line(x, axis_y, x, axis_y + 4, R"(stroke="#888")");
+    s += svg::text(x, axis_y + 16, fmt::format("{:g}", std::round(k * step * 1e6) / 1e6), R"(text-anchor="middle")");
+  }
+  s += svg::text(x0 + pw / 2, H - 6, "time (ms) until the last request of the slowest run finished", R"(font-size="12" text-anchor="middle")");
+  s += "</g>\n</svg>\n";
+  s += R"(<p class="legend"><span><span class="sw" style="background:#000"></span>GPU waits for a load (stall)</span>)";
+  for (size_t m = 0; m < st.models.size(); ++m) {  // the trace's model indices are the simulated models'
+    s += fmt::format(R"(<span><span class="sw" style="background:{}"></span>{} executes</span>)", series_color(m), svg::breakable(st.models[m].label));
+  }
+  s += "</p>\n";
+  if (!st.not_simulated.empty()) {
+    std::string names;
+    for (const std::string& n : st.not_simulated) names += (names.empty() ? "" : ", ") + n;
+    s += "<p class=\"muted\">Not in the workload: " + svg::breakable(names) + ".</p>\n";
+  }
+  return s;
+}
+
 constexpr const char* kPackCss = R"(
 .card.free{border-color:#009E73}
 .card.free .v{color:#00694d}
-table.checks,table.identical,table.plan,table.residency{margin:6px 0 10px}
-.weights{grid-template-columns:640px 1fr}
+table.checks,table.identical,table.plan,table.residency,table.workload,table.runs-compared{margin:6px 0 10px}
+h3{font-size:14px;margin:12px 0 4px}
 )";
 
 }  // namespace
@@ -422,7 +548,7 @@ std::string pack_html(const PackReport& r) {
   s += "<title>" + escape(title) + "</title>\n<style>" + std::string(html_page_css()) + kPackCss +
        "</style>\n</head>\n<body>\n<main>\n";
   s += fmt::format("<header><h1>headroom pack: <span class=\"model\">{}</span></h1><p class=\"sub\">{}</p></header>\n",
-                   escape(model_list(r)), escape(subtitle(r)));
+                   svg::breakable(model_list(r)), escape(subtitle(r)));
   s += cards(r);
 
   s += "<section>\n<h2>Cumulative savings of merging</h2>\n";
@@ -442,10 +568,11 @@ std::string pack_html(const PackReport& r) {
   s += distribution_chart(r) + "</section>\n";
   s += "<section>\n<h2>Merge plan (largest groups)</h2>\n" + plan_table(r) + "</section>\n";
   if (r.residency) s += "<section>\n<h2>Residency on " + escape(r.residency->gpu) + "</h2>\n" + residency_table(r) + "</section>\n";
+  if (r.setup) s += "<section>\n<h2>Workload simulation: swapping weights</h2>\n" + simulation_section(r) + "</section>\n";
   s += "<footer>headroom pack: layers are grouped by configuration (merge plan, needs retraining) and by bit-identical "
        "weights (free); weights are exact bytes as the graphs declare them. See docs/pack.md and docs/report.md.</footer>\n";
   s += "</main>\n</body>\n</html>\n";
-  return s;
+  return svg::scrollable_tables(s);
 }
 
 }  // namespace headroom

@@ -8,7 +8,10 @@
 //      bit-identical layers;
 //   3. the per-model weight distribution (GEMEL's power law): cumulative share of layer memory
 //      against the share of layers, largest first, one line per model;
-//   4. the merge plan's largest groups, and residency with a GPU.
+//   4. the merge plan's largest groups, and residency with a GPU;
+//   5. with --workload, the swap simulation: per policy and sharing choice the stalls, loads,
+//      bytes moved, evictions, misses, and a lane of the GPU's time (execution, load stalls).
+// A 0 B free saving is not coloured green; models with the same layer bytes are one curve.
 // Deterministic: the same PackReport gives byte-identical HTML.
 //
 // The plotted data is in the markup, for tests and tools (docs/report.md):
@@ -19,7 +22,9 @@
 //   <line class="room" data-bytes="B">                      (lines where their value is on the scale)
 //   <g class="distribution" data-plot="x y w h">
 //   <path class="model-share" data-model="LABEL" data-bytes="b1,...,bL" d="...">  layer bytes
-//         largest first; vertices at (i / L, cumulative share of the first i layers), i = 0..L
+//         largest first; vertices at (i / L, cumulative share of the first i layers), i = 0..L;
+//         data-model lists every model drawn by it ("a, a#2")
+//   <tr class="sim-run" data-policy data-sharing data-stall-ns data-loads>, <g class="sim-lane">
 #pragma once
 
 #include <string>

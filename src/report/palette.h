@@ -43,4 +43,12 @@ inline std::string_view series_color(size_t i) {
 }
 inline constexpr size_t kSeriesColors = 7;
 
+// One colour per planning strategy (the plan page; plan/strategies.h has nine): the seven series
+// colours, then Paul Tol's teal and olive ("muted" scheme), also safe for colour-blind readers.
+inline std::string_view strategy_color(size_t i) {
+  static constexpr std::array<std::string_view, 9> kStrategies = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
+                                                                  "#56B4E9", "#882255", "#44AA99", "#999933"};
+  return kStrategies[i % kStrategies.size()];
+}
+
 }  // namespace headroom

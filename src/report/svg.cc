@@ -139,4 +139,31 @@ void spread_labels(std::vector<MarginLabel>& labels, double gap, double top) {
   }
 }
 
+std::string breakable(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    out += escape(name.substr(i, 1));
+    const char c = name[i];
+    if (i + 1 < name.size() && (c == '/' || c == '.' || c == '_' || c == '-' || c == ':')) out += "<wbr>";
+  }
+  return out;
+}
+
+std::string scrollable_tables(std::string_view html) {
+  std::string out;
+  out.reserve(html.size() + 1024);
+  size_t pos = 0;
+  for (size_t at = html.find("<table", pos); at != std::string_view::npos; at = html.find("<table", pos)) {
+    const size_t end = html.find("</table>", at);
+    if (end == std::string_view::npos) break;
+    out += html.substr(pos, at - pos);
+    out += "<div class=\"scroll\">";
+    out += html.substr(at, end + 8 - at);
+    out += "</div>";
+    pos = end + 8;
+  }
+  out += html.substr(pos);
+  return out;
+}
+
 }  // namespace headroom::svg

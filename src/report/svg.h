@@ -36,6 +36,10 @@ std::string rect_with(double x, double y, double w, double h, std::string_view a
 std::string line(double x1, double y1, double x2, double y2, std::string_view attrs = {});
 std::string circle(double cx, double cy, double r, std::string_view attrs = {});
 std::string text(double x, double y, std::string_view content, std::string_view attrs = {});
+// Escaped for HTML content, with a line-break opportunity (<wbr>) after each '/', '.', '_', '-'
+// and ':' that is not last: file paths and dotted names then wrap between their parts on a narrow
+// screen instead of inside a word.
+std::string breakable(std::string_view name);
 // A tooltip: <title>escaped</title> (browsers show it on hover, no script needed).
 std::string title(std::string_view tooltip);
 
@@ -68,5 +72,10 @@ struct MarginLabel {
   std::string head, value, style;
 };
 void spread_labels(std::vector<MarginLabel>& labels, double gap, double top);
+
+// Every <table> of a page wrapped in <div class="scroll"> (overflow-x:auto in the shared style
+// sheet): on a narrow screen a table wider than the page scrolls inside its box instead of being
+// cut or widening the page.
+std::string scrollable_tables(std::string_view html);
 
 }  // namespace headroom::svg

@@ -28,6 +28,28 @@ std::string with_commas(int64_t n) {
   return (n < 0 ? "-" : "") + out;
 }
 
+namespace {
+
+// 3 significant digits without an exponent: 0.851, 98.1, 355, 12345.
+std::string three_digits(double v) {
+  if (v >= 100) return fmt::format("{:.0f}", v);
+  if (v >= 10) return fmt::format("{:.1f}", v);
+  if (v >= 1) return fmt::format("{:.2f}", v);
+  return fmt::format("{:.3f}", v);
+}
+
+}  // namespace
+
+std::string human_duration_ms(double ms) {
+  const double s = ms / 1e3;
+  if (s < 1) return three_digits(ms) + " ms";
+  if (s < 120) return three_digits(s) + " s";
+  if (s < 120 * 60) return three_digits(s / 60) + " min";
+  if (s < 48 * 3600) return three_digits(s / 3600) + " h";
+  if (s < 730 * 86400) return three_digits(s / 86400) + " days";
+  return three_digits(s / (365 * 86400.0)) + " years";
+}
+
 std::string percent(int64_t part, int64_t total) {
   if (total <= 0) return "-";
   return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(total));

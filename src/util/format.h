@@ -12,6 +12,9 @@ namespace headroom {
 std::string human_bytes(int64_t bytes);
 // "25,557,032"
 std::string with_commas(int64_t n);
+// A duration given in milliseconds: "0.85 ms", "98.1 ms", "12.3 s", "38.2 min", "5.1 h", "3.2 days",
+// "355 years" (365-day years), 3 significant digits.
+std::string human_duration_ms(double ms);
 // "12.3%" of total (0 total gives "-")
 std::string percent(int64_t part, int64_t total);
 // `text` with control bytes (and DEL) written as \xNN, so a name from a file or the command line

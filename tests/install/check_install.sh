@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs a build into a DESTDIR staging folder, then checks the three things make install
-# promises: the CLI runs, a CMake project finds headroom and its peak for a built-in model equals
-# the CLI's, and the Python package imports from the staged dist-packages.
+# Installs a build into a DESTDIR staging folder, then checks what make install promises: the
+# CLI runs, a CMake project finds headroom and its peak for a built-in model equals the CLI's,
+# the Python package imports from the staged dist-packages, and the man page and the bash and
+# zsh completions are where man, bash-completion and zsh look for them.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR PYTHON
 set -euo pipefail
 build="$1"; src="$2"; python="$3"
@@ -17,4 +18,8 @@ lib_peak=$("$stage/consumer/consumer")
 site=$(ls -d "$root"/lib/python3*/dist-packages)
 py_peak=$(PYTHONPATH="$site" "$python" -c 'import headroom; print(headroom.estimate("mlp:layers=2,dim=64")["peak_bytes"])')
 [ "$py_peak" = "$cli_peak" ] || { echo "python peak $py_peak != CLI peak $cli_peak"; exit 1; }
+head -1 "$root/share/man/man1/headroom.1" | grep -q '^\.TH HEADROOM 1' || { echo "no man page"; exit 1; }
+bash -n "$root/share/bash-completion/completions/headroom" || { echo "bash completion does not parse"; exit 1; }
+head -1 "$root/share/zsh/site-functions/_headroom" | grep -q '^#compdef headroom' || { echo "no zsh completion"; exit 1; }
+zsh -n "$root/share/zsh/site-functions/_headroom" || { echo "zsh completion does not parse"; exit 1; }
 echo "installed: CLI, find_package(headroom) and the Python package agree on $cli_peak bytes"

@@ -219,7 +219,11 @@ HfModel read_hf_config(const std::string& arg) {
   const std::string path = config_path(arg);
   Result<std::string> text = read_input_file(path, "Hugging Face config", kMaxJsonFileBytes);
   if (!text.ok()) throw InputError(text.error());
-  json j = parse_json_input(text.value(), path);
+  return parse_hf_config(text.value(), path);
+}
+
+HfModel parse_hf_config(std::string_view text, const std::string& path) {
+  json j = parse_json_input(text, path);
   if (!j.is_object()) throw InputError(path + ": not a JSON object");
   Fields f(j, path);
   const std::string model_type = f.text("model_type");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "frontends/hf/hf_t5.h"
 #include "ir/dtype.h"
@@ -66,6 +67,8 @@ struct HfModel {
 // `path` is a config.json or a directory holding one. InputError on an unreadable file, bad
 // JSON, an unknown model_type or a missing field.
 HfModel read_hf_config(const std::string& path);
+// The same from the file's text; `path` names it in messages.
+HfModel parse_hf_config(std::string_view text, const std::string& path);
 
 // Whether `arg` names a config.json file or a directory that holds one.
 bool looks_like_hf_config(const std::string& arg);

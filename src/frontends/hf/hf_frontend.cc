@@ -3,18 +3,21 @@
 #include "frontends/hf/hf_decoder.h"
 #include "frontends/hf/hf_t5.h"
 #include "frontends/zoo/registry.h"
+#include "util/checked.h"
 #include "util/error.h"
 
 namespace headroom {
 
-HfLoader hf_graph_loader(const std::string& path) {
-  HfModel m = read_hf_config(path);
+HfLoader hf_graph_loader(const std::string& path) { return hf_graph_loader(read_hf_config(path)); }
+
+HfLoader hf_graph_loader(HfModel m) {
   HfLoader l;
   l.torch_dtype = m.torch_dtype;
   if (m.zoo_spec.empty() && m.family != HfFamily::T5) {
-    l.kv_values_per_token = 2 * m.decoder.layers * m.decoder.kv_heads * m.decoder.head_dim;
+    l.kv_values_per_token = checked_mul(checked_mul(checked_mul(2, m.decoder.layers, "KV cache per token"), m.decoder.kv_heads, "KV cache per token"),
+                                        m.decoder.head_dim, "KV cache per token");
   }
-  l.load = [m](const BuildConfig& cfg) -> Graph {
+  l.load = [m = std::move(m)](const BuildConfig& cfg) -> Graph {
     if (!m.zoo_spec.empty()) {
       if (cfg.generation) throw InputError(m.path + ": --mode generate needs a decoder-only model (not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')) + ")");
       if (cfg.weights != WeightFormat::Default) throw InputError("--weights applies to the decoder families (llama, mistral, ...), not " + m.zoo_spec.substr(0, m.zoo_spec.find(':')));

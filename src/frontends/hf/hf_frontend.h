@@ -22,5 +22,7 @@ struct HfLoader {
 
 // Reads the config now (InputError on a bad one); the loader builds a graph per BuildConfig.
 HfLoader hf_graph_loader(const std::string& path);
+// The loader of a config already read (parse_hf_config).
+HfLoader hf_graph_loader(HfModel model);
 
 }  // namespace headroom

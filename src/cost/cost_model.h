@@ -1,10 +1,12 @@
-// The time side of a plan: how long each step of a Program takes on a GPU of the catalog, and
-// how copies to and from host memory overlap with it. A roofline per op (FLOPs against the
-// device's peak for the op's dtype, bytes against its memory bandwidth, plus a launch cost), a
-// fixed ratio for the backward, and a two-engine copy timeline for offloading (docs/planning.md).
+// The time side of a run: how long each step of a Program takes on a GPU of the catalog, how
+// copies to and from host memory overlap with it, and how long loading the weights takes. A
+// roofline per op (FLOPs against the device's peak for the op's dtype, bytes against its memory
+// bandwidth, plus a launch cost), a fixed ratio for the backward, and a two-engine copy timeline
+// for offloading (docs/planning.md). `plan` orders strategies with it, `estimate` reports step
+// time and throughput with it (cost/run_time.h), `pack` loads weights with its host-link numbers.
 //
-// Every constant lives in CostConstants, with where its value comes from. The model orders
-// strategies by time; it is not validated against a GPU (none here), and docs/planning.md says so.
+// Every constant lives in CostConstants, with where its value comes from. docs/performance.md
+// compares the model with published measurements (per-case errors).
 //
 // Invariants: times are non-negative and finite; an empty program takes 0 ms; the total of an
 // iteration is compute + recompute + optimizer + stalls, each reported apart.
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cost/cost_constants.h"
 #include "ir/graph.h"
 #include "schedule/memory_plan.h"
 #include "schedule/program.h"
@@ -20,32 +23,6 @@
 #include "training/optimizer.h"
 
 namespace headroom {
-
-struct CostConstants {
-  // Per kernel: CUDA launch plus PyTorch's eager dispatch, about 5-10 us per op on current
-  // hardware (PyTorch performance tuning guide; CUDA launch latency is ~3-5 us).
-  double launch_us = 6.0;
-  // Fraction of the datasheet peak that eager kernels reach: large cuBLAS/cuDNN GEMMs reach
-  // 60-80 % of tensor-core peak; elementwise kernels 70-90 % of DRAM bandwidth.
-  double compute_efficiency = 0.65;
-  double memory_efficiency = 0.8;
-  // Backward of an op ~ 2x its forward: a GEMM-like layer computes the input gradient and the
-  // weight gradient, each as large as the forward; elementwise backwards read twice as much.
-  double backward_factor = 2.0;
-  // Pinned host memory copies reach ~80 % of the PCIe link's per-direction bandwidth
-  // (cudaMemcpyAsync bandwidth tests); each copy also pays a fixed latency.
-  double host_link_efficiency = 0.8;
-  double copy_latency_us = 10.0;
-  // A workspace-free convolution algorithm (implicit GEMM) against cuDNN's fastest with its
-  // workspace: vDNN and MONeT report 1.2-2x; we take 1.5x.
-  double no_workspace_conv_slowdown = 1.5;
-  // Optimizer update: bytes read and written per parameter byte are SGD p,g -> p (3), momentum
-  // adds its buffer (5), Adam/AdamW p,g,m,v -> p,m,v (7). Kernels: the single-tensor loop
-  // launches ~4 per parameter tensor; foreach launches the same kernels once per group of
-  // tensors (ATen's MultiTensorApply takes up to 36 tensors per launch at Adam's list depth).
-  double optimizer_kernels_per_tensor = 4.0;
-  int foreach_tensors_per_launch = 36;
-};
 
 // What one op costs forward and backward on a GPU (milliseconds).
 struct OpCost {
@@ -66,6 +43,9 @@ class CostModel {
   double optimizer_ms(const Graph& g, OptimizerKind kind, bool foreach) const;
   // One copy of `bytes` over the host link, either direction.
   double transfer_ms(int64_t bytes) const;
+  // Loading `bytes` of weights in `tensors` tensors from host memory, pinned or pageable:
+  // load_fixed + tensors x load_per_tensor + bytes / (link x host_link_efficiency [x pageable_factor]).
+  double load_ms(int64_t bytes, int64_t tensors, bool pinned) const;
   // FLOP/s the op runs at: tensor cores for convolutions and GEMMs when the dtype has them
   // (fp32 convolutions use TF32, cuDNN's default; fp32 matmuls do not, PyTorch's default since
   // 1.12), the CUDA-core fp32 rate otherwise.
@@ -85,6 +65,9 @@ struct IterationTime {
   double transfer_ms = 0;    // busy time of the copy engines (overlapped or not)
   int64_t transfer_bytes = 0;
   double total_ms = 0;       // compute + recompute + optimizer + stall
+  // FLOPs the counted steps execute: each op's forward FLOPs, x backward_factor for a backward
+  // step, again for a recomputed forward (the optimizer's elementwise update is not counted).
+  double flops = 0;
 };
 
 // `iteration`: the training iteration to time (the last one is the steady state); 0 for an

@@ -1,4 +1,4 @@
-#include "plan/cost_model.h"
+#include "cost/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,6 +64,13 @@ double CostModel::transfer_ms(int64_t bytes) const {
          c_.copy_latency_us * 1e-3;
 }
 
+double CostModel::load_ms(int64_t bytes, int64_t tensors, bool pinned) const {
+  HEADROOM_CHECK(gpu_.host_link.bandwidth_bytes_per_s > 0, "no host link bandwidth for " + gpu_.name);
+  if (bytes == 0 && tensors == 0) return 0;
+  const double rate = gpu_.host_link.bandwidth_bytes_per_s * c_.host_link_efficiency * (pinned ? 1.0 : c_.pageable_factor);
+  return (c_.load_fixed_us + static_cast<double>(tensors) * c_.load_per_tensor_us) * 1e-3 + static_cast<double>(bytes) / rate * 1e3;
+}
+
 namespace {
 
 // The one timeline both iteration_time() and step_times() read, so a plotted step and the timed
@@ -123,7 +130,10 @@ IterationTime run_timeline(const CostModel& model, const Graph& g, const Program
       OpCost c = model.op_cost(g, op, no_ws[static_cast<size_t>(st.op)]);
       const bool forward = st.phase == Phase::Forward || st.phase == Phase::Inference || st.recompute;
       ms = forward ? c.forward_ms : c.backward_ms;
-      if (counts) (st.recompute ? r.recompute_ms : r.compute_ms) += ms;
+      if (counts) {
+        (st.recompute ? r.recompute_ms : r.compute_ms) += ms;
+        r.flops += static_cast<double>(op.flops) * (forward ? 1.0 : model.constants().backward_factor);
+      }
     }
     clock += ms;
     for (int i : ready_end[s]) {

@@ -1,0 +1,36 @@
+// fit over many GPUs at once (`fit --gpu all`): the answer of fit() for each GPU, byte for byte,
+// from one batch (or sequence) sweep shared by all of them.
+//
+// Why sharing is exact: the program of a size depends on the GPU only through the cuBLAS
+// workspace (32 MiB per handle on Hopper and later, 8,519,680 bytes before:
+// cublas_workspace_for), so each (size, workspace) program is built and simulated once. The
+// caching allocator depends on the GPU only through its capacity, and only when a new segment
+// would pass it: a replay without a limit whose reserved peak is within a GPU's allocator budget
+// never came near that limit, so the limited replay makes the same calls and ends in the same
+// state. Such GPUs read the unlimited replay; the others (and expandable segments, whose address
+// range is sized from the capacity) replay the program with their own limit. Replays are shared
+// only between GPUs with the same allocator settings, once per (size, workspace, settings, limit).
+//
+// Invariants: the GPUs are searched in order with fit()'s search (fit_search), so every field of
+// each FitResult, `evaluations` included, is the one fit() gives; the first error (in GPU order)
+// is fit()'s error for that GPU.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "estimate/fit.h"
+
+namespace headroom {
+
+// Called before each GPU's search: its index, the number of GPUs, its name.
+using FitProgress = std::function<void(size_t index, size_t count, const std::string& gpu)>;
+
+// fit(options with estimate.gpu = g) for each g in gpus, in order. options.estimate.gpu is not
+// read.
+Result<std::vector<FitResult>> fit_all(const FitOptions& options, const std::vector<GpuOptions>& gpus,
+                                       const FitProgress& progress = {});
+
+}  // namespace headroom

@@ -1,0 +1,154 @@
+// fit_all: the shared sweep over many GPUs gives, byte for byte, the report of fit() run on each
+// GPU alone (the path it replaced), for the whole catalog and for the options that change what a
+// GPU does to a run (cuBLAS workspace, allocator settings, capacity, context, margin), and the same
+// first error.
+#include <gtest/gtest.h>
+
+#include "estimate/fit_all.h"
+#include "frontends/model_source.h"
+#include "report/fit_report.h"
+#include "sim/device_catalog.h"
+
+namespace headroom {
+namespace {
+
+std::vector<GpuOptions> catalog(const GpuOptions& base) {
+  std::vector<GpuOptions> gpus;
+  for (const GpuSpec& s : DeviceCatalog::builtin().gpus()) {
+    GpuOptions g = base;
+    g.gpu = s.name;
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+// fit() for each GPU, one after the other: the reference.
+Result<std::vector<FitResult>> fit_each(const FitOptions& o, const std::vector<GpuOptions>& gpus) {
+  std::vector<FitResult> out;
+  for (const GpuOptions& g : gpus) {
+    FitOptions f = o;
+    f.estimate.gpu = g;
+    Result<FitResult> r = fit(f);
+    if (!r.ok()) return Result<std::vector<FitResult>>::failure(r.error());
+    out.push_back(r.value());
+  }
+  return out;
+}
+
+void expect_same_reports(const FitOptions& o, const std::vector<GpuOptions>& gpus) {
+  Result<std::vector<FitResult>> want = fit_each(o, gpus);
+  Result<std::vector<FitResult>> got = fit_all(o, gpus);
+  ASSERT_TRUE(want.ok()) << want.error();
+  ASSERT_TRUE(got.ok()) << got.error();
+  EXPECT_EQ(fit_json(o.estimate, got.value()), fit_json(o.estimate, want.value()));
+  EXPECT_EQ(fit_text(o.estimate, got.value()), fit_text(o.estimate, want.value()));
+}
+
+FitOptions resnet18() {
+  FitOptions f;
+  f.estimate.model = "resnet18";
+  f.estimate.optimizer = OptimizerKind::Sgd;
+  return f;
+}
+
+TEST(FitAll, ResnetOnEveryCatalogGpuIsFitOnEach) {
+  // Hopper and Blackwell GPUs build a program with a 32 MiB cuBLAS workspace, the others with
+  // 8,519,680 bytes: both programs are shared, each by its own GPUs.
+  GpuOptions g;
+  g.margin = 0.05;
+  expect_same_reports(resnet18(), catalog(g));
+}
+
+TEST(FitAll, AdamWithAnExplicitWorkspaceAndEagerContext) {
+  FitOptions f = resnet18();
+  f.estimate.model = "resnet50";
+  f.estimate.optimizer = OptimizerKind::Adam;
+  f.estimate.cublas_workspace_bytes = 0;  // one program for every GPU
+  GpuOptions g;
+  g.lazy_module_loading = false;
+  g.nccl = true;
+  expect_same_reports(f, catalog(g));
+}
+
+TEST(FitAll, AllocatorSettingsThatDependOnCapacity) {
+  // max_split_size releases cached blocks when a segment does not fit (a replay that meets the
+  // capacity); expandable segments size their address range from the capacity.
+  GpuOptions split;
+  split.allocator.max_split_size_bytes = 64LL << 20;
+  expect_same_reports(resnet18(), catalog(split));
+  GpuOptions expandable;
+  expandable.allocator.expandable_segments = true;
+  expect_same_reports(resnet18(), catalog(expandable));
+  // Each GPU with its own settings in one call: replays are shared only between equal settings.
+  std::vector<GpuOptions> mixed = catalog(GpuOptions{});
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    if (i % 3 == 1) mixed[i].allocator = split.allocator;
+    if (i % 3 == 2) mixed[i].allocator = expandable.allocator;
+  }
+  expect_same_reports(resnet18(), mixed);
+}
+
+TEST(FitAll, CustomCapacitiesNearTheLimitAndNothingFits) {
+  // --gpu-memory without a name (device-default workspace) at sizes where the allocator meets the
+  // capacity during the bisection, and one where even batch 1 does not fit.
+  std::vector<GpuOptions> gpus;
+  for (int64_t mib : {300, 1500, 3072, 3100, 5000}) {
+    GpuOptions g;
+    g.gpu_memory = mib << 20;
+    g.margin = 0.05;
+    gpus.push_back(g);
+  }
+  expect_same_reports(resnet18(), gpus);
+}
+
+TEST(FitAll, SequenceSearchOnGpt2) {
+  FitOptions f;
+  f.estimate.model = "gpt2";
+  f.estimate.mode = RunMode::Inference;
+  f.axis = FitAxis::Seq;
+  std::vector<GpuOptions> gpus;
+  for (const char* name : {"t4", "a100-80gb", "h100-sxm"}) {
+    GpuOptions g;
+    g.gpu = name;
+    gpus.push_back(g);
+  }
+  expect_same_reports(f, gpus);
+}
+
+TEST(FitAll, FirstErrorIsFitsError) {
+  FitOptions f = resnet18();
+  f.estimate.device = "cpu";
+  GpuOptions g;
+  std::vector<GpuOptions> gpus = catalog(g);
+  Result<std::vector<FitResult>> want = fit_each(f, gpus);
+  Result<std::vector<FitResult>> got = fit_all(f, gpus);
+  ASSERT_FALSE(want.ok());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error(), want.error());
+  EXPECT_EQ(got.error(), "--gpu needs --device cuda");
+
+  // A generation run is refused before it is built: a GPU off CUDA is the first error, before
+  // --seq (which a generation run refuses itself).
+  f = FitOptions{};
+  f.estimate.model = std::string(HEADROOM_SOURCE_DIR) + "/validation/hf-configs/tiny-llama-gqa.json";
+  select_frontend(f.estimate, {});
+  f.estimate.mode = RunMode::Inference;
+  f.estimate.generation = GenerationOptions{8, 4};
+  f.estimate.seq = 4;
+  f.estimate.device = "cpu";
+  want = fit_each(f, gpus);
+  got = fit_all(f, gpus);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error(), want.error());
+  EXPECT_EQ(got.error(), "--gpu needs --device cuda");
+
+  f = resnet18();
+  gpus[0].margin = 0.95;
+  want = fit_each(f, gpus);
+  got = fit_all(f, gpus);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error(), want.error());
+}
+
+}  // namespace
+}  // namespace headroom
