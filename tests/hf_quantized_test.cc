@@ -1,4 +1,4 @@
-// --weights int8|nf4|int4 on a Hugging Face decoder: the stored bytes of each format and the
+// --weights int8|nf4|int4|fp8 on a Hugging Face decoder: the stored bytes of each format and the
 // kernels' temporaries, by hand, on tiny-llama-gqa (hidden 256, 2 layers, 8 heads, 4 kv heads of
 // 32, ffn 688, vocab 1000). Per layer the quantized linears are q 256x256, k and v 128x256,
 // o 256x256, gate and up 688x256, down 256x688: 724,992 values (1,449,984 for both layers).
@@ -59,12 +59,15 @@ TEST(HfQuantized, Nf4StoresHalfAByteAValueAndDoubleQuantizedAbsmax) {
   // MatMul4Bit with 16 tokens: dequantize_4bit's fp32 absmax (2,752 blocks x 4 = 11,008 bytes) and
   // the bf16 weight (176,128 x 2 = 352,256 bytes) while gate_proj runs.
   EXPECT_EQ(temps_of(e.program, "model.layers.0.mlp.gate_proj.tmp"), (std::vector<int64_t>{11'008, 352'256}));
-  // Decoding one token without grad takes gemv_4bit: no temporaries.
+  // Decoding one token without grad takes gemv_4bit: no temporaries. (Two new tokens: one
+  // simulated window, [prefill, decode 1], whose program is kept.)
   EstimateOptions g = options(WeightFormat::Nf4, Precision::Bf16);
   g.seq.reset();
-  g.generation = GenerationOptions{4, 3};
+  g.generation = GenerationOptions{4, 2};
   Estimate d = run(g);
-  EXPECT_TRUE(temps_of(d.program, "decode2.model.layers.0.mlp.gate_proj.tmp").empty());
+  EXPECT_TRUE(std::any_of(d.program.steps.begin(), d.program.steps.end(),
+                          [](const Step& s) { return s.label == "decode1.model.layers.0.mlp.gate_proj"; }));
+  EXPECT_TRUE(temps_of(d.program, "decode1.model.layers.0.mlp.gate_proj.tmp").empty());
 }
 
 TEST(HfQuantized, Int8StoresAByteAValueAndRowScales) {
@@ -91,6 +94,25 @@ TEST(HfQuantized, Int4IsGptqStorageWithTheExllamaScratch) {
   EXPECT_TRUE(temps_of(e.program, "model.layers.0.mlp.gate_proj.tmp").empty());
 }
 
+TEST(HfQuantized, Fp8StoresAByteAValueWithFp32RowScales) {
+  // FbgemmFp8Linear: 1,449,984 float8_e4m3fn values, fp32 weight_scale per output row (2,400 rows
+  // x 4 = 9,600 bytes per layer) and a 4-byte input_scale_ub per linear (7 x 4 = 28 per layer).
+  Estimate e = run(options(WeightFormat::Fp8, Precision::Bf16));
+  EXPECT_EQ(e.weights_bytes, 1'449'984 + 2 * (9'600 + 28) + kUnquantized);
+  EXPECT_EQ(e.parameter_count, 1'963'264);
+  // q_proj on 16 tokens: quantize_fp8_per_row's fp8 activations 16 x 256 = 4,096 bytes and fp32
+  // row scales 16 x 4 = 64, alive while f8f8bf16_rowwise makes the output: 4,160 bytes.
+  EXPECT_EQ(temps_of(e.program, "model.layers.0.self_attn.q_proj.tmp"), (std::vector<int64_t>{4'160}));
+  // Decoding one token: 256 + 4 bytes for q_proj, 688 + 4 for down_proj.
+  // (Two new tokens: one simulated window, [prefill, decode 1], the program kept.)
+  EstimateOptions g = options(WeightFormat::Fp8, Precision::Bf16);
+  g.seq.reset();
+  g.generation = GenerationOptions{4, 2};
+  Estimate d = run(g);
+  EXPECT_EQ(temps_of(d.program, "decode1.model.layers.0.self_attn.q_proj.tmp"), (std::vector<int64_t>{260}));
+  EXPECT_EQ(temps_of(d.program, "decode1.model.layers.0.mlp.down_proj.tmp"), (std::vector<int64_t>{692}));
+}
+
 TEST(HfQuantized, QloraTrainsTheAdaptersOnAnNf4Base) {
   EstimateOptions o = options(WeightFormat::Nf4, Precision::Bf16, RunMode::Training);
   o.lora = LoraConfig{8, 16.0, {"q_proj", "v_proj"}, 0.0};
@@ -104,7 +126,9 @@ TEST(HfQuantized, QloraTrainsTheAdaptersOnAnNf4Base) {
 TEST(HfQuantized, BadCombinationsAreOneLineErrors) {
   for (auto [w, p, mode, what] : {std::tuple{WeightFormat::Int4, Precision::Bf16, RunMode::Inference, "runs in fp16"},
                                   std::tuple{WeightFormat::Int4, Precision::Fp16, RunMode::Training, "inference only"},
-                                  std::tuple{WeightFormat::Nf4, Precision::Fp32, RunMode::Inference, "fp16 or bf16"}}) {
+                                  std::tuple{WeightFormat::Nf4, Precision::Fp32, RunMode::Inference, "fp16 or bf16"},
+                                  std::tuple{WeightFormat::Fp8, Precision::Fp16, RunMode::Inference, "runs in bf16"},
+                                  std::tuple{WeightFormat::Fp8, Precision::Bf16, RunMode::Training, "inference only"}}) {
     Result<Estimate> e = estimate(options(w, p, mode));
     ASSERT_FALSE(e.ok());
     EXPECT_NE(e.error().find(what), std::string::npos) << e.error();

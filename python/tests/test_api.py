@@ -24,6 +24,19 @@ def test_estimate_with_gpu_options_equals_cli_json():
                           "--expandable-segments", "--micro-batch", "2", "--json")
 
 
+def test_generation_and_qlora_keywords_equal_cli_json():
+    config = os.path.join(os.environ.get("HEADROOM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                          "validation", "hf-configs", "tiny-llama-gqa.json")
+    py = headroom.estimate(config, mode="generate", prompt=5, new_tokens=4, beams=3, cache="static", device="cpu")
+    assert py == cli_json("estimate", config, "--mode", "generate", "--prompt", "5", "--new-tokens", "4",
+                          "--beams", "3", "--cache", "static", "--device", "cpu", "--json")
+    assert py["beams"] == 3 and py["cache"] == "static"
+    py = headroom.estimate(config, seq=16, qlora="r=8,alpha=16,targets=q_proj,v_proj")
+    assert py == cli_json("estimate", config, "--seq", "16", "--qlora", "r=8,alpha=16,targets=q_proj,v_proj", "--json")
+    with pytest.raises(headroom.InputError, match="conflicts with --optimizer adamw"):
+        headroom.estimate(config, seq=16, qlora="r=8,targets=q_proj", optimizer="adamw")
+
+
 def test_fit_equals_cli_json():
     assert headroom.fit("resnet18", gpu="T4") == cli_json("fit", "resnet18", "--gpu", "T4", "--json")
 

@@ -93,7 +93,7 @@ bool color_enabled() {
 // `run`; --seq and --micro-batch are set only when given; --json and --trace are the CLI's own.
 struct EstimateArgs {
   RunArgs run;
-  std::string seq, micro_batch, threads, prompt, new_tokens, attention, lora, weights, group_size;
+  std::string seq, micro_batch, threads, prompt, new_tokens, beams, cache, attention, lora, qlora, weights, group_size;
   std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
   std::string samples, tokens, epochs, host_memory;  // estimate's time options
   std::string objective;                             // fit's ranking
@@ -110,9 +110,12 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--mode", a.mode, "infer, train or generate (default train; generate: Hugging Face configs; fit also serve)");
   cmd->add_option("--prompt", e.prompt, "generate: prompt tokens");
   cmd->add_option("--new-tokens", e.new_tokens, "generate: tokens to generate");
+  cmd->add_option("--beams", e.beams, "generate: beam search over K beams (num_beams; default 1, greedy)");
+  cmd->add_option("--cache", e.cache, "generate: dynamic (default, DynamicCache) or static (StaticCache of prompt + new tokens)");
   cmd->add_option("--attention", e.attention, "Hugging Face configs: eager, sdpa (default) or flash");
   cmd->add_option("--lora", e.lora, "Hugging Face decoders: LoRA adapters, r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05] (frozen base)");
-  cmd->add_option("--weights", e.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) storage of the decoder layers' linears");
+  cmd->add_option("--qlora", e.qlora, "training, Hugging Face decoders: QLoRA, i.e. --lora SPEC --weights nf4 --precision bf16 --optimizer paged-adamw8bit");
+  cmd->add_option("--weights", e.weights, "Hugging Face decoders: int8 or nf4 (bitsandbytes), int4 (GPTQ) or fp8 (FbgemmFp8Linear) storage of the decoder layers' linears");
   cmd->add_option("--group-size", e.group_size, "--weights int4: values per scale and zero (default 128)");
   cmd->add_option("--freeze", a.freeze, "training: freeze the parameters whose name matches this regular expression (repeatable)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor (default adam)");
@@ -159,8 +162,11 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--threads")) a.threads = e.threads;
   if (cmd->count("--prompt")) a.prompt = e.prompt;
   if (cmd->count("--new-tokens")) a.new_tokens = e.new_tokens;
+  if (cmd->count("--beams")) a.beams = e.beams;
+  if (cmd->count("--cache")) a.cache = e.cache;
   if (cmd->count("--attention")) a.attention = e.attention;
   if (cmd->count("--lora")) a.lora = e.lora;
+  if (cmd->count("--qlora")) a.qlora = e.qlora;
   if (cmd->count("--weights")) a.weights = e.weights;
   if (cmd->count("--gpus")) a.gpus = e.gpus;
   if (cmd->count("--zero")) a.zero = e.zero;

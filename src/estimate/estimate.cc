@@ -266,6 +266,7 @@ Estimate estimate_generation(const EstimateOptions& o) {
   if (!o.checkpoint_ranges.empty()) throw InputError("--checkpoint applies to training only");
   if (gen.prompt <= 0) throw InputError("--prompt must be a positive number of tokens");
   if (gen.new_tokens <= 0) throw InputError("--new-tokens must be a positive number of tokens");
+  if (gen.beams <= 0) throw InputError("--beams must be a positive number of beams");
   ScheduleOptions so = schedule_options(o);
   std::vector<std::pair<int64_t, int64_t>> windows = {{0, std::min<int64_t>(1, gen.new_tokens - 1)}};
   if (gen.new_tokens - 1 >= 2) windows.push_back({gen.new_tokens - 1, gen.new_tokens - 1});
@@ -277,7 +278,7 @@ Estimate estimate_generation(const EstimateOptions& o) {
   std::optional<LoadTime> load;
   for (auto [first, last] : windows) {
     EstimateOptions wo = o;
-    GenerationWindow w{gen.prompt, gen.new_tokens, first, last};
+    GenerationWindow w{gen.prompt, gen.new_tokens, first, last, gen.beams, gen.static_cache};
     wo.graph_loader = [&o, w](const BuildConfig& cfg) {
       BuildConfig c = cfg;
       c.generation = w;
@@ -302,9 +303,11 @@ Estimate estimate_generation(const EstimateOptions& o) {
     if (o.keep_program) e.program = std::move(p);
     best = std::move(e);
   }
+  const std::string search = gen.beams > 1 ? "beam search over " + std::to_string(gen.beams) + " beams (batch x beams rows in every forward, the cache reordered after each), " : "";
   best->notes.push_back("generation: prefill of " + std::to_string(gen.prompt) + " tokens, then " +
-                        std::to_string(gen.new_tokens - 1) +
-                        " decode forwards with a DynamicCache; simulated: prefill, decode 1 and the last decode (the decode forwards between them run the same program on a shorter cache)");
+                        std::to_string(gen.new_tokens - 1) + " decode forwards with a " +
+                        (gen.static_cache ? "StaticCache of " + std::to_string(gen.prompt + gen.new_tokens) + " positions; " : "DynamicCache; ") + search +
+                        "simulated: prefill, decode 1 and the last decode (the decode forwards between them run the same program on a shorter cache)");
   if (timed) best->time = generation_run_time(*model, *load, forward_ms, o.batch, gen.new_tokens);
   best->foreach = so.foreach;
   best->micro_batch = o.batch;

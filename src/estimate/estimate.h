@@ -31,11 +31,15 @@ enum class Precision : uint8_t { Fp32, AmpFp16, AmpBf16, Bf16, Fp16 };
 std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view s);
 
-// --mode generate: transformers' generate() with a DynamicCache (greedy): a prefill of `prompt`
-// tokens, then new_tokens - 1 decode forwards of one token each.
+// --mode generate: transformers' generate() with a DynamicCache: a prefill of `prompt` tokens,
+// then new_tokens - 1 decode forwards of one token each; greedy with one beam, beam search
+// (num_beams) with more. `static_cache`: cache_implementation="static" (a StaticCache of
+// prompt + new_tokens positions per sequence, preallocated and updated in place).
 struct GenerationOptions {
   int64_t prompt = 0;
   int64_t new_tokens = 0;
+  int64_t beams = 1;
+  bool static_cache = false;
 };
 
 struct EstimateOptions {

@@ -129,6 +129,30 @@ LoraConfig parse_lora(const std::string& text) {
   return l;
 }
 
+RunArgs expand_qlora(const RunArgs& given) {
+  RunArgs a = given;
+  if (!a.qlora) return a;
+  if (a.lora) throw InputError("--qlora is --lora on an nf4 base: give --qlora SPEC or --lora SPEC, not both");
+  if (a.mode != "train") throw InputError("--qlora is a fine-tuning recipe: it applies to --mode train");
+  if (a.weights && *a.weights != "nf4") throw InputError("--qlora stores the base in nf4; it conflicts with --weights " + *a.weights);
+  if (a.optimizer_given && a.optimizer != "paged-adamw8bit") {
+    throw InputError("--qlora trains with paged-adamw8bit; it conflicts with --optimizer " + a.optimizer);
+  }
+  if (a.precision_given && a.precision != "bf16") throw InputError("--qlora computes in bf16; it conflicts with --precision " + a.precision);
+  try {
+    (void)parse_lora(*a.qlora);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--qlora: ") + e.what());
+  }
+  a.lora = a.qlora;
+  a.weights = "nf4";
+  a.optimizer = "paged-adamw8bit";
+  a.optimizer_given = true;
+  a.precision = "bf16";
+  a.precision_given = true;
+  return a;
+}
+
 namespace {
 
 const char* command_name(RunCommand c) {
@@ -182,9 +206,10 @@ std::optional<RankRequest> to_rank_request(const RunArgs& a) {
   return r;
 }
 
-Result<EstimateOptions> to_estimate_options(const RunArgs& a, RunCommand command) {
+Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand command) {
   const bool fit_command = command == RunCommand::Fit;
   return capture_input_errors([&]() -> EstimateOptions {
+    const RunArgs a = expand_qlora(given);
     EstimateOptions o;
     o.model = a.model;
     o.batch = parse_positive("--batch", a.batch);
@@ -198,15 +223,19 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& a, RunCommand command
     if (a.mode == "generate") {
       if (!a.prompt || !a.new_tokens) throw InputError("--mode generate needs --prompt N and --new-tokens M");
       o.generation = GenerationOptions{parse_positive("--prompt", *a.prompt), parse_positive("--new-tokens", *a.new_tokens)};
-    } else if (a.prompt || a.new_tokens) {
-      throw InputError(std::string(a.prompt ? "--prompt" : "--new-tokens") + " applies to --mode generate");
+      if (a.beams) o.generation->beams = parse_positive("--beams", *a.beams);
+      if (a.cache && *a.cache != "dynamic" && *a.cache != "static") throw InputError("--cache must be dynamic or static, got '" + *a.cache + "'");
+      o.generation->static_cache = a.cache && *a.cache == "static";
+    } else if (a.prompt || a.new_tokens || a.beams || a.cache) {
+      throw InputError(std::string(a.prompt ? "--prompt" : a.new_tokens ? "--new-tokens" : a.beams ? "--beams" : "--cache") + " applies to --mode generate");
     }
     if (a.lora) o.lora = parse_lora(*a.lora);
     if (a.weights) {
       if (*a.weights == "int8") o.weights = WeightFormat::Int8;
       else if (*a.weights == "int4") o.weights = WeightFormat::Int4;
       else if (*a.weights == "nf4") o.weights = WeightFormat::Nf4;
-      else throw InputError("--weights must be int8, int4 or nf4 (fp16 / bf16 storage: --precision), got '" + *a.weights + "'");
+      else if (*a.weights == "fp8") o.weights = WeightFormat::Fp8;
+      else throw InputError("--weights must be int8, int4, nf4 or fp8 (fp16 / bf16 storage: --precision), got '" + *a.weights + "'");
     }
     if (a.group_size) o.group_size = parse_positive("--group-size", *a.group_size);
     o.freeze = a.freeze;
@@ -351,8 +380,11 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
        }},
       {"prompt", [](RunArgs& r, const std::string& v) { r.prompt = v; }},
       {"new_tokens", [](RunArgs& r, const std::string& v) { r.new_tokens = v; }},
+      {"beams", [](RunArgs& r, const std::string& v) { r.beams = v; }},
+      {"cache", [](RunArgs& r, const std::string& v) { r.cache = v; }},
       {"attention", [](RunArgs& r, const std::string& v) { r.attention = v; }},
       {"lora", [](RunArgs& r, const std::string& v) { r.lora = v; }},
+      {"qlora", [](RunArgs& r, const std::string& v) { r.qlora = v; }},
       {"weights", [](RunArgs& r, const std::string& v) { r.weights = v; }},
       {"group_size", [](RunArgs& r, const std::string& v) { r.group_size = v; }},
       {"gpus", [](RunArgs& r, const std::string& v) { r.gpus = v; }},

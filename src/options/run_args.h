@@ -37,8 +37,11 @@ struct RunArgs {
   std::string loss = "default";
   // Hugging Face configs: generation, attention kernels, LoRA (docs/llm.md)
   std::optional<std::string> prompt, new_tokens;  // --mode generate
+  std::optional<std::string> beams;               // --mode generate: num_beams
+  std::optional<std::string> cache;               // --mode generate: dynamic | static
   std::optional<std::string> attention;           // eager | sdpa | flash
   std::optional<std::string> lora;                // r=16,alpha=32,targets=q_proj,v_proj[,dropout=0.05]
+  std::optional<std::string> qlora;               // the same spec: --lora on an nf4 base (expand_qlora)
   std::optional<std::string> weights;             // int8 | int4 | nf4
   std::optional<std::string> group_size;          // --weights int4
   // Parallel layout (docs/distributed.md): the estimate becomes one rank's
@@ -98,6 +101,14 @@ void apply_gpu_args(const RunArgs& a, EstimateOptions& o, bool required, bool gp
 // "r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05": targets take every following item
 // without '=' (module names contain no '='). InputError naming what is wrong.
 LoraConfig parse_lora(const std::string& text);
+
+// --qlora SPEC as the QLoRA recipe (Dettmers et al. 2023, "QLoRA: Efficient Finetuning of
+// Quantized LLMs"; peft's prepare_model_for_kbit_training + bitsandbytes): the base in nf4
+// (--weights nf4, double quantization), bf16 compute and adapters (--precision bf16), LoRA from
+// SPEC (--lora SPEC) and paged 8-bit AdamW (--optimizer paged-adamw8bit), for --mode train. The
+// same options given explicitly with the same values are fine; a conflicting one, or --lora beside
+// --qlora, is an InputError naming both. Without --qlora, `a` comes back unchanged.
+RunArgs expand_qlora(const RunArgs& a);
 
 // The command the options are for: each takes its own options, and one that does not apply is an
 // InputError naming it (fit alone takes --gpu all and --mode serve; estimate alone the time of a

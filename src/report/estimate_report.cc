@@ -110,7 +110,9 @@ std::string estimate_text(const Estimate& e, bool color) {
     s += fmt::format(", training ({})", optimizer_desc(e));
     if (e.micro_batches > 1) s += fmt::format(", micro-batch {} x {}", e.micro_batch, e.micro_batches);
   } else if (o.generation) {
-    s += fmt::format(", generation (prompt {}, {} new tokens)", o.generation->prompt, o.generation->new_tokens);
+    s += fmt::format(", generation (prompt {}, {} new tokens", o.generation->prompt, o.generation->new_tokens);
+    if (o.generation->beams > 1) s += fmt::format(", {} beams", o.generation->beams);
+    s += ")";
   } else {
     s += ", inference";
   }
@@ -206,6 +208,8 @@ std::string estimate_json(const Estimate& e) {
   if (o.generation) {
     j["prompt"] = o.generation->prompt;
     j["new_tokens"] = o.generation->new_tokens;
+    j["beams"] = o.generation->beams;
+    j["cache"] = o.generation->static_cache ? "static" : "dynamic";
   }
   j["optimizer"] = o.mode == RunMode::Training ? nlohmann::ordered_json(std::string(optimizer_name(o.optimizer)))
                                                 : nlohmann::ordered_json(nullptr);

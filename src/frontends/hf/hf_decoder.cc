@@ -23,9 +23,11 @@ using hf_detail::Params;
 
 constexpr double kFloat32Min = -3.4028234663852886e38;
 
-// The keys and values each layer holds (DynamicCache.key_cache / value_cache).
+// The keys and values each layer holds (DynamicCache / StaticCache .key_cache / value_cache).
+// `max_len` > 0: a StaticCache, preallocated to that many tokens and updated in place.
 struct Cache {
   std::vector<TensorId> k, v;
+  int64_t max_len = 0;
 };
 
 class Forward {
@@ -48,7 +50,8 @@ class Forward {
     b_.hold(cache_position);
     TensorId position_ids = b_.unsqueeze(pre + "position_ids", cache_position, 0);
     b_.hold(position_ids);
-    TensorId mask = causal_mask(pre + "_update_causal_mask", batch, seq, past, cache_position);
+    TensorId mask = causal_mask(pre + "_update_causal_mask", batch, seq, past, cache_position,
+                                cache != nullptr ? cache->max_len : 0);
     if (mask != kNone) b_.hold(mask);
     TensorId hidden = embeds;
     if (c_.scale_embeddings) {
@@ -94,10 +97,14 @@ class Forward {
   // LlamaModel._update_causal_mask: eager builds [B, 1, S, past + S + 1] in the model dtype
   // (_prepare_4d_causal_attention_mask_with_cache_position, DynamicCache's target length); sdpa
   // without padding returns None (AttentionMaskConverter._ignore_causal_mask_sdpa: one query, or
-  // as many keys as queries), and so does flash_attention_2.
-  TensorId causal_mask(const std::string& m, int64_t batch, int64_t seq, int64_t past, TensorId cache_position) {
-    if (!eager()) return kNone;
-    const int64_t target = checked_add(checked_add(past, seq, "mask length"), 1, "mask length");
+  // as many keys as queries), and so does flash_attention_2. With a StaticCache (`static_len` > 0)
+  // the sdpa shortcut is skipped (`not using_static_cache`) and the target length is the cache's
+  // max_cache_len, for eager and sdpa.
+  TensorId causal_mask(const std::string& m, int64_t batch, int64_t seq, int64_t past, TensorId cache_position,
+                       int64_t static_len) {
+    if (!eager() && static_len == 0) return kNone;
+    const int64_t target =
+        static_len > 0 ? static_len : checked_add(checked_add(past, seq, "mask length"), 1, "mask length");
     size_t scope = b_.open_scope();
     TensorId mask = b_.factory(m + ".full", {seq, target}, dtype());  // torch.full(min_dtype)
     if (seq != 1) mask = b_.opaque(m + ".triu", {mask}, {{{seq, target}, dtype()}})[0];
@@ -246,6 +253,7 @@ class Forward {
   // the old tensor once the cat has returned.
   std::pair<TensorId, TensorId> update_cache(const std::string& m, size_t i, TensorId k, TensorId v, Cache* cache) {
     if (cache == nullptr) return {k, v};
+    if (cache->max_len > 0) return update_static_cache(m, i, k, v, *cache);
     if (cache->k[i] == kNone) {
       b_.mark_kv_cache(k);
       b_.mark_kv_cache(v);
@@ -266,6 +274,21 @@ class Forward {
     cache->k[i] = nk;
     cache->v[i] = nv;
     return {nk, nv};
+  }
+
+  // StaticCache.update: k_out.index_copy_(2, cache_position, key_states), then the value, in
+  // place in the preallocated [B, kv_heads, max_cache_len, head_dim] tensors, which it returns:
+  // attention then reads all max_cache_len positions (the mask hides the empty ones).
+  std::pair<TensorId, TensorId> update_static_cache(const std::string& m, size_t i, TensorId k, TensorId v, Cache& cache) {
+    size_t scope = b_.open_scope();
+    b_.hold(k);
+    b_.hold(v);
+    OpAttrs inplace;
+    inplace.inplace = true;
+    cache.k[i] = b_.opaque(m + ".key_cache.index_copy_", {cache.k[i], k}, {{b_.shape(cache.k[i]), dtype()}}, inplace)[0];
+    cache.v[i] = b_.opaque(m + ".value_cache.index_copy_", {cache.v[i], v}, {{b_.shape(cache.v[i]), dtype()}}, inplace)[0];
+    b_.release_holds(scope);
+    return {cache.k[i], cache.v[i]};
   }
 
   // q, k, v [B, heads, S, head_dim] from the layer's projections.
@@ -331,7 +354,7 @@ class Forward {
       b_.hold(k);
       v = repeat_kv(b_, m + ".repeat_kv_value", v, groups);
       b_.hold(v);
-      out = eager() ? eager_attention(m, q, k, v, mask) : sdpa(m, q, k, v);
+      out = eager() ? eager_attention(m, q, k, v, mask) : sdpa(m, q, k, v, mask);
     }
     out = b_.reshape(m + ".attn_output.reshape", out, {batch, seq, c_.heads * hd});
     out = linear(m + "." + n_.o, out, lp.o);
@@ -370,9 +393,26 @@ class Forward {
   // (_scaled_dot_product_efficient_attention: the same output, and a logsumexp padded to a
   // multiple of 32 rows only when compute_log_sumexp, i.e. under grad). The transpose(1, 2) that
   // follows in HF is then already contiguous: contiguous() copies nothing.
-  TensorId sdpa(const std::string& m, TensorId q, TensorId k, TensorId v) {
+  //
+  // With a mask (a StaticCache: is_causal=False, attn_mask [B, 1, S, max_cache_len] in the model
+  // dtype) flash is not eligible (sdp_utils check_for_attn_mask) and the memory-efficient kernel
+  // runs; its preprocess_mask (aten/src/ATen/native/transformers/attention.cpp) pads a mask whose
+  // strides are not multiples of 8 (pad_bias<8>: a [B, 1, S, round_up(len, 8)] copy, freed when
+  // the call returns): HF's mask is an expand of [S, len], so that is every len not a multiple of 8.
+  TensorId sdpa(const std::string& m, TensorId q, TensorId k, TensorId v, TensorId mask) {
     const auto s = b_.shape(q);  // [B, heads, S, d]
     std::vector<GraphBuilder::OpaqueOutput> outs = {{{s[0], s[2], s[1], s[3]}, b_.tensor(q).dtype}};
+    if (mask != kNone) {
+      const auto ms = b_.shape(mask);  // [B, 1, S, len]
+      std::vector<TensorId> in = {q, k, v};
+      if (ms[3] % 8 != 0) {
+        in.push_back(b_.opaque(m + ".attn_mask.pad_bias", {mask}, {{{ms[0], ms[1], ms[2], (ms[3] + 7) / 8 * 8}, b_.tensor(mask).dtype}})[0]);
+      } else {
+        in.push_back(mask);
+      }
+      if (!inference_) outs.push_back({{s[0], s[1], (s[2] + 31) / 32 * 32}, DType::F32});
+      return b_.opaque(m + ".scaled_dot_product_attention", in, outs)[0];
+    }
     if (dtype() != DType::F32) {
       outs.push_back({{s[0], s[1], s[2]}, DType::F32});
     } else if (!inference_) {
@@ -418,8 +458,11 @@ class Forward {
   //  int8: MatMul8bitLt: A.to(float16) (when the model is not fp16), int8_vectorwise_quant's
   //    int8 copy and fp32 row scales, the int32 product, the fp16 result before .to(dtype);
   //    the outlier columns (threshold 6.0) depend on the data and are not counted;
-  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch.
-  // The bias is added in place.
+  //  int4: exllamav2 gemm_half_q_half into the output, in the persistent scratch;
+  //  fp8: FbgemmFp8Linear.forward: quantize_fp8_per_row(x) gives the fp8 activations [tokens, in]
+  //    and their fp32 row scales [tokens], alive while f8f8bf16_rowwise makes the bf16 output,
+  //    then deleted; the bias is added out of place (output + self.bias).
+  // Otherwise the bias is added in place.
   TensorId base_linear(const std::string& m, TensorId x, const LinearParams& p) {
     if (p.quant.empty()) return apply_linear(b_, m, x, p);
     const int64_t tokens = b_.tensor(x).numel() / p.in;
@@ -433,8 +476,11 @@ class Forward {
       temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
       temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 4, m), m);
       if (b_.tensor(x).dtype != DType::F16) temp = checked_add(temp, checked_mul(checked_mul(tokens, p.out, m), 2, m), m);
+    } else if (weights_ == WeightFormat::Fp8) {
+      temp = checked_add(checked_mul(tokens, p.in, m), checked_mul(tokens, 4, m), m);
     }
     TensorId out = b_.quant_linear(m, x, p.quant, p.out, temp, aux);
+    if (p.bias != kNone && weights_ == WeightFormat::Fp8) return b_.add(m + ".bias.add", out, p.bias);
     if (p.bias != kNone) out = b_.add_(m + ".bias.add_", out, p.bias);
     return out;
   }
@@ -547,6 +593,11 @@ void check_weights(const BuildConfig& cfg, const std::string& model) {
     if (cfg.dtype != DType::F16) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) runs in fp16: add --precision fp16");
     if (!cfg.inference) throw InputError(model + ": --weights int4 (GPTQ, exllamav2 kernels) is inference only");
   }
+  if (cfg.weights == WeightFormat::Fp8) {
+    // FbgemmFp8HfQuantizer refuses float16; f8f8bf16_rowwise returns bf16 and has no backward.
+    if (cfg.dtype != DType::BF16) throw InputError(model + ": --weights fp8 (FbgemmFp8Linear) runs in bf16: add --precision bf16");
+    if (!cfg.inference) throw InputError(model + ": --weights fp8 (FbgemmFp8Linear, fbgemm kernels without backward) is inference only");
+  }
 }
 
 void check_lora_targets(const std::optional<LoraConfig>& lora, const std::set<std::string>& used, const std::string& model) {
@@ -591,14 +642,238 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
 
 std::string forward_prefix(int64_t f) { return f == 0 ? "prefill." : "decode" + std::to_string(f) + "."; }
 
-// Forwards first..last of generate()'s greedy loop (GenerationMixin._sample). After each
-// forward: next_token_logits = outputs.logits[:, -1, :].clone().float(); next_tokens =
-// argmax(next_token_logits, -1); input_ids = torch.cat([input_ids, next_tokens[:, None]], -1);
-// del outputs. Python rebinds a name after its new value exists, so the previous iteration's
-// next_token_logits, next_tokens and input_ids live until their replacements are made.
+// A Python name rebound in a later iteration: its old tensor is dropped once op `until` (the one
+// making the new value) has run. Carried-in tensors are graph inputs the caller releases.
+void drop_after(GraphBuilder& b, TensorId t, OpId until) {
+  if (t == kNone) return;
+  if (b.tensor(t).role == TensorRole::Input) b.release_input_after(t, until);
+  else b.keep_until(t, until);
+}
+
+// What generate()'s loop keeps between iterations besides the cache and the token ids: Python
+// locals that live until the next iteration rebinds them.
+struct LoopState {
+  // Greedy (_sample) and beam search: next_token_logits [R, V] fp32.
+  TensorId logits = kNone;
+  TensorId next_tokens = kNone;  // greedy: argmax [B]; beams: next_tokens % vocab [B, 2K]
+  // Beam search (_beam_search) only.
+  TensorId processed = kNone;    // next_token_scores_processed: the log_softmax [R, V] fp32
+  TensorId top_scores = kNone;   // next_token_scores after topk [B, 2K] fp32
+  TensorId top_beams = kNone;    // next_indices [B, 2K] int64
+  TensorId beam_scores = kNone;  // [R] fp32 (beam_outputs["next_beam_scores"])
+  TensorId beam_tokens = kNone;  // beam_next_tokens [R] int64
+  TensorId beam_idx = kNone;     // [R] int64
+
+  std::vector<TensorId> all() const {
+    std::vector<TensorId> v;
+    for (TensorId t : {logits, next_tokens, processed, top_scores, top_beams, beam_scores, beam_tokens, beam_idx}) {
+      if (t != kNone) v.push_back(t);
+    }
+    return v;
+  }
+};
+
+// Forwards first..last of generate()'s loop: greedy (GenerationMixin._sample) with one beam,
+// beam search (GenerationMixin._beam_search) with more; rows R = batch x beams run in every
+// forward (generate() repeat_interleave's the prompt before the loop). Python rebinds a name
+// after its new value exists, so the previous iteration's values live until their replacements
+// are made.
+class GenerationLoop {
+ public:
+  GenerationLoop(GraphBuilder& b, const HfDecoderConfig& c, const BuildConfig& cfg)
+      : b_(b), c_(c), w_(*cfg.generation), dtype_(cfg.dtype), batch_(cfg.batch),
+        rows_(checked_mul(cfg.batch, cfg.generation->beams, "batch x beams")) {}
+
+  void run(Forward& fw) {
+    TensorId prompt = b_.input("input_ids", {batch_, w_.prompt}, DType::I64);  // the caller keeps it
+    prompt_ = prompt;
+    cache_.k.assign(static_cast<size_t>(c_.layers), kNone);
+    cache_.v.assign(static_cast<size_t>(c_.layers), kNone);
+    // StaticCache: generate() sizes it max_batch_size = batch x beams, max_cache_len = max_length
+    // (prompt + new tokens) and StaticCache.__init__ allocates torch.zeros per layer, key then value.
+    if (w_.static_cache) cache_.max_len = checked_add(w_.prompt, w_.new_tokens, "prompt + new tokens");
+    if (w_.first == 0 && w_.static_cache) {
+      for (int64_t i = 0; i < c_.layers; ++i) {
+        const std::string m = "static_cache." + std::to_string(i);
+        const size_t li = static_cast<size_t>(i);
+        cache_.k[li] = b_.factory(m + ".key_cache.zeros", {rows_, c_.kv_heads, cache_.max_len, c_.head_dim}, dtype_);
+        b_.mark_kv_cache(cache_.k[li]);
+        cache_.v[li] = b_.factory(m + ".value_cache.zeros", {rows_, c_.kv_heads, cache_.max_len, c_.head_dim}, dtype_);
+        b_.mark_kv_cache(cache_.v[li]);
+      }
+    }
+    if (w_.first == 0) start(prompt);
+    else carry_in();
+    for (int64_t f = w_.first; f <= w_.last; ++f) iteration(fw, f);
+    // What is alive when the window ends: the cache, the ids and the loop's locals.
+    for (size_t i = 0; i < cache_.k.size(); ++i) {
+      b_.mark_output(cache_.k[i]);
+      b_.mark_output(cache_.v[i]);
+    }
+    b_.mark_output(input_ids_);
+    if (previous_ids_ != kNone) b_.mark_output(previous_ids_);
+    for (TensorId t : s_.all()) b_.mark_output(t);
+  }
+
+ private:
+  bool beams() const { return w_.beams > 1; }
+
+  // Before the loop: _expand_inputs_for_generation (input_ids.repeat_interleave(num_beams, 0));
+  // _beam_search: beam_scores = zeros(B, K); beam_scores[:, 1:] = -1e9 (in place); .view(B * K).
+  void start(TensorId prompt) {
+    input_ids_ = prompt;
+    if (!beams()) return;
+    input_ids_ = b_.opaque("repeat_interleave", {prompt}, {{{rows_, w_.prompt}, DType::I64}})[0];
+    TensorId scores = b_.factory("beam_scores.zeros", {batch_, w_.beams}, DType::F32);
+    s_.beam_scores = b_.view("beam_scores.view", scores, {rows_});
+  }
+
+  // A window that starts after the prefill takes what the loop carries as inputs.
+  void carry_in() {
+    const int64_t past = w_.static_cache ? cache_.max_len : w_.prompt + w_.first - 1;
+    for (int64_t i = 0; i < c_.layers; ++i) {
+      const std::string m = "past_key_values." + std::to_string(i);
+      const size_t li = static_cast<size_t>(i);
+      cache_.k[li] = b_.input(m + ".key", {rows_, c_.kv_heads, past, c_.head_dim}, dtype_);
+      b_.mark_kv_cache(cache_.k[li]);
+      cache_.v[li] = b_.input(m + ".value", {rows_, c_.kv_heads, past, c_.head_dim}, dtype_);
+      b_.mark_kv_cache(cache_.v[li]);
+    }
+    input_ids_ = b_.input("generated_ids", {rows_, w_.prompt + w_.first}, DType::I64);
+    // The ids before the last torch.cat, still viewed by the previous forward's model input
+    // (after the prefill that is the caller's prompt itself, unless beams expanded it).
+    if (w_.first >= 2 || beams()) {
+      previous_ids_ = b_.input("previous_generated_ids", {rows_, w_.prompt + w_.first - 1}, DType::I64);
+    }
+    s_.logits = b_.input("next_token_logits", {rows_, c_.vocab}, DType::F32);
+    if (!beams()) {
+      s_.next_tokens = b_.input("next_tokens", {batch_}, DType::I64);
+      return;
+    }
+    const int64_t top = 2 * w_.beams;
+    s_.processed = b_.input("next_token_scores_processed", {rows_, c_.vocab}, DType::F32);
+    s_.top_scores = b_.input("next_token_scores", {batch_, top}, DType::F32);
+    s_.next_tokens = b_.input("next_tokens", {batch_, top}, DType::I64);
+    s_.top_beams = b_.input("next_indices", {batch_, top}, DType::I64);
+    s_.beam_scores = b_.input("beam_scores", {rows_}, DType::F32);
+    s_.beam_tokens = b_.input("beam_next_tokens", {rows_}, DType::I64);
+    s_.beam_idx = b_.input("beam_idx", {rows_}, DType::I64);
+  }
+
+  void iteration(Forward& fw, int64_t f) {
+    const std::string pre = forward_prefix(f);
+    const int64_t past = f == 0 ? 0 : w_.prompt + f - 1;
+    TensorId ids = input_ids_;
+    if (f > 0) {  // the tokens not in the cache: model_input = input_ids[:, -1:] (a view)
+      const int64_t len = b_.shape(input_ids_)[1];
+      ids = b_.slice(pre + "input_ids.slice", input_ids_, 0, 0, rows_);
+      ids = b_.slice(pre + "input_ids.slice", ids, 1, len - 1, len);
+      // Rebinding model_input drops the view of the ids before the last cat.
+      drop_after(b_, previous_ids_, b_.last_op());
+    }
+    std::vector<TensorId> old_k = cache_.k, old_v = cache_.v;
+    TensorId hidden = fw.model(pre, ids, past, &cache_);
+    // The cache slot's old tensor goes when torch.cat has replaced it (a StaticCache keeps its own).
+    for (size_t i = 0; f > 0 && !w_.static_cache && i < cache_.k.size(); ++i) {
+      for (auto [old, now] : {std::pair{old_k[i], cache_.k[i]}, std::pair{old_v[i], cache_.v[i]}}) {
+        drop_after(b_, old, b_.tensor(now).producer);
+      }
+    }
+    TensorId logits = fw.logits(pre, hidden, 1);  // num_logits_to_keep=1
+    // next_token_logits = outputs.logits[:, -1, :].clone().float()
+    const int64_t kept = b_.shape(logits)[1];
+    TensorId row = b_.slice(pre + "logits.slice", logits, 0, 0, rows_);
+    row = b_.select(pre + "logits.select", row, 1, kept - 1);
+    row = b_.slice(pre + "logits.slice", row, 1, 0, c_.vocab);
+    TensorId next_logits = b_.opaque(pre + "logits.clone", {row}, {{{rows_, c_.vocab}, b_.tensor(logits).dtype}})[0];
+    if (b_.tensor(next_logits).dtype != DType::F32) next_logits = b_.cast(pre + "logits.float", next_logits, DType::F32);
+    drop_after(b_, s_.logits, b_.last_op());
+    s_.logits = next_logits;
+    TensorId longer = beams() ? beam_step(pre, next_logits) : greedy_step(pre, next_logits);
+    // `del outputs` (the logits), before _beam_search reorders the cache.
+    b_.keep_until(logits, b_.last_op());
+    if (beams()) reorder_cache(pre);
+    // The old input_ids lives on in the model input's view until the next forward slices the
+    // new one (the caller keeps the prompt itself).
+    previous_ids_ = input_ids_ == prompt_ ? kNone : input_ids_;
+    input_ids_ = longer;
+  }
+
+  // next_tokens = argmax(next_token_logits, -1); input_ids = cat([input_ids, next_tokens[:, None]], -1)
+  TensorId greedy_step(const std::string& pre, TensorId next_logits) {
+    TensorId next_tokens = b_.opaque(pre + "argmax", {next_logits}, {{{batch_}, DType::I64}})[0];
+    drop_after(b_, s_.next_tokens, b_.last_op());
+    s_.next_tokens = next_tokens;
+    TensorId col = b_.unsqueeze(pre + "next_tokens.unsqueeze", next_tokens, 1);
+    return b_.cat(pre + "input_ids.cat", {input_ids_, col}, -1);
+  }
+
+  // _beam_search after the forward (transformers v4.46 generation/utils.py), without logits
+  // processors or an eos token:
+  //   next_token_scores = log_softmax(next_token_logits, -1)            [R, V] fp32
+  //   next_token_scores_processed = logits_processor(...)               the same tensor
+  //   next_token_scores = processed + beam_scores[:, None].expand_as()  [R, V] fp32
+  //   next_token_scores, next_tokens = topk(view(B, K * V), 2K)          [B, 2K]
+  //   next_indices = div(next_tokens, V, floor); next_tokens = next_tokens % V
+  //   beam_outputs = beam_scorer.process(...)   zeros (B, K) x 3 (BeamSearchScorer.process)
+  //   input_ids = cat([input_ids[beam_idx, :], beam_next_tokens.unsqueeze(-1)], -1)
+  TensorId beam_step(const std::string& pre, TensorId next_logits) {
+    const int64_t k = w_.beams, top = 2 * w_.beams;
+    TensorId lsm = b_.log_softmax(pre + "log_softmax", next_logits, -1);
+    drop_after(b_, s_.top_scores, b_.last_op());  // next_token_scores rebound
+    drop_after(b_, s_.processed, b_.last_op());   // next_token_scores_processed rebound
+    s_.processed = lsm;
+    TensorId bs = b_.unsqueeze(pre + "beam_scores.unsqueeze", s_.beam_scores, 1);
+    bs = b_.expand(pre + "beam_scores.expand_as", bs, {rows_, c_.vocab});
+    TensorId total = b_.add(pre + "beam_scores.add", lsm, bs);
+    TensorId flat = b_.view(pre + "next_token_scores.view", total, {batch_, checked_mul(k, c_.vocab, "beams x vocab")});
+    auto topk = b_.opaque(pre + "topk", {flat}, {{{batch_, top}, DType::F32}, {{batch_, top}, DType::I64}});
+    s_.top_scores = topk[0];
+    drop_after(b_, s_.next_tokens, b_.last_op());  // next_tokens rebound by the topk
+    TensorId beam_of = b_.opaque(pre + "div", {topk[1]}, {{{batch_, top}, DType::I64}})[0];
+    drop_after(b_, s_.top_beams, b_.last_op());
+    s_.top_beams = beam_of;
+    s_.next_tokens = b_.opaque(pre + "remainder", {topk[1]}, {{{batch_, top}, DType::I64}})[0];
+    TensorId scores = b_.factory(pre + "process.next_beam_scores", {batch_, k}, DType::F32);
+    TensorId tokens = b_.factory(pre + "process.next_beam_tokens", {batch_, k}, DType::I64);
+    TensorId idx = b_.factory(pre + "process.next_beam_indices", {batch_, k}, DType::I64);
+    for (TensorId old : {s_.beam_scores, s_.beam_tokens, s_.beam_idx}) drop_after(b_, old, b_.last_op());
+    s_.beam_scores = b_.view(pre + "next_beam_scores.view", scores, {rows_});
+    s_.beam_tokens = b_.view(pre + "next_beam_tokens.view", tokens, {rows_});
+    s_.beam_idx = b_.view(pre + "next_beam_indices.view", idx, {rows_});
+    TensorId gathered = b_.index(pre + "input_ids.index", input_ids_, s_.beam_idx);
+    TensorId col = b_.unsqueeze(pre + "beam_next_tokens.unsqueeze", s_.beam_tokens, -1);
+    return b_.cat(pre + "input_ids.cat", {gathered, col}, -1);
+  }
+
+  // DynamicCache.reorder_cache: per layer, key_cache[i] = key_cache[i].index_select(0, beam_idx),
+  // then the value: each new tensor is made while the old one is still in the slot.
+  void reorder_cache(const std::string& pre) {
+    for (size_t i = 0; i < cache_.k.size(); ++i) {
+      const std::string m = pre + "past_key_values." + std::to_string(i);
+      for (auto [slot, name] : {std::pair{&cache_.k[i], ".key"}, std::pair{&cache_.v[i], ".value"}}) {
+        TensorId old = *slot;
+        TensorId now = b_.opaque(m + name + ".index_select", {old, s_.beam_idx}, {{b_.shape(old), dtype_}})[0];
+        b_.mark_kv_cache(now);
+        drop_after(b_, old, b_.last_op());
+        *slot = now;
+      }
+    }
+  }
+
+  GraphBuilder& b_;
+  const HfDecoderConfig& c_;
+  const GenerationWindow& w_;
+  DType dtype_;
+  int64_t batch_, rows_;
+  Cache cache_;
+  TensorId prompt_ = kNone, input_ids_ = kNone, previous_ids_ = kNone;
+  LoopState s_;
+};
+
 Graph build_generation(const HfDecoderConfig& c, const std::string& model, const BuildConfig& cfg) {
   const GenerationWindow& w = *cfg.generation;
-  if (w.prompt <= 0 || w.new_tokens <= 0 || w.first < 0 || w.last < w.first || w.last >= w.new_tokens) {
+  if (w.prompt <= 0 || w.new_tokens <= 0 || w.beams <= 0 || w.first < 0 || w.last < w.first || w.last >= w.new_tokens) {
     throw InputError(model + ": invalid generation window");
   }
   const int64_t total = checked_add(w.prompt, w.new_tokens - 1, "prompt + new tokens");
@@ -606,97 +881,20 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
     throw InputError(model + ": prompt " + std::to_string(w.prompt) + " + " + std::to_string(w.new_tokens) +
                      " new tokens is longer than max_position_embeddings " + std::to_string(c.max_positions));
   }
-  const int64_t batch = cfg.batch;
   GraphBuilder b(model, cfg.dtype);
-  b.set_dim("batch", batch);
+  b.set_dim("batch", cfg.batch);
   b.set_dim("seq", w.prompt);
   std::set<std::string> lora_used;
   check_weights(cfg, model);
   Params p = declare(b, c, names_of(c), cfg, lora_used);
   check_lora_targets(cfg.lora, lora_used, model);
-  Forward fw(b, c, p, resolve_attention(c, cfg, model), /*inference=*/true, cfg);
-  TensorId prompt = b.input("input_ids", {batch, w.prompt}, DType::I64);  // the caller keeps it
-  Cache cache;
-  cache.k.assign(static_cast<size_t>(c.layers), kNone);
-  cache.v.assign(static_cast<size_t>(c.layers), kNone);
-  TensorId input_ids = prompt, last_logits = kNone, last_tokens = kNone, previous_ids = kNone;
-  // Carried in from the forwards before the window: inputs released when generate() drops them.
-  if (w.first > 0) {
-    const int64_t past = w.prompt + w.first - 1;
-    for (int64_t i = 0; i < c.layers; ++i) {
-      const std::string m = "past_key_values." + std::to_string(i);
-      cache.k[static_cast<size_t>(i)] = b.input(m + ".key", {batch, c.kv_heads, past, c.head_dim}, cfg.dtype);
-      b.mark_kv_cache(cache.k[static_cast<size_t>(i)]);
-      cache.v[static_cast<size_t>(i)] = b.input(m + ".value", {batch, c.kv_heads, past, c.head_dim}, cfg.dtype);
-      b.mark_kv_cache(cache.v[static_cast<size_t>(i)]);
-    }
-    input_ids = b.input("generated_ids", {batch, w.prompt + w.first}, DType::I64);
-    // The ids before the last torch.cat, still viewed by the previous forward's model input.
-    if (w.first >= 2) previous_ids = b.input("previous_generated_ids", {batch, w.prompt + w.first - 1}, DType::I64);
-    last_logits = b.input("next_token_logits", {batch, c.vocab}, DType::F32);
-    last_tokens = b.input("next_tokens", {batch}, DType::I64);
+  const AttentionKind attention = resolve_attention(c, cfg, model);
+  if (w.static_cache && attention == AttentionKind::Flash) {
+    // LlamaFlashAttention2.forward raises for a StaticCache (transformers v4.46).
+    throw InputError(model + ": --cache static does not run with --attention flash (flash_attention_2 rejects a StaticCache); use sdpa or eager");
   }
-  for (int64_t f = w.first; f <= w.last; ++f) {
-    const std::string pre = forward_prefix(f);
-    const int64_t past = f == 0 ? 0 : w.prompt + f - 1;
-    TensorId ids = input_ids;
-    if (f > 0) {  // the tokens not in the cache: model_input = input_ids[:, -1:] (a view)
-      const int64_t len = b.shape(input_ids)[1];
-      ids = b.slice(pre + "input_ids.slice", input_ids, 0, 0, batch);
-      ids = b.slice(pre + "input_ids.slice", ids, 1, len - 1, len);
-      // Rebinding model_input drops the view of the ids before the last cat.
-      if (previous_ids != kNone) {
-        if (b.tensor(previous_ids).role == TensorRole::Input) b.release_input_after(previous_ids, b.last_op());
-        else b.keep_until(previous_ids, b.last_op());
-      }
-    }
-    std::vector<TensorId> old_k = cache.k, old_v = cache.v;
-    TensorId hidden = fw.model(pre, ids, past, &cache);
-    // The cache slot's old tensor goes when torch.cat has replaced it.
-    for (size_t i = 0; i < cache.k.size(); ++i) {
-      if (f == 0) continue;
-      for (auto [old, now] : {std::pair{old_k[i], cache.k[i]}, std::pair{old_v[i], cache.v[i]}}) {
-        OpId cat = b.tensor(now).producer;
-        if (b.tensor(old).role == TensorRole::Input) b.release_input_after(old, cat);
-        else b.keep_until(old, cat);
-      }
-    }
-    TensorId logits = fw.logits(pre, hidden, 1);  // num_logits_to_keep=1
-    // next_token_logits = outputs.logits[:, -1, :].clone().float()
-    const int64_t kept = b.shape(logits)[1];
-    TensorId row = b.slice(pre + "logits.slice", logits, 0, 0, batch);
-    row = b.select(pre + "logits.select", row, 1, kept - 1);
-    row = b.slice(pre + "logits.slice", row, 1, 0, c.vocab);
-    TensorId next_logits = b.opaque(pre + "logits.clone", {row}, {{{batch, c.vocab}, b.tensor(logits).dtype}})[0];
-    if (b.tensor(next_logits).dtype != DType::F32) next_logits = b.cast(pre + "logits.float", next_logits, DType::F32);
-    if (last_logits != kNone) {
-      if (b.tensor(last_logits).role == TensorRole::Input) b.release_input_after(last_logits, b.last_op());
-      else b.keep_until(last_logits, b.last_op());
-    }
-    TensorId next_tokens = b.opaque(pre + "argmax", {next_logits}, {{{batch}, DType::I64}})[0];
-    if (last_tokens != kNone) {
-      if (b.tensor(last_tokens).role == TensorRole::Input) b.release_input_after(last_tokens, b.last_op());
-      else b.keep_until(last_tokens, b.last_op());
-    }
-    TensorId col = b.unsqueeze(pre + "next_tokens.unsqueeze", next_tokens, 1);
-    TensorId longer = b.cat(pre + "input_ids.cat", {input_ids, col}, -1);
-    // `del outputs` (the logits). The old input_ids lives on in the model input's view until
-    // the next forward slices the new one (the caller keeps the prompt itself).
-    b.keep_until(logits, b.last_op());
-    previous_ids = input_ids == prompt ? kNone : input_ids;
-    input_ids = longer;
-    last_logits = next_logits;
-    last_tokens = next_tokens;
-  }
-  // What is alive when the window ends: the cache, the ids, the last logits and tokens.
-  for (size_t i = 0; i < cache.k.size(); ++i) {
-    b.mark_output(cache.k[i]);
-    b.mark_output(cache.v[i]);
-  }
-  b.mark_output(input_ids);
-  if (previous_ids != kNone) b.mark_output(previous_ids);
-  b.mark_output(last_logits);
-  b.mark_output(last_tokens);
+  Forward fw(b, c, p, attention, /*inference=*/true, cfg);
+  GenerationLoop(b, c, cfg).run(fw);
   Graph g = b.finish();
   if (cfg.lora) freeze_all_but_adapters(g);
   return g;

@@ -8,9 +8,12 @@
 //  - one forward (--mode infer / train): model(input_ids) with use_cache=False, all logits;
 //    training adds the loss (ForCausalLMLoss: logits.float(), shift, cross-entropy);
 //  - generation: the forwards of the window, each followed by generate()'s greedy step
-//    (next_token_logits = logits[:, -1, :].clone().float(), argmax, torch.cat onto input_ids),
-//    with num_logits_to_keep=1 as generate() passes it; the cache of forward i is held until
-//    forward i + 1 replaces it (torch.cat allocates the longer cache, then the old one goes).
+//    (next_token_logits = logits[:, -1, :].clone().float(), argmax, torch.cat onto input_ids)
+//    or, with beams, _beam_search's step (log_softmax, topk over [B, K x vocab], the scorer's
+//    tensors, input_ids gathered by beam_idx, DynamicCache.reorder_cache by index_select), with
+//    num_logits_to_keep=1 as generate() passes it; the cache of forward i is held until
+//    forward i + 1 replaces it (torch.cat allocates the longer cache, then the old one goes), or
+//    is a StaticCache preallocated before the prefill and written in place (index_copy_).
 // Limits: attention masks are the causal masks of input_ids without padding (no attention_mask
 // argument); MoE routing is balanced (each expert gets tokens * k / experts tokens).
 #pragma once

@@ -37,7 +37,10 @@ NormParams norm_params(GraphBuilder& b, const HfDecoderConfig& c, const std::str
 //    [(out * in + 1) / 2, 1] uint8, and its QuantState: absmax quantized to uint8 per 64-value
 //    block, their fp32 absmax per 256 blocks, an fp32 offset and the 16-value NF4 code;
 //  int4 (GPTQ, auto_gptq QuantLinear): qweight int32 [in / 8, out], qzeros int32
-//    [ceil(in / g), out / 8], scales fp16 [ceil(in / g), out], g_idx int32 [in].
+//    [ceil(in / g), out / 8], scales fp16 [ceil(in / g), out], g_idx int32 [in];
+//  fp8 (transformers FbgemmFp8Linear, integrations/fbgemm_fp8.py): weight float8_e4m3fn
+//    [out, in] (one byte a value), weight_scale fp32 [out, 1] (one scale per output row, from
+//    quantize_fp8_per_row), the non-persistent input_scale_ub fp32 [1].
 // The bias stays in the model dtype. Every stored tensor is frozen.
 LinearParams quantized_linear_params(GraphBuilder& b, WeightFormat w, int64_t group, const std::string& module,
                                      int64_t in, int64_t out, bool bias) {
@@ -71,6 +74,11 @@ LinearParams quantized_linear_params(GraphBuilder& b, WeightFormat w, int64_t gr
       p.quant.push_back(b.buffer(module + ".g_idx", {in}, DType::I32));
       break;
     }
+    case WeightFormat::Fp8:
+      p.quant.push_back(b.packed_parameter(module + ".weight", {out, in}, DType::U8, 1));
+      p.quant.push_back(b.buffer(module + ".weight_scale", {out, 1}, DType::F32));
+      p.quant.push_back(b.buffer(module + ".input_scale_ub", {1}, DType::F32));
+      break;
     case WeightFormat::Default:
       break;
   }

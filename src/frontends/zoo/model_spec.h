@@ -26,11 +26,14 @@ enum class LossKind : uint8_t { Default, CrossEntropy, NextToken, Mse };
 // is the prefill of `prompt` tokens, forward i (1 <= i < new_tokens) decodes one token with a cache
 // of prompt + i - 1 tokens. A graph holds the forwards first..last; one that starts after the
 // prefill takes what generate() carries between forwards (the cache, the token ids, the last
-// logits) as inputs.
+// logits) as inputs. `beams` > 1: beam search (num_beams), every forward on batch x beams rows.
+// `static_cache`: a StaticCache of prompt + new_tokens positions instead (cache_implementation="static").
 struct GenerationWindow {
   int64_t prompt = 0;
   int64_t new_tokens = 0;
   int64_t first = 0, last = 0;
+  int64_t beams = 1;
+  bool static_cache = false;
 };
 
 // How attention runs (transformers' attn_implementation): eager materialises the scores and
@@ -49,8 +52,9 @@ struct LoraConfig {
 
 // How the decoder layers' nn.Linear weights are stored (--weights): as the model dtype, or
 // quantized the way bitsandbytes (int8: LLM.int8, nf4: 4-bit NormalFloat with double
-// quantization) or GPTQ (int4, exllamav2 kernels, --group-size) store them.
-enum class WeightFormat : uint8_t { Default, Int8, Int4, Nf4 };
+// quantization), GPTQ (int4, exllamav2 kernels, --group-size) or transformers' FbgemmFp8Linear
+// (fp8: float8_e4m3fn with fp32 row scales) store them.
+enum class WeightFormat : uint8_t { Default, Int8, Int4, Nf4, Fp8 };
 
 // What every builder needs besides its own parameters.
 struct BuildConfig {
