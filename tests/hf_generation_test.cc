@@ -222,9 +222,27 @@ TEST(HfGeneration, HtmlReportHasTheKvCacheBand) {
   std::ifstream f(out);
   std::stringstream ss;
   ss << f.rdbuf();
-  // The window holding the peak (the last decode) with the cache as its own category.
+  // 40 new tokens are drawn whole (kReportUnrolledTokens = 64): the prefill, every decode, and the
+  // cache as its own category.
   EXPECT_NE(ss.str().find("kv cache"), std::string::npos);
+  EXPECT_NE(ss.str().find("prefill."), std::string::npos);
+  EXPECT_NE(ss.str().find("decode20."), std::string::npos);
   EXPECT_NE(ss.str().find("decode39."), std::string::npos);
+}
+
+TEST(HfGeneration, HtmlReportOfALongLoopShowsThePeakWindow) {
+  // Past 64 new tokens the page shows the window holding the peak, as the estimate simulates it
+  // (the last decode): no decode from the middle of the loop.
+  const std::string out = std::string(HEADROOM_BINARY_DIR) + "/hf_generation_report_long.html";
+  headroom::testing::CliRun r = headroom::testing::run_cli(
+      "report " + validation_config("tiny-llama-gqa.json") +
+      " --mode generate --prompt 2 --new-tokens 80 --precision fp32 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_NE(ss.str().find("decode79."), std::string::npos);
+  EXPECT_EQ(ss.str().find("decode40."), std::string::npos);
 }
 
 }  // namespace

@@ -1061,6 +1061,20 @@ Result<std::string> html_report(const EstimateOptions& options, const HtmlReport
   }
   EstimateOptions o = options;
   o.keep_program = true;
+  // Generation: estimate() simulates two windows of forwards (the prefill with the first decode,
+  // and the last decode), which give the peak of the whole loop. The page draws the whole loop
+  // when it is short enough to simulate unrolled: every window is widened to all the forwards,
+  // prefill then each decode (the unrolled peak equals the windows', HfGeneration tests).
+  if (o.generation && o.generation->new_tokens <= kReportUnrolledTokens && o.graph_loader) {
+    o.graph_loader = [loader = o.graph_loader](const BuildConfig& cfg) {
+      BuildConfig c = cfg;
+      if (c.generation) {
+        c.generation->first = 0;
+        c.generation->last = c.generation->new_tokens - 1;
+      }
+      return loader(c);
+    };
+  }
   Result<Estimate> e = estimate(o);
   if (!e.ok()) return Result<std::string>::failure(e.error());
   return capture_input_errors([&]() -> std::string {

@@ -106,7 +106,10 @@ std::string html_report(const Estimate& e, const Graph& g, const HtmlReportOptio
 
 // The whole pipeline for the CLI and the Python package: estimate with keep_program, rebuild the
 // graph, render. A measured series without a GPU in `options` is an InputError (nothing to
-// compare it with), checked before anything runs.
+// compare it with), checked before anything runs. Generation of at most kReportUnrolledTokens new
+// tokens is drawn whole (prefill, then every decode step); longer runs show the window holding
+// the peak, as the estimate simulates it.
+inline constexpr int64_t kReportUnrolledTokens = 64;
 Result<std::string> html_report(const EstimateOptions& options, const HtmlReportOptions& html = {});
 
 // The page's style sheet, shared with the pack page (report/pack_html.h).
