@@ -35,7 +35,7 @@ int model_ops(const Graph& g) {
 // The exported module written with GraphBuilder, `act` between the two linears.
 Graph mlp(const Activation& act) {
   GraphBuilder b("ref");
-  TensorId x = b.input("input", {kBatch, 8});
+  TensorId x = b.input("input", {kBatch, 8}, DType::F32);
   TensorId w1 = b.parameter("fc1.weight", {16, 8}), b1 = b.parameter("fc1.bias", {16});
   TensorId w2 = b.parameter("fc2.weight", {4, 16}), b2 = b.parameter("fc2.bias", {4});
   TensorId out = b.linear_with("fc2", act(b, b.linear_with("fc1", x, w1, b1)), w2, b2);
@@ -51,6 +51,17 @@ Graph imported(const std::string& file) {
   Result<Graph> g = import_onnx(kDir + file, o);
   EXPECT_TRUE(g.ok()) << g.error();
   return g.ok() ? g.value() : Graph{};
+}
+
+// The peak of the forward pass of the first training iteration: every tensor autograd keeps is
+// live at its end, together with the loss's.
+int64_t forward_peak(const Graph& g) {
+  EstimateOptions o;
+  o.mode = RunMode::Training;
+  o.optimizer = OptimizerKind::Sgd;
+  o.device = "cuda";
+  SimResult r = simulate(build_program(g, schedule_options(o)));
+  return r.iterations.at(0).by_phase.at(Phase::Forward).bytes;
 }
 
 int64_t peak(const Graph& g, RunMode mode) {
@@ -73,7 +84,9 @@ TEST(OnnxActivationPatterns, TanhGelu) {
     Graph g = imported(file);
     ASSERT_EQ(count_kind(g, OpKind::Gelu), 1) << file;
     for (const Op& op : g.ops) {
-      if (op.kind == OpKind::Gelu) EXPECT_TRUE(op.attrs.approximate_tanh) << file;
+      if (op.kind == OpKind::Gelu) {
+        EXPECT_TRUE(op.attrs.approximate_tanh) << file;
+      }
     }
     EXPECT_EQ(model_ops(g), 3) << file;  // linear, gelu, linear
     expect_same_peaks(g, mlp(fused), file);
@@ -88,8 +101,10 @@ TEST(OnnxActivationPatterns, TanhGelu) {
     return b.mul_scalar("half", b.mul("m", x, b.add_scalar("one", t, 1.0)), 0.5);
   };
   const int64_t kTensor = kBatch * 16 * 4;
-  EXPECT_EQ(peak(mlp(nodes), RunMode::Training) - peak(mlp(fused), RunMode::Training),
-            3 * kTensor);
+  // The forward peak of the node-by-node chain lies inside the chain (the kept tensors plus the
+  // chain's transients), the single call's at the loss, so the difference is not the kept bytes
+  // alone: it is at least those three kept [64, 16] fp32 tensors, 3 x 4096 bytes.
+  EXPECT_GE(forward_peak(mlp(nodes)) - forward_peak(mlp(fused)), 3 * kTensor);
 }
 
 TEST(OnnxActivationPatterns, Silu) {
@@ -100,9 +115,10 @@ TEST(OnnxActivationPatterns, Silu) {
   EXPECT_EQ(model_ops(g), 3);
   expect_same_peaks(g, mlp(fused), "silu");
   // Sigmoid then Mul: autograd keeps sigmoid's output (sigmoid_backward and mul's backward read
-  // it) beside x, which silu alone keeps: one [64, 16] fp32 tensor, 4096 bytes, more.
+  // it) beside x, which silu alone keeps: at the end of the forward pass (its peak in both), one
+  // [64, 16] fp32 tensor, 64 x 16 x 4 = 4096 bytes, more.
   Activation nodes = [](GraphBuilder& b, TensorId x) { return b.mul("m", x, b.sigmoid("s", x)); };
-  EXPECT_EQ(peak(mlp(nodes), RunMode::Training) - peak(mlp(fused), RunMode::Training), kBatch * 16 * 4);
+  EXPECT_EQ(forward_peak(mlp(nodes)) - forward_peak(mlp(fused)), kBatch * 16 * 4);
 }
 
 // HardSwish and Mish have no op kind: one Opaque op that keeps x and allocates its output, as
@@ -128,7 +144,7 @@ TEST(OnnxActivationPatterns, HardSwishAndMish) {
   Activation nodes = [](GraphBuilder& b, TensorId x) {
     return b.mul("m", x, b.opaque("hs", {x}, {{b.shape(x), DType::F32}})[0]);
   };
-  EXPECT_EQ(peak(mlp(nodes), RunMode::Training) - peak(mlp(fused), RunMode::Training), kBatch * 16 * 4);
+  EXPECT_EQ(forward_peak(mlp(nodes)) - forward_peak(mlp(fused)), kBatch * 16 * 4);
 }
 
 }  // namespace
