@@ -4,8 +4,9 @@
 //   GELU (exact)   y = x * (erf(x / sqrt(2)) + 1) * 0.5, as Div/Erf/Add/Mul/Mul in any operand
 //                  order (also x * 0.5 first, and Mul by 1/sqrt(2))            -> gelu(x)
 //   GELU (tanh)    y = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), the cube as
-//                  Mul(x, Mul(x, x)) or Pow(x, 3), 0.5 and x multiplied in any of the GELU
-//                  orders                                                    -> gelu(x, tanh)
+//                  Mul(x, Mul(x, x)) (nn.GELU(approximate="tanh")'s export; with Pow(x, 3) it
+//                  is model code such as GPT-2's NewGELUActivation, several eager calls, and
+//                  stays node by node), 0.5 and x in any of the GELU orders -> gelu(x, tanh)
 //   SiLU / Swish   Sigmoid(x) -> Mul(x, .)                                   -> silu(x)
 //   HardSwish      HardSigmoid(x, alpha 1/6, beta 1/2) -> Mul(x, .) (opsets < 14 have no
 //                  HardSwish)                                                -> hardswish(x)
