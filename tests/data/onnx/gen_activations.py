@@ -8,7 +8,8 @@ tests/onnx_activation_patterns_test.cc):
   act_gelu_tanh.onnx   nn.GELU(approximate="tanh"): Mul(x,x), Mul(x,.), Mul 0.044715, Add x,
                        Mul sqrt(2/pi), Tanh, Add 1, Mul x, Mul 0.5
   act_new_gelu.onnx    Hugging Face's NewGELUActivation written out: 0.5 * x * (1 + tanh(
-                       sqrt(2/pi) * (x + 0.044715 * torch.pow(x, 3.0)))): Pow, and 0.5 * x first
+                       sqrt(2/pi) * (x + 0.044715 * torch.pow(x, 3.0)))): Pow, and 0.5 * x first;
+                       model code, several eager calls: must stay node by node
   act_silu.onnx        nn.SiLU: Sigmoid, Mul x
   act_hardswish.onnx   nn.Hardswish at opset 13: HardSigmoid(alpha 1/6), Mul x
   act_mish.onnx        nn.Mish: Softplus, Tanh, Mul x
