@@ -2,6 +2,7 @@
 
 #include "frontends/hf/hf_config.h"
 #include "frontends/hf/hf_frontend.h"
+#include "frontends/onnx/onnx_export_kind.h"
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/onnx/onnx_weights.h"
 #include "util/error.h"
@@ -54,6 +55,15 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       io.dims = source.dims;
       io.allow_unknown = source.allow_unknown;
       io.infer_inplace = true;
+      if (std::optional<OnnxExportFacts> facts = inspect_onnx_export(options.model)) {
+        if (facts->fixed_batch && *facts->fixed_batch != options.batch) {
+          if (source.batch_given) throw InputError(fixed_batch_message(options.model, *facts, options.batch));
+          options.batch = *facts->fixed_batch;
+        }
+        if (options.mode == RunMode::Training && !facts->eval_mode_evidence.empty()) {
+          throw InputError(eval_export_for_training_message(options.model, *facts));
+        }
+      }
       options.graph_loader = onnx_graph_loader(options.model, io);
       return;
     }

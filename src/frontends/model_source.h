@@ -29,6 +29,9 @@ struct ModelSourceOptions {
   // A program captured from an nn.Module (python/headroom/recorder.py): builds the graph for each
   // run's BuildConfig. Set, it is the model source and the model argument is its display name.
   std::function<Graph(const BuildConfig&)> captured;
+  // Whether the user chose the batch (--batch, or --grad-accum's micro x accumulation). ONNX:
+  // when not, a fixed-batch export runs at its own batch; when so, another batch is refused.
+  bool batch_given = false;
   // Whether the user chose the precision (--precision). Hugging Face configs: when not, the
   // config's torch_dtype is the precision (float16 -> fp16, bfloat16 -> bf16).
   bool precision_given = false;
@@ -37,6 +40,9 @@ struct ModelSourceOptions {
 // Which frontend reads `model`.
 ModelSourceKind model_source_kind(const std::string& model);
 
+// ONNX files are also inspected (onnx_export_kind.h): a fixed-batch export sets options.batch to
+// its own batch unless the batch was given, and refuses another; an eval-mode export refuses
+// --mode train with the line that says how to export for training.
 // Sets options.graph_loader for `options.model` (left unset for built-in models, which
 // estimate() builds from the zoo), and for Hugging Face configs the default precision. Throws
 // InputError when `source` or `options` hold an option the chosen frontend does not take

@@ -88,6 +88,7 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
   src.allow_unknown = a.allow_unknown;
   src.captured = a.captured;
   src.precision_given = a.precision_given;
+  src.batch_given = a.batch_given || a.grad_accum.has_value();
   select_frontend(o, src);
 }
 

@@ -8,6 +8,9 @@
 //   BatchNormalization         batch_norm        LayerNormalization (last axis)  layer_norm
 //   Relu                       relu (relu_)      Clip                            hardtanh
 //   Sigmoid, Tanh              sigmoid, tanh     Gelu, the Erf decomposition     gelu
+//   the tanh-GELU decomposition gelu(tanh)       Sigmoid(x) * x                  silu
+//   HardSigmoid(x) * x         hardswish (Opaque keeping x)   Tanh(Softplus(x)) * x   mish
+//                              (the same; onnx_patterns.h has every decomposition's form)
 //   Sqrt, Reciprocal, Exp      rsqrt's rule (the result is saved)
 //   Neg, c - x                 neg's rule (nothing saved)
 //   Softmax, LogSoftmax        softmax, log_softmax
@@ -986,7 +989,10 @@ class Lowerer {
     };
     fusions_ = find_fusions(g_, st_, q);
     for (const Fusion& f : fusions_) {
-      if (f.kind == Fusion::Kind::Gelu) ++gelus_;
+      if (f.kind == Fusion::Kind::Gelu || f.kind == Fusion::Kind::GeluTanh) ++gelus_;
+      if (f.kind == Fusion::Kind::Silu) ++silus_;
+      if (f.kind == Fusion::Kind::HardSwish) ++hardswishes_;
+      if (f.kind == Fusion::Kind::Mish) ++mishes_;
       if (f.kind == Fusion::Kind::LayerNorm) ++layer_norms_;
       if (f.kind == Fusion::Kind::LinearBias) ++linear_biases_;
       if (f.kind == Fusion::Kind::PaddedAvgPool) ++padded_pools_;
@@ -1009,6 +1015,21 @@ class Lowerer {
       if (f.kind == Fusion::Kind::Alias) return alias(c, 0, values_.at(f.alias));
       if (f.kind == Fusion::Kind::Gelu) {
         set(c, 0, b_.gelu(c.name, materialize(values_.at(f.x))));
+        return check_shapes(c);
+      }
+      if (f.kind == Fusion::Kind::GeluTanh) {
+        set(c, 0, b_.gelu(c.name, materialize(values_.at(f.x)), true));
+        return check_shapes(c);
+      }
+      if (f.kind == Fusion::Kind::Silu) {
+        set(c, 0, b_.silu(c.name, materialize(values_.at(f.x))));
+        return check_shapes(c);
+      }
+      if (f.kind == Fusion::Kind::HardSwish || f.kind == Fusion::Kind::Mish) {
+        // No op kind of their own: Opaque keeps its input for backward and allocates a fresh
+        // output, which is what hardswish_backward(grad, self) and mish_backward(grad, self) need.
+        TensorId x = materialize(values_.at(f.x));
+        set(c, 0, b_.opaque(c.name, {x}, {{b_.shape(x), b_.tensor(x).dtype}})[0]);
         return check_shapes(c);
       }
       if (f.kind == Fusion::Kind::LayerNorm) {
@@ -1475,8 +1496,10 @@ class Lowerer {
         d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
       b_.note("symbolic dimensions bound: " + d);
     }
-    if (gelus_ || layer_norms_ || linear_biases_ || padded_pools_) {
+    if (gelus_ || silus_ || hardswishes_ || mishes_ || layer_norms_ || linear_biases_ || padded_pools_) {
       b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " +
+              std::to_string(silus_) + " SiLU, " + std::to_string(hardswishes_) + " HardSwish, " +
+              std::to_string(mishes_) + " Mish, " +
               std::to_string(layer_norms_) + " layer norm, " + std::to_string(linear_biases_) +
               " linear + bias, " + std::to_string(padded_pools_) + " padded average pool");
     }
@@ -1568,6 +1591,7 @@ class Lowerer {
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
   int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
+  int silus_ = 0, hardswishes_ = 0, mishes_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
       padded_pools_ = 0, folded_ = 0;
 };

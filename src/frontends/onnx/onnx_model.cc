@@ -457,6 +457,8 @@ void substitute(onnx::TypeProto* type, const std::map<std::string, int64_t>& val
 
 }  // namespace
 
+bool is_batch_symbol(const std::string& symbol) { return batch_like(symbol); }
+
 DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
                      const OnnxImportOptions& options) {
   onnx::GraphProto* g = model.mutable_graph();

@@ -86,6 +86,10 @@ struct DimBinding {
   std::vector<std::string> notes;
 };
 
+// Whether a symbolic dimension's name marks a batch axis: N, B, bs, or containing "batch"
+// (any case). Axis 0 of an input is a batch axis whatever its name.
+bool is_batch_symbol(const std::string& symbol);
+
 // Gives every symbolic dimension of the graph inputs a value (see OnnxImportOptions::batch and
 // dims) and writes the values into the graph's inputs, outputs and value_info.
 DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,

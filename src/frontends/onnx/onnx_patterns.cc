@@ -1,6 +1,7 @@
 #include "frontends/onnx/onnx_patterns.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace headroom::onnx_import {
 namespace {
@@ -16,6 +17,14 @@ class Matcher {
       if (!default_domain(i) || out_[static_cast<size_t>(i)].kind != Fusion::Kind::None) continue;
       if (op == "Erf")
         gelu(i);
+      else if (op == "Tanh")
+        gelu_tanh(i);
+      else if (op == "Sigmoid")
+        silu(i);
+      else if (op == "HardSigmoid")
+        hardswish(i);
+      else if (op == "Softplus")
+        mish(i);
       else if (op == "ReduceMean")
         layer_norm(i);
       else if (op == "MatMul")
@@ -99,31 +108,113 @@ class Matcher {
     if (x.empty() || sole_reader(out0(d)) != e) return;
     int a = sole_reader(out0(e));
     if (!is(a, "Add") || operand_besides_scalar(a, 1.0) != out0(e)) return;
-    int m = sole_reader(out0(a));
-    if (!is(m, "Mul")) return;
-    std::string o = other(m, out0(a));
-    std::vector<int> nodes{d, e, a, m};
-    int last = -1;
-    if (o == x) {  // (x * (1 + erf)) * 0.5
-      int m2 = sole_reader(out0(m));
-      if (!is(m2, "Mul") || operand_besides_scalar(m2, 0.5) != out0(m)) return;
-      nodes.push_back(m2);
-      last = m2;
-    } else if (scalar_near(o, 0.5)) {  // ((1 + erf) * 0.5) * x
-      int m2 = sole_reader(out0(m));
-      if (!is(m2, "Mul") || other(m2, out0(m)) != x) return;
-      nodes.push_back(m2);
-      last = m2;
-    } else {  // (x * 0.5) * (1 + erf)
-      int h = producer(o);
-      if (!is(h, "Mul") || operand_besides_scalar(h, 0.5) != x || sole_reader(out0(h)) != m) return;
-      nodes.push_back(h);
-      last = m;
-    }
+    std::vector<int> nodes{d, e, a};
+    int last = gelu_tail(a, x, nodes);
+    if (last < 0) return;
     Fusion f;
     f.kind = Fusion::Kind::Gelu;
     f.x = x;
     claim(nodes, last, f);
+  }
+
+  // The end both GELU forms share: 0.5 * x * a, where `a` is 1 + erf(...) or 1 + tanh(...),
+  // in the three orders exporters write. Appends the nodes; returns the last one, or -1.
+  int gelu_tail(int a, const std::string& x, std::vector<int>& nodes) const {
+    int m = sole_reader(out0(a));
+    if (!is(m, "Mul")) return -1;
+    std::string o = other(m, out0(a));
+    nodes.push_back(m);
+    if (o == x) {  // (x * a) * 0.5
+      int m2 = sole_reader(out0(m));
+      if (!is(m2, "Mul") || operand_besides_scalar(m2, 0.5) != out0(m)) return -1;
+      nodes.push_back(m2);
+      return m2;
+    }
+    if (scalar_near(o, 0.5)) {  // (a * 0.5) * x
+      int m2 = sole_reader(out0(m));
+      if (!is(m2, "Mul") || other(m2, out0(m)) != x) return -1;
+      nodes.push_back(m2);
+      return m2;
+    }
+    // (x * 0.5) * a
+    int h = producer(o);
+    if (!is(h, "Mul") || operand_besides_scalar(h, 0.5) != x || sole_reader(out0(h)) != m) return -1;
+    nodes.push_back(h);
+    return m;
+  }
+
+  // GELU, tanh form: nn.GELU(approximate="tanh"), one call in eager PyTorch, which torch 1.13
+  // exports as 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) with the cube as
+  // Mul(x, Mul(x, x)). The same formula written in model code (Hugging Face's NewGELUActivation in
+  // GPT-2) is several eager calls whose intermediates autograd keeps, and exports with Pow(x, 3):
+  // that form is left node by node, as eager runs it.
+  void gelu_tanh(int t) {
+    int s = producer(in(t, 0));
+    if (!is(s, "Mul") || sole_reader(out0(s)) != t) return;
+    std::string inner = operand_besides_scalar(s, std::sqrt(2.0 / std::numbers::pi));
+    int add = producer(inner);
+    if (inner.empty() || !is(add, "Add") || sole_reader(inner) != s) return;
+    for (int k = 0; k < 2; ++k) {  // Add(x, c) or Add(c, x)
+      const std::string& x = in(add, k);
+      const std::string& c = in(add, 1 - k);
+      int cm = producer(c);
+      if (x.empty() || !is(cm, "Mul") || sole_reader(c) != add) continue;
+      std::string cube = operand_besides_scalar(cm, 0.044715);
+      int cu = producer(cube);
+      if (cube.empty() || sole_reader(cube) != cm) continue;
+      std::vector<int> nodes{cu, cm, add, s, t};
+      if (is(cu, "Mul")) {
+        std::string sq = other(cu, x);
+        int sqn = producer(sq);
+        if (sq.empty() || !is(sqn, "Mul") || in(sqn, 0) != x || in(sqn, 1) != x || sole_reader(sq) != cu) continue;
+        nodes.push_back(sqn);
+      } else {
+        continue;
+      }
+      int one = sole_reader(out0(t));
+      if (!is(one, "Add") || operand_besides_scalar(one, 1.0) != out0(t)) return;
+      nodes.push_back(one);
+      int last = gelu_tail(one, x, nodes);
+      if (last < 0) return;
+      Fusion f;
+      f.kind = Fusion::Kind::GeluTanh;
+      f.x = x;
+      claim(nodes, last, f);
+      return;
+    }
+  }
+
+  // The last node of `op(x) * x` whose first node is `first` (reading x), or -1: SiLU's
+  // Sigmoid, HardSwish's HardSigmoid, Mish's Tanh(Softplus).
+  int times_input(int first, int gate) const {
+    int m = sole_reader(out0(gate));
+    if (!is(m, "Mul") || other(m, out0(gate)) != in(first, 0) || in(first, 0).empty()) return -1;
+    return m;
+  }
+  void unary_gate(const std::vector<int>& nodes, int last, Fusion::Kind kind) {
+    Fusion f;
+    f.kind = kind;
+    f.x = in(nodes[0], 0);
+    claim(nodes, last, f);
+  }
+  // SiLU / Swish: x * sigmoid(x) (nn.SiLU, F.silu; EfficientNet's and LLaMA's activations).
+  void silu(int s) {
+    int m = times_input(s, s);
+    if (m >= 0) unary_gate({s}, m, Fusion::Kind::Silu);
+  }
+  // HardSwish before opset 14: x * HardSigmoid(x, alpha 1/6, beta 1/2) (nn.Hardswish).
+  void hardswish(int h) {
+    NodeAttrs a(node(h));
+    if (std::fabs(a.f("alpha", 0.2) - 1.0 / 6) > 1e-4 || std::fabs(a.f("beta", 0.5) - 0.5) > 1e-6) return;
+    int m = times_input(h, h);
+    if (m >= 0) unary_gate({h}, m, Fusion::Kind::HardSwish);
+  }
+  // Mish: x * tanh(softplus(x)) (nn.Mish).
+  void mish(int sp) {
+    int t = sole_reader(out0(sp));
+    if (!is(t, "Tanh")) return;
+    int m = times_input(sp, t);
+    if (m >= 0) unary_gate({sp, t}, m, Fusion::Kind::Mish);
   }
 
   // Axes of a ReduceMean: [-1] or [rank-1] with keepdims, else false.

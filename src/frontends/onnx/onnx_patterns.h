@@ -3,6 +3,14 @@
 //
 //   GELU (exact)   y = x * (erf(x / sqrt(2)) + 1) * 0.5, as Div/Erf/Add/Mul/Mul in any operand
 //                  order (also x * 0.5 first, and Mul by 1/sqrt(2))            -> gelu(x)
+//   GELU (tanh)    y = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), the cube as
+//                  Mul(x, Mul(x, x)) (nn.GELU(approximate="tanh")'s export; with Pow(x, 3) it
+//                  is model code such as GPT-2's NewGELUActivation, several eager calls, and
+//                  stays node by node), 0.5 and x in any of the GELU orders -> gelu(x, tanh)
+//   SiLU / Swish   Sigmoid(x) -> Mul(x, .)                                   -> silu(x)
+//   HardSwish      HardSigmoid(x, alpha 1/6, beta 1/2) -> Mul(x, .) (opsets < 14 have no
+//                  HardSwish)                                                -> hardswish(x)
+//   Mish           Softplus(x) -> Tanh -> Mul(x, .)                          -> mish(x)
 //   layer norm     ReduceMean/Sub/Pow 2/ReduceMean/Add eps/Sqrt/Div/Mul w/Add b over the last
 //                  axis (opsets < 17 have no LayerNormalization)               -> layer_norm(x, w,
 //                  b)
@@ -35,6 +43,10 @@ struct Fusion {
     None,           // lower the node as itself
     Skip,           // part of a pattern whose last node emits the call
     Gelu,           // emit gelu(x)
+    GeluTanh,       // emit gelu(x, approximate="tanh")
+    Silu,           // emit silu(x)
+    HardSwish,      // emit hardswish(x): an Opaque op that keeps x, as hardswish_backward reads it
+    Mish,           // emit mish(x): an Opaque op that keeps x, as mish_backward reads it
     LayerNorm,      // emit layer_norm(x, weight, bias)
     LinearBias,     // this MatMul is a linear with `bias` folded in
     Alias,          // this node's output is the value of tensor `alias` (the folded bias Add)
