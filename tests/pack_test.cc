@@ -597,6 +597,9 @@ TEST(PackCli, EstimateAndPackAgreeOnOneModel) {
   EXPECT_FALSE(verdicts(total_room - 1, " --margin 0%").first);
   // With the default 5% margin the same memory does not fit either command.
   EXPECT_FALSE(verdicts(total_room).first);
+  // A margin without a GPU does not apply: an error, as in estimate.
+  testing::expect_usage_error("pack resnet18 --margin 10%", "--margin applies with a GPU");
+  testing::expect_usage_error("pack resnet18 --gpu-memory 8GiB --margin 95%", "--margin must be between 0% and 90%");
 }
 
 }  // namespace
