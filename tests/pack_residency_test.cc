@@ -111,11 +111,21 @@ TEST(PackSharingPools, NoLinkThroughAModelThatIsNotInTheSet) {
 
 TEST(PackResidency, TrioThreeWaysByHand) {
   testing::Trio t = testing::write_trio("residency_three");
-  PackReport probe = trio(t, {t.a, t.b, t.c}, std::nullopt);
-  const int64_t act_a = probe.models[0].activation_bytes, act_b = probe.models[1].activation_bytes;
-  ASSERT_EQ(probe.models[2].activation_bytes, act_a);  // c is a copy of a
-  ASSERT_GE(act_b, act_a);                             // b's head has 3 classes, a's 2
-  // Memory for all three with free sharing and every merge, exactly: context + 724 + act_b.
+  // Residency counts each model's device need: its inference program alone on the caching
+  // allocator, reserved peak - weights. Each model's fc runs on cuBLAS, whose workspace (8,519,680
+  // B, the pre-Hopper default) is between 1 and 10 MiB: the allocator gives it a 20 MiB large-pool
+  // segment. Every other block (at most 15 weight tensors, the 192 B input, activations, each
+  // rounded up to 512 B) is under 1 MiB and fits one 2 MiB small-pool segment. Reserved peak:
+  // 22 MiB = 23,068,672. So need_a = need_c = 23,068,672 - 696 = 23,067,976 and need_b =
+  // 23,068,672 - 716 = 23,067,956: a set holding a or c needs need_a besides its weights.
+  PackReport probe = trio(t, {t.a, t.b, t.c}, int64_t{1} << 30);
+  for (const PackModel& m : probe.models) EXPECT_EQ(m.reserved_peak_bytes, 22LL << 20) << m.label;
+  const int64_t need_a = probe.models[0].device_need_bytes;
+  EXPECT_EQ(need_a, (22LL << 20) - 696);
+  EXPECT_EQ(probe.models[1].device_need_bytes, (22LL << 20) - 716);
+  EXPECT_EQ(probe.models[2].device_need_bytes, need_a);  // c is a copy of a
+  const int64_t act_a = need_a, act_b = need_a;  // the largest need of any set holding a
+  // Memory for all three with free sharing and every merge, exactly: context + 724 + need_a.
   const int64_t mem = kContext + 724 + act_b;
   PackReport r = trio(t, {t.a, t.b, t.c}, mem);
   const Residency& rs = *r.residency;
@@ -128,10 +138,12 @@ TEST(PackResidency, TrioThreeWaysByHand) {
   EXPECT_EQ(rs.all_shared.weights_bytes, 724);
   EXPECT_EQ(rs.all_shared.total_bytes, mem);
   EXPECT_TRUE(rs.all_shared.fits);
-  // Greedy, no sharing: a (696, tie with c, lower index); any pair needs >= 1392 > 724: {a}.
+  // Greedy, no sharing: a (696 + need_a = 22 MiB, tie with b's 716 + need_b and with c: lowest
+  // index); any pair needs >= 1392 > 724: {a}.
   EXPECT_EQ(rs.greedy_unshared.models, (std::vector<int32_t>{0}));
   EXPECT_EQ(rs.greedy_unshared.total_bytes, kContext + 696 + act_a);
-  // Free: a (696 - 64 = 632 with its twin batch norms), then c (648 < 772 with b), then b would
+  // Free: a (696 - 64 = 632 with its twin batch norms; b alone 652 + need_b ties: lowest index),
+  // then c (648 < 772 with b), then b would
   // need 788 > 724: {a, c}, context + 648 + act_a.
   EXPECT_EQ(rs.greedy_free.models, (std::vector<int32_t>{0, 2}));
   EXPECT_EQ(rs.greedy_free.weights_bytes, 648);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_runner.h"
 #include <sys/wait.h>
 
@@ -19,6 +21,8 @@
 #include <tuple>
 #include <vector>
 
+#include "estimate/device_memory.h"
+#include "estimate/estimate.h"
 #include "frontends/zoo/registry.h"
 #include "pack/layers.h"
 #include "pack/merge_plan.h"
@@ -220,10 +224,12 @@ TEST(PackSharing, WithinModelDuplicatesAreNotMerged) {
 TEST(PackResidency, SharingLetsMoreModelsFit) {
   // resnet50 + resnet101 on a custom GPU: without sharing the pair needs context + 97.7 + 170 MiB
   // of weights + the larger activation peak; with sharing resnet50's layers come free.
-  Result<PackReport> probe = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", std::nullopt, std::nullopt, std::nullopt});
+  // The probe has room to spare, so each model's replay alone holds what it does at any memory
+  // that fits it; act is the larger device need (reserved peak alone - weights).
+  Result<PackReport> probe = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", int64_t{80} << 30, std::nullopt, std::nullopt});
   ASSERT_TRUE(probe.ok());
   const PackReport& p = probe.value();
-  int64_t act = std::max(p.models[0].activation_bytes, p.models[1].activation_bytes);
+  int64_t act = std::max(p.models[0].device_need_bytes, p.models[1].device_need_bytes);
   // Shared, the pair's weights are resnet101's plus resnet50's 53 batch-norm counters (8 bytes).
   int64_t shared_total = (254LL << 20) + p.models[1].weights_bytes + 53 * 8 + act;
   // Memory for the shared pair exactly.
@@ -237,6 +243,61 @@ TEST(PackResidency, SharingLetsMoreModelsFit) {
   ASSERT_EQ(rs.greedy_unshared.models.size(), 1u);
   EXPECT_EQ(rs.greedy_unshared.models[0], 0);
   EXPECT_EQ(rs.greedy_shared.models.size(), 2u);
+}
+
+TEST(PackResidency, OneModelFitsExactlyWhenEstimateSaysSo) {
+  // Residency goes through estimate's caching-allocator replay (estimate/device_memory.h). Before,
+  // pack counted exact bytes: at memory = context + the exact inference peak P it said "fits"
+  // while estimate, which counts the reserved peak (blocks rounded to 512 B, whole segments),
+  // said "does not fit". Now a one-model set totals context + reserved peak, estimate's device
+  // total, on both sides of the boundary, with --gpu-memory and with a catalog GPU (whose cuBLAS
+  // workspace both replays hold).
+  for (const char* model : {"resnet18", "mlp:layers=3,dim=300"}) {
+    SCOPED_TRACE(model);
+    Result<PackReport> probe = pack(PackOptions{{model}, 2, "", std::nullopt, std::nullopt, std::nullopt});
+    ASSERT_TRUE(probe.ok()) << probe.error();
+    const int64_t exact_total = (254LL << 20) + probe.value().models[0].inference_peak_bytes;
+    auto both = [&](const std::string& gpu, std::optional<int64_t> memory) {
+      EstimateOptions eo;
+      eo.model = model;
+      eo.batch = 2;
+      eo.mode = RunMode::Inference;
+      eo.top_tensors = 0;
+      GpuOptions go;
+      go.gpu = gpu;
+      go.gpu_memory = memory;
+      eo.gpu = go;
+      Result<Estimate> e = estimate(eo);
+      EXPECT_TRUE(e.ok()) << e.error();
+      Result<PackReport> r = pack(PackOptions{{model}, 2, gpu, memory, std::nullopt, std::nullopt});
+      EXPECT_TRUE(r.ok()) << r.error();
+      return std::make_pair(*e.value().device, r.value());
+    };
+    // The old boundary: the exact total fits by pack's former rule; the allocator rounds up.
+    auto [d1, r1] = both("", exact_total);
+    EXPECT_GT(d1.reserved_peak_bytes, probe.value().models[0].inference_peak_bytes);
+    EXPECT_FALSE(d1.fits);
+    EXPECT_FALSE(r1.residency->all_unshared.fits);
+    EXPECT_EQ(r1.residency->all_unshared.total_bytes, d1.device_total_bytes);
+    EXPECT_TRUE(r1.residency->greedy_unshared.models.empty());
+    // Memory = estimate's device total (with room to spare for the replay): both fit, to the byte.
+    auto [d_big, r_big] = both("", int64_t{8} << 30);
+    ASSERT_TRUE(d_big.fits);
+    EXPECT_EQ(r_big.models[0].reserved_peak_bytes, d_big.reserved_peak_bytes);
+    EXPECT_EQ(r_big.models[0].device_need_bytes, d_big.reserved_peak_bytes - r_big.models[0].weights_bytes);
+    auto [d2, r2] = both("", d_big.device_total_bytes);
+    EXPECT_TRUE(d2.fits);
+    EXPECT_TRUE(r2.residency->all_unshared.fits);
+    EXPECT_EQ(r2.residency->all_unshared.total_bytes, d2.device_total_bytes);
+    auto [d3, r3] = both("", d_big.device_total_bytes - 1);
+    EXPECT_FALSE(d3.fits);
+    EXPECT_FALSE(r3.residency->all_unshared.fits);
+    // A catalog GPU: its cuBLAS workspace is in both programs.
+    auto [d4, r4] = both("T4", std::nullopt);
+    EXPECT_TRUE(d4.fits);
+    EXPECT_EQ(r4.residency->all_unshared.total_bytes, d4.device_total_bytes);
+    EXPECT_EQ(r4.models[0].reserved_peak_bytes, d4.reserved_peak_bytes);
+  }
 }
 
 // ---- Swap simulation. ----
@@ -501,6 +562,44 @@ TEST(PackCli, JsonContractAndBadInput) {
   CliRun nogpu = run_cli("pack resnet18 resnet34 --workload " + wfile);
   EXPECT_EQ(nogpu.code, 2);
   EXPECT_NE(nogpu.err.find("no 'exec_ms'"), std::string::npos) << nogpu.err;
+}
+
+TEST(PackCli, EstimateAndPackAgreeOnOneModel) {
+  // The commands a user compares: `estimate --mode infer --gpu-memory M` and `pack --gpu-memory M`
+  // on one model give one verdict and one device total (context + reserved peak). M = context +
+  // the exact inference peak is where pack used to say "fits" (exact bytes) and estimate "does
+  // not fit" (the allocator rounds blocks up and reserves whole segments).
+  CliRun probe = run_cli("pack resnet18 --batch 2 --json");
+  ASSERT_EQ(probe.code, 0) << probe.err;
+  const int64_t peak = nlohmann::json::parse(probe.out)["models"][0]["inference_peak_bytes"].get<int64_t>();
+  const int64_t exact_total = (254LL << 20) + peak;
+  // Both commands keep the same --margin free (5% by default in both).
+  auto verdicts = [](int64_t memory, const std::string& margin = "") {
+    const std::string mem = std::to_string(memory) + "B" + margin;
+    CliRun e = run_cli("estimate resnet18 --mode infer --batch 2 --gpu-memory " + mem + " --json");
+    CliRun p = run_cli("pack resnet18 --batch 2 --gpu-memory " + mem + " --json");
+    EXPECT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(p.code, 0) << p.err;
+    nlohmann::json ej = nlohmann::json::parse(e.out), pj = nlohmann::json::parse(p.out);
+    const nlohmann::json& all = pj["residency"]["all_unshared"];
+    EXPECT_EQ(all["fits"], ej["fits"]) << mem;
+    EXPECT_EQ(all["total_bytes"], ej["device_total_bytes"]) << mem;
+    EXPECT_EQ(pj["models"][0]["reserved_peak_bytes"], ej["reserved_peak_bytes"]) << mem;
+    return std::make_pair(ej["fits"].get<bool>(), ej["device_total_bytes"].get<int64_t>());
+  };
+  auto [fits_exact, device_total] = verdicts(exact_total);
+  EXPECT_FALSE(fits_exact);
+  EXPECT_GT(device_total, exact_total);
+  // The boundary, margin off: memory = the device total fits, one byte less does not.
+  auto [fits_room, total_room] = verdicts(int64_t{4} << 30);
+  EXPECT_TRUE(fits_room);
+  EXPECT_TRUE(verdicts(total_room, " --margin 0%").first);
+  EXPECT_FALSE(verdicts(total_room - 1, " --margin 0%").first);
+  // With the default 5% margin the same memory does not fit either command.
+  EXPECT_FALSE(verdicts(total_room).first);
+  // A margin without a GPU does not apply: an error, as in estimate.
+  testing::expect_usage_error("pack resnet18 --margin 10%", "--margin applies with a GPU");
+  testing::expect_usage_error("pack resnet18 --gpu-memory 8GiB --margin 95%", "--margin must be between 0% and 90%");
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // Every committed measurement of real PyTorch (validation/measured.json, made by
-// validation/run.py on CPU) against headroom's prediction with --device cpu. Bounds: every case
-// within 3%, median absolute error at most 1%. A miss is a bug in headroom's model of PyTorch.
+// validation/run.py on CPU) against headroom's prediction with --device cpu. Pinned as measured:
+// every case is exact to the byte except the known misses below, each pinned to its byte
+// difference (so the exact-case count and the worst error are pinned too). A new miss, or a known
+// one that grows or shrinks, fails: a change to headroom's model of PyTorch that fixes a miss
+// updates this table and docs/accuracy.md; one that breaks a case is a bug.
 // The table is printed and written to validation_table.md in the build directory.
 #include <gtest/gtest.h>
 
@@ -8,7 +11,9 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "estimate/estimate.h"
@@ -25,7 +30,30 @@ struct Row {
   std::string note;
 };
 
-TEST(Validation, EveryMeasuredCaseIsPredictedWithinBounds) {
+// predicted - measured, in bytes, of the cases that are not exact; causes in docs/accuracy.md
+// ("Known residuals").
+const std::map<std::string, int64_t> kKnownMisses = {
+    // A Python scalar wrapped as an 8-byte float64 tensor and its 4-byte cast, alive at the peak.
+    {"mobilenet_v2/train/b4/sgd/no-foreach/dropout-on", -12},
+    {"mobilenet_v2/train/b4/adam/foreach/dropout-on", -12},
+    {"llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000/infer/b1/s128/dropout-on", -12},
+    {"llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000/infer/b2/s128/dropout-on", -12},
+    {"llama:hidden=256,layers=2,heads=8,kv_heads=4,ffn=688,vocab=1000/infer/b4/s128/dropout-on", -12},
+    {"llama:hidden=256,layers=2,heads=8,kv_heads=8,ffn=688,vocab=1000/infer/b2/s128/dropout-on", -12},
+    // Fused _native_multi_head_attention in eval: softmax in place, the second matmul into q's
+    // storage; headroom allocates both (+94,560 B per sample).
+    {"vit_b_16/infer/b1/dropout-on", 94560},
+    {"vit_b_16/infer/b2/dropout-on", 189120},
+    // The patch-embedding convolution's oneDNN backward-weights buffer, not predicted: the worst
+    // case, -8,279,296 of 704,391,152 B (-1.1754%).
+    {"vit_b_16/train/b1/sgd/no-foreach/dropout-on", -8279296},
+    // Peak in AdamW's update; the 602,112 B are not yet explained in docs/accuracy.md.
+    {"vit_b_16/train/b1/adamw/foreach/dropout-on", -602112},
+};
+constexpr size_t kMeasuredCases = 175;
+constexpr int kExactCases = 165;  // kMeasuredCases - kKnownMisses.size()
+
+TEST(Validation, EveryMeasuredCaseIsPredictedAsPinned) {
   std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/measured.json");
   ASSERT_TRUE(f.good()) << "validation/measured.json is missing: run make validate";
   nlohmann::json doc = nlohmann::json::parse(f);
@@ -70,11 +98,19 @@ TEST(Validation, EveryMeasuredCaseIsPredictedWithinBounds) {
   std::cout << table.str();
   std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/validation_table.md") << table.str();
 
+  EXPECT_EQ(rows.size(), kMeasuredCases);
+  EXPECT_EQ(exact, kExactCases);
+  std::set<std::string> seen;
   for (const Row& r : rows) {
-    EXPECT_LE(std::fabs(r.error), 0.03) << r.id << ": measured " << r.measured << ", predicted " << r.predicted << " "
-                                        << r.note;
+    seen.insert(r.id);
+    auto known = kKnownMisses.find(r.id);
+    const int64_t expected = known == kKnownMisses.end() ? 0 : known->second;
+    EXPECT_TRUE(r.note.empty()) << r.id << ": " << r.note;
+    EXPECT_EQ(r.predicted - r.measured, expected) << r.id << ": measured " << r.measured << ", predicted " << r.predicted;
   }
-  EXPECT_LE(median, 0.01);
+  for (const auto& [id, diff] : kKnownMisses) EXPECT_EQ(seen.count(id), 1u) << id << " is no longer measured";
+  // The worst case, as pinned above: -8,279,296 / 704,391,152.
+  EXPECT_DOUBLE_EQ(worst, 8279296.0 / 704391152.0);
 }
 
 }  // namespace

@@ -352,6 +352,8 @@ struct PackArgs {
   std::string gpu, gpu_memory, workload;
   std::string merged_groups;  // --merged-groups N: the greedy prefix kept by joint retraining
   std::string html;  // --html FILE: also write the page (report/pack_html.h)
+  std::string margin = "5%";  // estimate's default, so both commands give one verdict
+  bool margin_given = false;
   bool json = false;
 };
 
@@ -362,6 +364,10 @@ int run_pack(const PackArgs& a) {
     p.batch = parse_positive("--batch", a.batch);
     p.gpu = a.gpu;
     if (!a.gpu_memory.empty()) p.gpu_memory = parse_memory_size(a.gpu_memory);
+    if (a.margin_given && a.gpu.empty() && a.gpu_memory.empty()) {
+      throw InputError("--margin applies with a GPU (--gpu NAME or --gpu-memory SIZE)");
+    }
+    p.margin = parse_margin(a.margin);
     if (!a.merged_groups.empty()) {
       // 0 is meaningful (no merge kept: "merged" = free sharing only).
       int64_t n = 0;
@@ -681,6 +687,7 @@ int main_impl(int argc, char** argv) {
   packc->add_option("--gpu-memory", pa.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   packc->add_option("--workload", pa.workload, "JSON workload to simulate with weight swapping");
   packc->add_option("--merged-groups", pa.merged_groups, "count only the first N merge groups as merged (the prefix kept by retraining)");
+  packc->add_option("--margin", pa.margin, "with a GPU: memory kept free, e.g. 10% (default 5%, as estimate; 0% turns it off)");
   packc->add_flag("--json", pa.json, "print one JSON object");
   packc->add_option("--html", pa.html, "also write an HTML page: savings curve, free sharing, weight distribution");
   EstimateArgs ra;
@@ -767,7 +774,10 @@ int main_impl(int argc, char** argv) {
     return run_plan_model(pla, planc, chain_budget, plan_strategy, cost_gpu, activation_budget, export_chain, plan_html_file,
                           layout_args);
   }
-  if (*packc) return run_pack(pa);
+  if (*packc) {
+    pa.margin_given = packc->count("--margin") > 0;
+    return run_pack(pa);
+  }
   if (*report) return run_report(ra, report, report_output, report_measured);
   if (*watchc) return run_watch(wa);
   return fail("no command (see headroom --help)");

@@ -32,17 +32,23 @@ ResidentSet make_set(std::vector<int32_t> members, int64_t weights, const std::v
   ResidentSet s;
   s.models = std::move(members);
   s.weights_bytes = weights;
-  for (int32_t m : s.models) s.activation_bytes = std::max(s.activation_bytes, models[static_cast<size_t>(m)].activation_bytes);
+  bool oom = false;
+  for (int32_t m : s.models) {
+    const PackModel& pm = models[static_cast<size_t>(m)];
+    s.activation_bytes = std::max(s.activation_bytes, pm.device_need_bytes);
+    oom = oom || pm.allocator_oom;
+  }
   s.total_bytes = checked_add(checked_add(r.context_bytes, s.weights_bytes, "resident set"), s.activation_bytes, "resident set");
-  s.fits = s.total_bytes <= r.memory_bytes;
+  s.fits = !oom && s.total_bytes <= r.usable_bytes;
   return s;
 }
 
 Residency residency(const std::vector<PackModel>& models, const MergePlan& plan, const IdenticalPlan& identical,
-                    const std::vector<ModelLayers>& layers, const std::string& gpu_name, int64_t memory) {
+                    const std::vector<ModelLayers>& layers, const std::string& gpu_name, const DeviceMemory& device) {
   Residency r;
   r.gpu = gpu_name;
-  r.memory_bytes = memory;
+  r.memory_bytes = device.capacity_bytes;
+  r.usable_bytes = device.usable_bytes;
   r.context_bytes = kContextLazyBytes;
   std::vector<int32_t> all;
   for (size_t i = 0; i < models.size(); ++i) all.push_back(static_cast<int32_t>(i));
@@ -73,6 +79,21 @@ Residency residency(const std::vector<PackModel>& models, const MergePlan& plan,
     (sharing == Sharing::None ? r.greedy_unshared : sharing == Sharing::Free ? r.greedy_free : r.greedy_shared) = best;
   }
   return r;
+}
+
+// The model's inference program replayed alone on the caching-allocator model, with the GPU's
+// cuBLAS workspace: the program and replay `estimate --mode infer` makes with these GPU options.
+DeviceMemory place_on_device(const Graph& g, const GpuOptions& go, PackModel& pm) {
+  EstimateOptions eo;
+  eo.mode = RunMode::Inference;
+  eo.gpu = go;
+  const DeviceMemory d = device_memory(build_program(g, schedule_options(eo)), go);
+  pm.reserved_peak_bytes = d.reserved_peak_bytes;
+  pm.allocator_oom = d.allocator_oom;
+  // Weights are never freed in an inference program, so the reserved peak holds them all.
+  HEADROOM_CHECK(d.allocator_oom || d.reserved_peak_bytes >= pm.weights_bytes, "reserved peak below the weights");
+  pm.device_need_bytes = std::max<int64_t>(0, d.reserved_peak_bytes - pm.weights_bytes);
+  return d;
 }
 
 std::string label_for(const std::string& model, std::map<std::string, int>& seen) {
@@ -358,8 +379,17 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
     }
     rep.identical = find_identical_layers(layers, values);
     if (gpu || o.gpu_memory) {
-      rep.residency = residency(rep.models, accepted_merges(rep), rep.identical, layers, gpu ? gpu->name : "custom",
-                                o.gpu_memory ? *o.gpu_memory : gpu->memory_bytes);
+      GpuOptions go;
+      go.gpu = o.gpu;
+      go.gpu_memory = o.gpu_memory;
+      go.margin = o.margin;
+      DeviceMemory device;
+      for (size_t i = 0; i < o.models.size(); ++i) {
+        const LoadedModel& lm = cache.at(std::make_pair(static_cast<int32_t>(i), o.batch));
+        device = place_on_device(lm.graph, go, rep.models[i]);
+      }
+      rep.residency = residency(rep.models, accepted_merges(rep), rep.identical, layers, gpu ? gpu->name : "custom", device);
+      rep.residency->margin = o.margin;
     }
     if (o.workload) simulate_workload(o, loader, gpu, layers, cache, rep);
     return rep;

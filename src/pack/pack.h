@@ -13,14 +13,16 @@
 // Residency rule. One model executes at a time (GEMEL and Clockwork time-share the GPU), and its
 // activations are freed when it finishes, so PyTorch's caching allocator reuses that memory for the
 // next model. A set of models is resident together when
-//     CUDA context + weights of the set + max over the set of (inference peak - weights) <= memory
+//     CUDA context + weights of the set + max over the set of device need <= usable memory
 // where the weights of the set count each pool of shared layers once (pack/sharing.h: with free
 // sharing, bit-identical layers; with the merge plan too, merged groups; a layer counts once however
-// many groups make it shared) and
-// "inference peak - weights" is what the model needs besides its weights at its batch (inputs,
-// activations, workspaces; exact bytes, before allocator rounding). "All together" tests every
-// model; the greedy set starts empty and repeatedly adds the model that raises the total least
-// (ties: lowest index) while the set fits.
+// many groups make it shared) and a model's "device need" is what it occupies besides its weights:
+// the reserved peak of its inference program replayed alone on the caching-allocator model that
+// estimate uses (estimate/device_memory.h: block rounding, segments, caching, the GPU's cuBLAS
+// workspace), minus its exact weight bytes. A set with a model whose replay alone runs out of
+// memory never fits; usable memory is memory less the margin, as estimate computes it. So a one-model set fits exactly when `estimate --mode infer` says it fits.
+// "All together" tests every model; the greedy set starts empty and repeatedly adds the model that
+// raises the total least (ties: lowest index) while the set fits.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,9 @@ struct PackOptions {
   // first N groups of the greedy order only, the prefix a joint retraining kept (headroom.joint_train
   // backs off by shortening the prefix). Unset: every group. The plan itself is reported whole.
   std::optional<int32_t> merged_groups;
+  // Fraction of GPU memory kept free, as estimate's --margin: a set fits when its total is at most
+  // memory x (1 - margin). 0 in the library (GpuOptions' default); the CLI's default is estimate's, 5%.
+  double margin = 0.0;
 };
 
 struct PackModel {
@@ -83,12 +88,17 @@ struct PackModel {
   int64_t weights_bytes = 0;
   int64_t inference_peak_bytes = 0;  // at PackOptions::batch
   int64_t activation_bytes = 0;      // peak - weights
+  // With a GPU (--gpu or --gpu-memory): the model's inference program alone on the caching
+  // allocator (device_memory(), as estimate --mode infer replays it).
+  int64_t reserved_peak_bytes = 0;   // torch.cuda.max_memory_reserved
+  int64_t device_need_bytes = 0;     // reserved peak - weights: what the residency rule counts
+  bool allocator_oom = false;        // the replay alone ran out of memory
 };
 
 struct ResidentSet {
   std::vector<int32_t> models;  // indices, in the order added
   int64_t weights_bytes = 0;
-  int64_t activation_bytes = 0;  // the largest of the set
+  int64_t activation_bytes = 0;  // the largest device need of the set (PackModel::device_need_bytes)
   int64_t total_bytes = 0;       // context + weights + activation
   bool fits = false;
 };
@@ -96,6 +106,8 @@ struct ResidentSet {
 struct Residency {
   std::string gpu;  // catalog name or "custom"
   int64_t memory_bytes = 0;
+  double margin = 0.0;
+  int64_t usable_bytes = 0;  // memory less the margin, as estimate's DeviceMemory::usable_bytes
   int64_t context_bytes = 0;
   // unshared: no sharing; free: bit-identical layers only; shared: free sharing + the merge plan.
   ResidentSet all_unshared, all_free, all_shared;

@@ -193,9 +193,11 @@ std::string pack_text(const PackReport& r) {
 
   if (r.residency) {
     const Residency& rs = *r.residency;
-    s += fmt::format("\nresidency on {} ({}): context {} + weights of the set + its largest activation peak "
-                     "(one model runs at a time)\n",
-                     rs.gpu, human_bytes(rs.memory_bytes), human_bytes(rs.context_bytes));
+    const std::string usable =
+        rs.margin > 0 ? fmt::format("; {} usable with a {:g}% margin", human_bytes(rs.usable_bytes), 100 * rs.margin) : "";
+    s += fmt::format("\nresidency on {} ({}{}): context {} + weights of the set + its largest device need "
+                     "(reserved peak alone - weights: one model runs at a time)\n",
+                     rs.gpu, human_bytes(rs.memory_bytes), usable, human_bytes(rs.context_bytes));
     auto line = [&](const char* what, const ResidentSet& all, const ResidentSet& greedy) {
       std::string out = fmt::format("  {:<13} all {} together: {} ({})", what, r.models.size(), human_bytes(all.total_bytes),
                                     all.fits ? "fits" : "does not fit");
@@ -269,6 +271,11 @@ std::string pack_json(const PackReport& r) {
     o["layers"] = m.layers.layers.size();
     o["inference_peak_bytes"] = m.inference_peak_bytes;
     o["activation_bytes"] = m.activation_bytes;
+    if (r.residency) {
+      o["reserved_peak_bytes"] = m.reserved_peak_bytes;
+      o["device_need_bytes"] = m.device_need_bytes;
+      o["allocator_oom"] = m.allocator_oom;
+    }
     ojson dist = ojson::array();
     for (const LayerDistribution::Top& t : p.distributions[i].top) {
       dist.push_back({{"fraction_of_layers", t.fraction}, {"layers", t.count}, {"bytes", t.bytes}, {"share", t.share}});
@@ -334,6 +341,8 @@ std::string pack_json(const PackReport& r) {
     ojson o;
     o["gpu"] = rs.gpu;
     o["memory_bytes"] = rs.memory_bytes;
+    o["margin"] = rs.margin;
+    o["usable_bytes"] = rs.usable_bytes;
     o["context_bytes"] = rs.context_bytes;
     o["all_unshared"] = set_json(r, rs.all_unshared);
     o["all_free"] = set_json(r, rs.all_free);

@@ -94,8 +94,8 @@ std::string savings_chart(const PackReport& r) {
   if (r.residency) {
     const Residency& rs = *r.residency;
     int64_t act = 0;
-    for (const PackModel& m : r.models) act = std::max(act, m.activation_bytes);
-    room = rs.memory_bytes - rs.context_bytes - act;
+    for (const PackModel& m : r.models) act = std::max(act, m.device_need_bytes);  // the residency rule's term
+    room = rs.usable_bytes - rs.context_bytes - act;
     capacity_on_scale = static_cast<double>(rs.memory_bytes) <= 2.5 * data_max;
     if (capacity_on_scale) target = std::max(target, static_cast<double>(rs.memory_bytes));
   }
@@ -407,7 +407,7 @@ std::string residency_table(const PackReport& r) {
     return s.empty() ? std::string("none") : s;
   };
   std::string s = fmt::format(
-      R"(<p class="lead">CUDA context {} + weights of the set + its largest activation peak (one model runs at a time), against {}.</p>)",
+      R"(<p class="lead">CUDA context {} + weights of the set + its largest device need (reserved peak alone - weights; one model runs at a time), against {}.</p>)",
       human_bytes(rs.context_bytes), human_bytes(rs.memory_bytes));
   s += R"(<table class="residency"><thead><tr><th>set</th><th>models</th><th class="n">weights</th><th class="n">total</th><th>fits</th></tr></thead><tbody>)";
   for (auto [what, set] : {std::pair<const char*, const ResidentSet*>{"all, no sharing", &rs.all_unshared},
