@@ -426,15 +426,20 @@ class T5Generation {
     encoded_ = b_.input("encoder_outputs.last_hidden_state", {batch_, w_.prompt, c_.d_model}, dtype_);
     for (size_t i = 0; i < cache_.self_k.size(); ++i) {
       const std::string m = "past_key_values." + std::to_string(i);
-      auto in = [&](const std::string& n, int64_t len) {
-        TensorId t = b_.input(m + n, {batch_, c_.heads, len, c_.d_kv}, dtype_);
+      // A projection's cached keys/values are its output viewed [B, len, heads, d_kv] and
+      // transposed (not contiguous: attention's matmul copies them); a cat's are contiguous.
+      // The cross-attention cache is always a projection, the self-attention one after the
+      // first decode step a cat.
+      auto in = [&](const std::string& n, int64_t len, bool projected) {
+        TensorId t = projected ? b_.transpose(m + n + ".transpose", b_.input(m + n, {batch_, len, c_.heads, c_.d_kv}, dtype_), 1, 2)
+                               : b_.input(m + n, {batch_, c_.heads, len, c_.d_kv}, dtype_);
         b_.mark_kv_cache(t);
         return t;
       };
-      cache_.self_k[i] = in(".self_attention.key", w_.first);
-      cache_.self_v[i] = in(".self_attention.value", w_.first);
-      cache_.cross_k[i] = in(".cross_attention.key", w_.prompt);
-      cache_.cross_v[i] = in(".cross_attention.value", w_.prompt);
+      cache_.self_k[i] = in(".self_attention.key", w_.first, w_.first == 1);
+      cache_.self_v[i] = in(".self_attention.value", w_.first, w_.first == 1);
+      cache_.cross_k[i] = in(".cross_attention.key", w_.prompt, true);
+      cache_.cross_v[i] = in(".cross_attention.value", w_.prompt, true);
     }
     ids_ = b_.input("decoder_input_ids", {batch_, w_.first + 1}, DType::I64);
     // The ids before the last torch.cat, still viewed by the previous forward's model input.
