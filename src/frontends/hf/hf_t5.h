@@ -3,7 +3,11 @@
 // each stack's first block, RMS-style T5LayerNorm, ReLU or gated-GELU feed-forward), the lm_head
 // (tied to the shared embedding unless tie_word_embeddings is false, then the output is scaled by
 // d_model ** -0.5 first). One forward on input_ids [B, S] with decoder inputs of the same length
-// (training: labels [B, S], _shift_right, CrossEntropyLoss); no generation.
+// (training: labels [B, S], _shift_right, CrossEntropyLoss), or, with BuildConfig::generation,
+// forwards first..last of generate()'s greedy loop: the encoder once in forward 0, then the
+// decoder on one token per forward with an EncoderDecoderCache (self-attention keys/values
+// grown by torch.cat, cross-attention keys/values projected once and kept). Beam search and a
+// StaticCache are InputErrors for T5.
 #pragma once
 
 #include <cstdint>
