@@ -22,6 +22,7 @@
 #include "estimate/fit.h"
 #include "estimate/fit_all.h"
 #include "ir/builder.h"
+#include "options/next_steps.h"
 #include "options/run_args.h"
 #include "pack/pack.h"
 #include "pack/pack_report.h"
@@ -111,7 +112,7 @@ std::string fit_json_text(const std::string& model, const std::vector<std::pair<
   std::vector<FitResult> results = unwrap(fit_all(f, gpu_options));
   std::optional<Ranking> ranking;
   if (rank) ranking = Ranking{rank->objective, unwrap(rank_gpus(*rank, runs, results))};
-  return fit_json(o, results, {}, ranking);
+  return fit_json(o, results, next_steps_if_nothing_fits(a, results), ranking);
 }
 
 std::string plan_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,

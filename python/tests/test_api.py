@@ -41,6 +41,14 @@ def test_fit_equals_cli_json():
     assert headroom.fit("resnet18", gpu="T4") == cli_json("fit", "resnet18", "--gpu", "T4", "--json")
 
 
+def test_fit_next_steps_when_nothing_fits_equal_cli_json():
+    # resnet152 training does not fit 1 GiB at batch 1: the same next steps as the CLI's.
+    py = headroom.fit("resnet152", gpu_memory="1GiB")
+    assert py == cli_json("fit", "resnet152", "--gpu-memory", "1GiB", "--json")
+    assert py["max_batch"] == 0
+    assert any(s["change"] == "--optimizer adamw8bit" for s in py["next_steps"])
+
+
 def test_estimate_time_equals_cli_json():
     py = headroom.estimate("gpt2", batch=2, seq=256, gpu="L4", tokens=100000, epochs=2, host_memory="pinned")
     assert py == cli_json("estimate", "gpt2", "--batch", "2", "--seq", "256", "--gpu", "L4", "--tokens", "100000",

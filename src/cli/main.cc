@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -303,21 +304,10 @@ int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary,
     ranking = Ranking{rank.value()->objective, rows.value()};
   }
   // Nothing fits anywhere: what headroom can evaluate next, on the largest GPU tried.
-  std::vector<NextStep> steps;
-  const FitResult* largest = nullptr;
-  for (const FitResult& r : results) {
-    if (r.max_value > 0) {
-      largest = nullptr;
-      break;
-    }
-    if (r.next && (!largest || r.next->device.capacity_bytes > largest->next->device.capacity_bytes)) largest = &r;
+  if (std::none_of(results.begin(), results.end(), [](const FitResult& r) { return r.max_value > 0; })) {
+    progress.set("evaluating next steps");
   }
-  if (largest) {
-    progress.set("evaluating next steps on " + largest->gpu);
-    RunArgs one = run_args(a, cmd);
-    if (one.gpu == "all") one.gpu = largest->gpu;
-    steps = next_steps(one, largest->axis, largest->next->value);
-  }
+  std::vector<NextStep> steps = next_steps_if_nothing_fits(run_args(a, cmd), results);
   progress.finish();
   std::cout << (a.json ? fit_json(o.value(), results, steps, ranking) : fit_text(o.value(), results, steps, ranking));
   return 0;

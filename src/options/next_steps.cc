@@ -163,4 +163,16 @@ std::vector<NextStep> next_steps(const RunArgs& run, FitAxis axis, int64_t value
   return steps;
 }
 
+std::vector<NextStep> next_steps_if_nothing_fits(const RunArgs& run, const std::vector<FitResult>& results) {
+  const FitResult* largest = nullptr;
+  for (const FitResult& r : results) {
+    if (r.max_value > 0) return {};
+    if (r.next && (!largest || r.next->device.capacity_bytes > largest->next->device.capacity_bytes)) largest = &r;
+  }
+  if (!largest) return {};
+  RunArgs one = run;
+  if (one.gpu == "all") one.gpu = largest->gpu;
+  return next_steps(one, largest->axis, largest->next->value);
+}
+
 }  // namespace headroom

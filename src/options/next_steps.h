@@ -20,4 +20,8 @@ namespace headroom {
 // evaluated at `value` on `axis` (the smallest size that did not fit).
 std::vector<NextStep> next_steps(const RunArgs& run, FitAxis axis, int64_t value);
 
+// fit's use: when no GPU of `results` fits even the smallest size, the steps on the largest GPU
+// tried (at the size that did not fit); none when anything fits. `run.gpu` may be "all".
+std::vector<NextStep> next_steps_if_nothing_fits(const RunArgs& run, const std::vector<FitResult>& results);
+
 }  // namespace headroom
