@@ -164,9 +164,7 @@ class T5Forward {
     size_t scope = b_.open_scope();
     b_.hold(x);
     const int64_t batch = b_.shape(x)[0], seq = b_.shape(x)[1];
-    auto shape = [&](const std::string& n, TensorId t, int64_t len) {
-      return b_.transpose(n + ".transpose", b_.view(n + ".view", t, {batch, len, c_.heads, c_.d_kv}), 1, 2);
-    };
+    auto shape = [&](const std::string& n, TensorId t, int64_t len) { return split_heads(n, t, batch, len); };
     TensorId q = shape(m + ".q", b_.linear_with(m + ".q", x, ap.q), seq);
     b_.hold(q);
     if (encoded == kNone) {
@@ -188,28 +186,7 @@ class T5Forward {
       b_.mark_kv_cache(v_slot);
     }
     const int64_t keys = b_.shape(k_slot)[2];
-    TensorId scores = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".k.transpose_scores", k_slot, 3, 2));
-    if (position_bias == kNone) {
-      TensorId bias;
-      if (ap.relative_bias != kNone) {
-        TensorId buckets = b_.factory(m + ".compute_bias.relative_position_bucket", {seq, keys}, DType::I64);
-        TensorId values = b_.embedding_with(m + ".relative_attention_bias", buckets, ap.relative_bias);
-        bias = b_.unsqueeze(m + ".compute_bias.unsqueeze", b_.permute(m + ".compute_bias.permute", values, {2, 0, 1}), 0);
-      } else {
-        bias = b_.factory(m + ".position_bias.zeros", {1, c_.heads, seq, keys}, b_.activation_dtype());
-      }
-      position_bias = b_.add(m + ".position_bias.add_mask", bias, mask);
-    }
-    scores = b_.add_(m + ".scores.add_", scores, position_bias);
-    TensorId w = b_.tensor(scores).dtype == DType::F32 ? scores : b_.cast(m + ".scores.float", scores, DType::F32);
-    w = b_.softmax(m + ".softmax", w, -1);
-    if (b_.tensor(scores).dtype != DType::F32) w = b_.cast(m + ".type_as", w, b_.tensor(scores).dtype);
-    w = b_.dropout(m + ".dropout", w, dropout_);
-    b_.hold(w);
-    TensorId out = b_.matmul(m + ".matmul_context", w, v_slot);
-    out = b_.contiguous(m + ".unshape.contiguous", b_.transpose(m + ".unshape.transpose", out, 1, 2));
-    out = b_.view(m + ".unshape.view", out, {batch, seq, c_.heads * c_.d_kv});
-    out = b_.linear_with(m + ".o", out, ap.o);
+    TensorId out = attend(m, ap, q, k_slot, v_slot, mask, position_bias, batch, seq, keys);
     b_.release_holds(scope);
     return out;
   }
@@ -319,15 +296,28 @@ class T5Forward {
     const int64_t batch = b_.shape(x)[0], seq = b_.shape(x)[1];
     TensorId src = kv == kNone ? x : kv;
     const int64_t keys = b_.shape(src)[1];
-    auto shape = [&](const std::string& n, TensorId t, int64_t len) {
-      return b_.transpose(n + ".transpose", b_.view(n + ".view", t, {batch, len, c_.heads, c_.d_kv}), 1, 2);
-    };
+    auto shape = [&](const std::string& n, TensorId t, int64_t len) { return split_heads(n, t, batch, len); };
     TensorId q = shape(m + ".q", b_.linear_with(m + ".q", x, ap.q), seq);
     b_.hold(q);
     TensorId k = shape(m + ".k", b_.linear_with(m + ".k", src, ap.k), keys);
     b_.hold(k);
     TensorId v = shape(m + ".v", b_.linear_with(m + ".v", src, ap.v), keys);
     b_.hold(v);
+    TensorId out = attend(m, ap, q, k, v, mask, position_bias, batch, seq, keys);
+    b_.release_holds(scope);
+    return out;
+  }
+
+  // T5Attention's shape(): [B, len, heads * d_kv] -> [B, heads, len, d_kv] (a view, transposed).
+  TensorId split_heads(const std::string& n, TensorId t, int64_t batch, int64_t len) {
+    return b_.transpose(n + ".transpose", b_.view(n + ".view", t, {batch, len, c_.heads, c_.d_kv}), 1, 2);
+  }
+
+  // The rest of T5Attention.forward once q, k and v [B, heads, len, d_kv] exist (one forward's
+  // or the cache's): q @ k^T + position_bias (computed here by the first block), softmax in
+  // float32, type_as, dropout, @ v, unshape, o.
+  TensorId attend(const std::string& m, const AttentionParams& ap, TensorId q, TensorId k, TensorId v, TensorId mask,
+                  TensorId& position_bias, int64_t batch, int64_t seq, int64_t keys) {
     TensorId scores = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".k.transpose_scores", k, 3, 2));
     if (position_bias == kNone) {
       TensorId bias;
@@ -350,7 +340,6 @@ class T5Forward {
     out = b_.contiguous(m + ".unshape.contiguous", b_.transpose(m + ".unshape.transpose", out, 1, 2));
     out = b_.view(m + ".unshape.view", out, {batch, seq, c_.heads * c_.d_kv});
     out = b_.linear_with(m + ".o", out, ap.o);
-    b_.release_holds(scope);
     return out;
   }
 
