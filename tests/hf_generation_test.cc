@@ -14,6 +14,7 @@
 
 #include "cli_runner.h"
 #include "estimate/estimate.h"
+#include "estimate/parallel.h"
 #include "frontends/hf/hf_frontend.h"
 #include "frontends/model_source.h"
 #include "schedule/build_program.h"
@@ -54,21 +55,7 @@ Program unrolled(const EstimateOptions& o) {
 }
 
 // Live bytes per category just before the program's last step ("drop outputs").
-CategoryBytes live_before_last_step(const Program& p) {
-  CategoryBytes live{};
-  std::vector<Category> cat(p.buffers.size());
-  for (int32_t ei = 0; ei < p.steps.back().first_event; ++ei) {
-    const Event& e = p.events[static_cast<size_t>(ei)];
-    const Buffer& b = p.buffers[static_cast<size_t>(e.buffer)];
-    if (e.kind == Event::Kind::Alloc) {
-      cat[static_cast<size_t>(e.buffer)] = b.category;
-      live[static_cast<size_t>(b.category)] += b.bytes;
-    } else if (e.kind == Event::Kind::Free) {
-      live[static_cast<size_t>(cat[static_cast<size_t>(e.buffer)])] -= b.bytes;
-    }
-  }
-  return live;
-}
+CategoryBytes live_before_last_step(const Program& p) { return category_bytes_before(p, p.steps.back().first_event); }
 
 TEST(HfGeneration, KvCacheIsTwoTimesLayersKvHeadsHeadDimBytesTokensBatch) {
   // tiny-llama-gqa: 2 layers, 4 kv heads of 256 / 8 = 32, fp32. After the last of 7 forwards

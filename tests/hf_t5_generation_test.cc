@@ -9,6 +9,7 @@
 
 #include "cli_runner.h"
 #include "estimate/estimate.h"
+#include "estimate/parallel.h"
 #include "frontends/model_source.h"
 #include "schedule/build_program.h"
 #include "sim/simulate.h"
@@ -48,21 +49,7 @@ int64_t cache_bytes(const Graph& g, const std::string& part) {
 }
 
 // Live bytes per category just before the program's last step ("drop outputs").
-CategoryBytes live_before_last_step(const Program& p) {
-  CategoryBytes live{};
-  std::vector<Category> cat(p.buffers.size());
-  for (int32_t ei = 0; ei < p.steps.back().first_event; ++ei) {
-    const Event& e = p.events[static_cast<size_t>(ei)];
-    const Buffer& b = p.buffers[static_cast<size_t>(e.buffer)];
-    if (e.kind == Event::Kind::Alloc) {
-      cat[static_cast<size_t>(e.buffer)] = b.category;
-      live[static_cast<size_t>(b.category)] += b.bytes;
-    } else if (e.kind == Event::Kind::Free) {
-      live[static_cast<size_t>(cat[static_cast<size_t>(e.buffer)])] -= b.bytes;
-    }
-  }
-  return live;
-}
+CategoryBytes live_before_last_step(const Program& p) { return category_bytes_before(p, p.steps.back().first_event); }
 
 TEST(HfT5Generation, CrossAttentionCacheIsTwoLayersHeadsDkvPromptBatchBytes) {
   // Batch 3, prompt 10, 5 new tokens, fp32. The cross-attention cache is made once, in the
