@@ -164,6 +164,29 @@ TEST(HfConfig, BadConfigsAreOneLineErrors) {
   EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.err;
 }
 
+// Found by hf_config_fuzz (fuzz/corpus/hf/crash-model-type-newline): a JSON "\n" in model_type,
+// torch_dtype or feed_forward_proj reached the library's message as a raw newline.
+TEST(HfConfig, ControlBytesInConfigStringsStayOneLine) {
+  const char* configs[] = {
+      R"({"model_type": "lla\nma", "hidden_size": 64})",
+      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+          "num_attention_heads": 4, "vocab_size": 32, "torch_dtype": "float\n16"})",
+      R"({"model_type": "t5", "d_model": 64, "d_ff": 128, "d_kv": 16, "num_layers": 1, "num_heads": 4,
+          "vocab_size": 32, "feed_forward_proj": "gated\ngelu"})",
+      R"({"model_type": "llama", "hidden_size": [1, [2, "x\ny"]], "num_hidden_layers": 1})",
+  };
+  for (const char* text : configs) {
+    try {
+      parse_hf_config(text, "config.json");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_NE(what.find("config.json: "), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(HfConfig, FrontendChoiceAndDefaultPrecision) {
   std::string dir = write_config("tiny", R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
       "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,

@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 #include "util/json_input.h"
 
 namespace headroom {
@@ -53,7 +54,7 @@ class Fields {
  private:
   int64_t positive(const char* key, const json& v) const {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-      throw InputError(path_ + ": field '" + std::string(key) + "' must be a positive integer, got " + v.dump());
+      throw InputError(path_ + ": field '" + std::string(key) + "' must be a positive integer, got " + json_value_text(v));
     }
     return v.get<int64_t>();
   }
@@ -68,7 +69,7 @@ std::optional<DType> torch_dtype(const Fields& f) {
   if (t == "float32") return DType::F32;
   if (t == "float16") return DType::F16;
   if (t == "bfloat16") return DType::BF16;
-  throw InputError(f.path() + ": torch_dtype '" + t + "' is not float32, float16 or bfloat16");
+  throw InputError(f.path() + ": torch_dtype '" + escape_control(t) + "' is not float32, float16 or bfloat16");
 }
 
 // The fields LlamaConfig and its descendants share (configuration_llama.py and the mistral,
@@ -234,7 +235,7 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
   if (fam == nullptr) {
     std::string known;
     for (const FamilyName& n : kFamilies) known += std::string(known.empty() ? "" : ", ") + n.model_type;
-    throw InputError(path + ": model_type '" + model_type + "' is not supported (" + known + ")");
+    throw InputError(path + ": model_type '" + escape_control(model_type) + "' is not supported (" + known + ")");
   }
   HfModel m;
   m.path = path;
@@ -277,7 +278,7 @@ HfModel parse_hf_config(std::string_view text, const std::string& path) {
     t.dropout = f.number("dropout_rate", 0.1);
     const std::string proj = f.has("feed_forward_proj") ? f.text("feed_forward_proj") : "relu";
     if (proj == "gated-gelu") t.gated = true;
-    else if (proj != "relu") throw InputError(path + ": feed_forward_proj '" + proj + "' is not relu or gated-gelu");
+    else if (proj != "relu") throw InputError(path + ": feed_forward_proj '" + escape_control(proj) + "' is not relu or gated-gelu");
     return m;
   }
   m.decoder = read_decoder(m.family, model_type, f);
