@@ -137,8 +137,9 @@ def build(name, batch):
     return model, torch.randn(batch, *shape), targets(kind, batch), loss_fn
 
 
-# mnasnet's classifier uses nn.Dropout(inplace=True), which capture does not map: inference only.
-INFER_ONLY = {"mnasnet0_5"}
+# Models measured in inference only (none today: mnasnet's in-place dropout is mapped since
+# lower_vision.py).
+INFER_ONLY = set()
 
 
 def _cases_for(name):
@@ -161,6 +162,27 @@ THREADED = ("resnet50", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1"
 
 CASES = [c for name in MODELS for c in _cases_for(name)] + \
     [_threaded(c, 2) for name in THREADED for c in _cases_for(name)]
+
+
+# ---- torchvision CNNs beyond the ResNet family (helper "cnn": python/headroom/lower_vision.py) ----
+# In-place SiLU/Hardswish/dropout, hardswish/hardsigmoid squeeze-excitation, stochastic depth,
+# LayerNorm2d's permutes and layer scale, GoogLeNet's auxiliary heads. Inference and SGD training.
+def _googlenet_loss(out, y):
+    # GoogLeNetOutputs(logits, aux_logits2, aux_logits1) in training: one term per head.
+    return F.cross_entropy(out.logits, y) + F.cross_entropy(out.aux_logits2, y) + F.cross_entropy(out.aux_logits1, y)
+
+
+CNN_MODELS = {
+    "efficientnet_b0": (lambda: _tv("efficientnet_b0"), (3, 64, 64), "classes", _ce),
+    "mobilenet_v3_small": (lambda: _tv("mobilenet_v3_small"), (3, 64, 64), "classes", _ce),
+    "convnext_tiny": (lambda: _tv("convnext_tiny"), (3, 64, 64), "classes", _ce),
+    "googlenet": (lambda: _tv("googlenet"), (3, 64, 64), "classes", _googlenet_loss),
+    "lraspp_mobilenet_v3_large": (lambda: _segmentation("lraspp_mobilenet_v3_large"), (3, 64, 64), "seg21",
+                                  _seg_loss),
+}
+MODELS.update(CNN_MODELS)
+CASES += [c for name in CNN_MODELS for c in
+          (_cases.case("captured:" + name, "infer", 2), _cases.case("captured:" + name, "train", 2, None, "sgd", False))]
 
 
 # Cases whose prediction misses by more than 1%, with the cause found in the measured trace. They

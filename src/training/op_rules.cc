@@ -173,12 +173,25 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::LayerNorm: {
-      ForwardPlan p = fresh_outputs(c);
+      // layer_norm_cpu/_cuda compute on input.expect_contiguous(): a permuted input (ConvNeXt's
+      // LayerNorm2d) is copied first and the copy freed when the call returns; autograd keeps the
+      // input itself. Measured: permute(0,2,3,1) of a [2,8,4,4] fp32 map -> clone 1,024 bytes,
+      // then Y 1,024, mean and rstd 128 each, then the clone freed.
+      ForwardPlan p;
+      int t = 0, copy = -1;
+      if (!in_t(c, 0).contiguous) copy = add_temp(p.events, in_bytes(c, 0), t);
+      {
+        ForwardPlan f = fresh_outputs(c);
+        p.output_alias = f.output_alias;
+        p.creates_node = f.creates_node;
+        p.events.insert(p.events.end(), f.events.begin(), f.events.end());
+      }
       const auto& s = in_t(c, 0).shape;
       int64_t rows = 4;
       for (size_t i = 0; i + 1 < s.size(); ++i) rows = checked_mul(rows, s[i], "layer_norm stats");
       int m = add_extra(p, "mean", rows);
       int r = add_extra(p, "rstd", rows);
+      if (copy >= 0) p.events.push_back({K::FreeTemp, copy, 0});
       if (p.creates_node) {
         save_input(p, 0);
         save(p, Ref::Kind::Extra, m);
@@ -400,7 +413,17 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Opaque: {
       ForwardPlan p = op.attrs.inplace ? aliased_outputs(c) : fresh_outputs(c);
       if (p.creates_node) {
-        for (size_t i = 0; i < op.inputs.size(); ++i) save_input(p, static_cast<int>(i));
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+          if (i == 0 && op.attrs.inplace) {
+            // The write destroys input 0, which the backward reads: autograd keeps a copy made
+            // before the op (hardswish_, hardsigmoid_, silu_ clone self, as hardtanh_ above;
+            // dropout_ keeps its input-sized noise tensor, the same bytes).
+            int k = add_extra(p, "clone", in_bytes(c, 0));
+            save(p, Ref::Kind::Extra, k);
+          } else {
+            save_input(p, static_cast<int>(i));
+          }
+        }
       }
       return p;
     }
@@ -514,12 +537,20 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       return b;
     }
     case OpKind::LayerNorm: {
-      BackwardPlan b = new_grads(c);
+      // native_layer_norm_backward: a contiguous copy of a non-contiguous input first, then dX,
+      // dgamma, dbeta, then grad.contiguous() of a non-contiguous incoming gradient; both copies
+      // are freed when the call returns (measured: 1,024 + 1,024 bytes for the [2,4,4,8] case).
+      BackwardPlan b;
+      int t = 0, x_copy = -1, dy_copy = -1;
+      if (!in_t(c, 0).contiguous) x_copy = add_temp(b.events, in_bytes(c, 0), t);
+      for (const GradOut& g : new_grads(c).grads) push_grad(b, g);
+      if (!incoming_contiguous) dy_copy = add_temp(b.events, out_bytes(c, 0), t);
       if (c.device.layer_norm_backward_temp) {
-        int t = 0;
-        add_temp(b.events, checked_mul(2 * c.device.threads, in_t(c, 0).shape.back() * 4, "layer_norm temp"), t);
-        b.events.push_back({K::FreeTemp, 0, 0});
+        int k = add_temp(b.events, checked_mul(2 * c.device.threads, in_t(c, 0).shape.back() * 4, "layer_norm temp"), t);
+        b.events.push_back({K::FreeTemp, k, 0});
       }
+      if (x_copy >= 0) b.events.push_back({K::FreeTemp, x_copy, 0});
+      if (dy_copy >= 0) b.events.push_back({K::FreeTemp, dy_copy, 0});
       return b;
     }
     case OpKind::Conv2d: {
