@@ -172,6 +172,22 @@ def _googlenet_loss(out, y):
     return F.cross_entropy(out.logits, y) + F.cross_entropy(out.aux_logits2, y) + F.cross_entropy(out.aux_logits1, y)
 
 
+class LayerNorm2dHead(nn.Module):
+    """ConvNeXt's LayerNorm2d (permute to NHWC, layer_norm over C, permute back) between an NCHW
+    convolution and a pooled classifier: layer_norm of a non-contiguous input, forward and backward
+    (no convolution reads the channels-last result, unlike in ConvNeXt)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.norm = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.norm(self.conv(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.fc(x.mean((2, 3)))
+
+
 CNN_MODELS = {
     "efficientnet_b0": (lambda: _tv("efficientnet_b0"), (3, 64, 64), "classes", _ce),
     "mobilenet_v3_small": (lambda: _tv("mobilenet_v3_small"), (3, 64, 64), "classes", _ce),
@@ -179,6 +195,7 @@ CNN_MODELS = {
     "googlenet": (lambda: _tv("googlenet"), (3, 64, 64), "classes", _googlenet_loss),
     "lraspp_mobilenet_v3_large": (lambda: _segmentation("lraspp_mobilenet_v3_large"), (3, 64, 64), "seg21",
                                   _seg_loss),
+    "layernorm2d-head": (LayerNorm2dHead, (3, 32, 32), "classes10", _ce),
 }
 MODELS.update(CNN_MODELS)
 CASES += [c for name in CNN_MODELS for c in
