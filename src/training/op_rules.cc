@@ -93,6 +93,18 @@ int64_t conv_workspace(const RuleContext& c, int64_t written) {
   return 0;
 }
 
+// mean.dim and its backward divide by the element count, a Python-side number inside aten: a
+// 0-dim float64 tensor (8 bytes) and its cast to the result dtype, made before `events` gets the
+// division's result and freed after (measured on the CPU, 1.13: x.mean((2, 3)) of a [2,16,8,8]
+// map -> output 128, then 8 and 4, both freed; MeanBackward1 -> 8, 4, the 8,192-byte gradient,
+// then both freed). Host memory on CUDA (python_scalar_tensors off).
+bool mean_scalar_temps(const RuleContext& c) {
+  if (!c.device.python_scalar_tensors) return false;
+  if (c.op.kind == OpKind::Mean) return true;
+  const auto& s = c.graph.tensor(c.op.outputs[0]).shape;  // adaptive_avg_pool2d to 1x1 is mean
+  return c.op.kind == OpKind::AdaptiveAvgPool2d && s.size() == 4 && s[2] == 1 && s[3] == 1;
+}
+
 bool is_identity_perm(const std::vector<int64_t>& perm, const std::vector<int64_t>& in_shape) {
   // Moving only size-1 dimensions keeps the layout.
   std::vector<int64_t> moved;
@@ -245,6 +257,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Mean: {
       // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
       ForwardPlan p = fresh_outputs(c);
+      if (mean_scalar_temps(c)) {
+        int t = 0;
+        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
+        p.events.push_back({K::FreeTemp, b2, 0});
+        p.events.push_back({K::FreeTemp, a, 0});
+      }
       if (p.creates_node) save_input(p, 0);
       return p;
     }
@@ -338,6 +356,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return fresh_outputs(c);
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
+      if (mean_scalar_temps(c)) {
+        int t = 0;
+        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
+        p.events.push_back({K::FreeTemp, b2, 0});
+        p.events.push_back({K::FreeTemp, a, 0});
+      }
       // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
       if (p.creates_node) save_input(p, 0);
       return p;
@@ -582,6 +606,17 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       // split_backward concatenates the outputs' gradients (zeros for missing ones): one buffer.
       BackwardPlan b;
       if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      return b;
+    }
+    case OpKind::Mean:
+    case OpKind::AdaptiveAvgPool2d: {
+      if (!mean_scalar_temps(c) || !needs(c, 0)) return new_grads(c);
+      BackwardPlan b;
+      int t = 0;
+      int a = add_temp(b.events, 8, t), b2 = add_temp(b.events, dtype_size(in_t(c, 0).dtype), t);
+      push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      b.events.push_back({K::FreeTemp, b2, 0});
+      b.events.push_back({K::FreeTemp, a, 0});
       return b;
     }
     default:
