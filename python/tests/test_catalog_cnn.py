@@ -88,3 +88,24 @@ def test_captures_and_estimates(name):
         assert est["peak_bytes"] >= est["weights_bytes"] > 0, (mode, est["peak_bytes"], est["weights_bytes"])
         # Every parameter of the module is a parameter of the captured graph.
         assert est["parameter_count"] == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("name", ["densenet121", "inception_v3"])
+def test_twin_equals_builtin(name, mode, device):
+    # The built-in twins (src/frontends/zoo): DenseNet's concatenations, Inception v3 at 299x299
+    # with its auxiliary head in training (the built-in loss adds 0.4 x the auxiliary loss).
+    import torch.nn.functional as F
+    batch, side = 2, 299 if name == "inception_v3" else 224
+    y = torch.zeros(batch, dtype=torch.long)
+    loss_fn = None
+    if mode == "train":
+        loss_fn = ((lambda o: F.cross_entropy(o.logits, y) + 0.4 * F.cross_entropy(o.aux_logits, y))
+                   if name == "inception_v3" else (lambda o: F.cross_entropy(o, y)))
+    options = dict(mode=mode, device=device, optimizer="adam")
+    builtin = headroom.estimate(name, batch=batch, **options)
+    captured = headroom.estimate(build(name), torch.empty(batch, 3, side, side), loss_fn=loss_fn, **options)
+    assert captured["parameter_count"] == builtin["parameter_count"]
+    assert captured["peak_bytes"] == builtin["peak_bytes"]
+    assert captured["breakdown_at_peak"] == builtin["breakdown_at_peak"]
