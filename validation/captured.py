@@ -190,6 +190,7 @@ class LayerNorm2dHead(nn.Module):
 
 CNN_MODELS = {
     "efficientnet_b0": (lambda: _tv("efficientnet_b0"), (3, 64, 64), "classes", _ce),
+    "efficientnet_v2_s": (lambda: _tv("efficientnet_v2_s"), (3, 64, 64), "classes", _ce),
     "mobilenet_v3_small": (lambda: _tv("mobilenet_v3_small"), (3, 64, 64), "classes", _ce),
     "convnext_tiny": (lambda: _tv("convnext_tiny"), (3, 64, 64), "classes", _ce),
     "googlenet": (lambda: _tv("googlenet"), (3, 64, 64), "classes", _googlenet_loss),
