@@ -272,7 +272,16 @@ void bind_builder(py::module_& m) {
       .def("unsqueeze", &B::unsqueeze)
       .def("squeeze", &B::squeeze)
       .def("reshape", &B::reshape)
-      .def("factory", &B::factory)
+      .def("factory", [](B& b, const std::string& n, std::vector<int64_t> s, const std::string& d) {
+        return b.factory(n, std::move(s), to_dtype(d));
+      })
+      // An elementwise call headroom has no op kind for (hardswish, hardsigmoid), or its in-place
+      // form: an Opaque op with one output of x's shape and dtype (builder.h, opaque()).
+      .def("elementwise_opaque", [](B& b, const std::string& n, TensorId x, bool inplace) {
+        OpAttrs a;
+        a.inplace = inplace;
+        return b.opaque(n, {x}, {{b.shape(x), b.tensor(x).dtype}}, a)[0];
+      })
       .def("begin_loss", &B::begin_loss)
       .def("cross_entropy", [](B& b, const std::string& n, TensorId l, TensorId t) { return b.cross_entropy(n, l, t); })
       .def("mse_loss", &B::mse_loss)

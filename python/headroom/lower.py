@@ -481,3 +481,6 @@ _RULES = {
     "bernoulli_": _inplace_on_factory, "fill_": _inplace_on_factory, "zero_": _inplace_on_factory,
     "uniform_": _inplace_on_factory, "normal_": _inplace_on_factory,
 }
+
+# torchvision CNN rules (lower_vision.py) register into _RULES.
+from . import lower_vision  # noqa: E402,F401

@@ -243,6 +243,19 @@ class _MetaState:
         return False
 
 
+def default_loss(out):
+    """The loss when loss_fn is None: the sum of every tensor in the output (a tensor, a tuple or
+    namedtuple such as GoogLeNetOutputs, a list, a dict such as a segmentation model's
+    {"out", "aux"}), in order: out[0].sum() + out[1].sum() + ..."""
+    tensors = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise Error("capture: the model returned no tensor for the default loss to sum; pass loss_fn")
+    loss = tensors[0].sum()
+    for t in tensors[1:]:
+        loss = loss + t.sum()
+    return loss
+
+
 def _as_tuple(example_inputs):
     if isinstance(example_inputs, torch.Tensor):
         return (example_inputs,)
@@ -308,7 +321,7 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
                 if mode == "train":
                     trace.stage = "loss"
                     trace.scope = []
-                    loss = loss_fn(out) if loss_fn is not None else out.sum()
+                    loss = loss_fn(out) if loss_fn is not None else default_loss(out)
             except Error:
                 raise
             except Exception as e:  # the module failed on meta tensors

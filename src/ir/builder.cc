@@ -514,16 +514,21 @@ TensorId GraphBuilder::permute(const std::string& name, TensorId x, std::vector<
   const std::vector<int64_t> s = shape(x);
   if (perm.size() != s.size()) throw InputError(name + ": permute order has the wrong rank");
   std::vector<int64_t> os;
-  bool identity = true;
+  // PyTorch's is_contiguous ignores the strides of size-1 dimensions: a permute that keeps the
+  // order of the others (LayerNorm2d's permute back of a [N,1,1,C] map) is still contiguous.
+  bool keeps_order = true;
+  int64_t last = -1;
   for (size_t i = 0; i < perm.size(); ++i) {
     int64_t p = norm_dim(perm[i], s.size(), name);
     os.push_back(s[static_cast<size_t>(p)]);
-    identity = identity && p == static_cast<int64_t>(i);
+    if (s[static_cast<size_t>(p)] == 1) continue;
+    keeps_order = keeps_order && p > last;
+    last = p;
   }
   OpAttrs a;
   a.perm = perm;
   OpId op = add_op(OpKind::Permute, name, {x}, a);
-  TensorId out = add_output(op, os, tensor(x).dtype, x, identity && is_contiguous(x));
+  TensorId out = add_output(op, os, tensor(x).dtype, x, keeps_order && is_contiguous(x));
   finish_op(op, 0);
   return out;
 }

@@ -222,7 +222,9 @@ class GraphBuilder {
   // An op headroom has no kind for, recorded as Opaque: fresh outputs of the given shapes and
   // dtypes; when autograd records it, it keeps every input and its backward allocates a gradient
   // per input that needs one (the rule of an elementwise op that saves its inputs). Unlike the
-  // untracked helpers above, inputs may depend on parameters.
+  // untracked helpers above, inputs may depend on parameters. With attrs.inplace the one output
+  // is input 0's storage (x.hardswish_(), x.silu_()); in training autograd then keeps a copy of
+  // input 0 made before the write (op_rules.cc).
   struct OpaqueOutput {
     std::vector<int64_t> shape;
     DType dtype = DType::F32;

@@ -218,12 +218,23 @@ std::vector<TensorId> GraphBuilder::opaque(const std::string& name, std::vector<
                                            const std::vector<OpaqueOutput>& outputs,
                                            OpAttrs attrs) {
   if (outputs.empty()) throw InputError(name + ": an op without outputs");
+  const bool inplace = attrs.inplace;
+  if (inplace && (inputs.empty() || outputs.size() != 1 || outputs[0].shape != shape(inputs[0]) ||
+                  outputs[0].dtype != tensor(inputs[0]).dtype)) {
+    throw InputError(name + ": an in-place op writes one output of its first input's shape and dtype");
+  }
   OpId op = add_op(OpKind::Opaque, name, std::move(inputs), std::move(attrs));
   std::vector<TensorId> outs;
   int64_t flops = 0;
   for (const OpaqueOutput& o : outputs) {
     flops = checked_add(flops, numel(o.shape, name), name + " flops");
-    outs.push_back(add_output(op, o.shape, o.dtype));
+    if (inplace) {
+      // The output is input 0's storage, with its layout (x.hardswish_(), x.silu_()).
+      TensorId x = g_.ops[static_cast<size_t>(op)].inputs[0];
+      outs.push_back(add_output(op, o.shape, o.dtype, x, is_contiguous(x)));
+    } else {
+      outs.push_back(add_output(op, o.shape, o.dtype));
+    }
   }
   finish_op(op, flops);
   return outs;

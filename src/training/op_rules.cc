@@ -93,6 +93,18 @@ int64_t conv_workspace(const RuleContext& c, int64_t written) {
   return 0;
 }
 
+// mean.dim and its backward divide by the element count, a Python-side number inside aten: a
+// 0-dim float64 tensor (8 bytes) and its cast to the result dtype, made before `events` gets the
+// division's result and freed after (measured on the CPU, 1.13: x.mean((2, 3)) of a [2,16,8,8]
+// map -> output 128, then 8 and 4, both freed; MeanBackward1 -> 8, 4, the 8,192-byte gradient,
+// then both freed). Host memory on CUDA (python_scalar_tensors off).
+bool mean_scalar_temps(const RuleContext& c) {
+  if (!c.device.python_scalar_tensors) return false;
+  if (c.op.kind == OpKind::Mean) return true;
+  const auto& s = c.graph.tensor(c.op.outputs[0]).shape;  // adaptive_avg_pool2d to 1x1 is mean
+  return c.op.kind == OpKind::AdaptiveAvgPool2d && s.size() == 4 && s[2] == 1 && s[3] == 1;
+}
+
 bool is_identity_perm(const std::vector<int64_t>& perm, const std::vector<int64_t>& in_shape) {
   // Moving only size-1 dimensions keeps the layout.
   std::vector<int64_t> moved;
@@ -173,12 +185,25 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::LayerNorm: {
-      ForwardPlan p = fresh_outputs(c);
+      // layer_norm_cpu/_cuda compute on input.expect_contiguous(): a permuted input (ConvNeXt's
+      // LayerNorm2d) is copied first and the copy freed when the call returns; autograd keeps the
+      // input itself. Measured: permute(0,2,3,1) of a [2,8,4,4] fp32 map -> clone 1,024 bytes,
+      // then Y 1,024, mean and rstd 128 each, then the clone freed.
+      ForwardPlan p;
+      int t = 0, copy = -1;
+      if (!in_t(c, 0).contiguous) copy = add_temp(p.events, in_bytes(c, 0), t);
+      {
+        ForwardPlan f = fresh_outputs(c);
+        p.output_alias = f.output_alias;
+        p.creates_node = f.creates_node;
+        p.events.insert(p.events.end(), f.events.begin(), f.events.end());
+      }
       const auto& s = in_t(c, 0).shape;
       int64_t rows = 4;
       for (size_t i = 0; i + 1 < s.size(); ++i) rows = checked_mul(rows, s[i], "layer_norm stats");
       int m = add_extra(p, "mean", rows);
       int r = add_extra(p, "rstd", rows);
+      if (copy >= 0) p.events.push_back({K::FreeTemp, copy, 0});
       if (p.creates_node) {
         save_input(p, 0);
         save(p, Ref::Kind::Extra, m);
@@ -232,6 +257,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Mean: {
       // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
       ForwardPlan p = fresh_outputs(c);
+      if (mean_scalar_temps(c)) {
+        int t = 0;
+        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
+        p.events.push_back({K::FreeTemp, b2, 0});
+        p.events.push_back({K::FreeTemp, a, 0});
+      }
       if (p.creates_node) save_input(p, 0);
       return p;
     }
@@ -325,6 +356,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return fresh_outputs(c);
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
+      if (mean_scalar_temps(c)) {
+        int t = 0;
+        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
+        p.events.push_back({K::FreeTemp, b2, 0});
+        p.events.push_back({K::FreeTemp, a, 0});
+      }
       // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
       if (p.creates_node) save_input(p, 0);
       return p;
@@ -400,7 +437,17 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Opaque: {
       ForwardPlan p = op.attrs.inplace ? aliased_outputs(c) : fresh_outputs(c);
       if (p.creates_node) {
-        for (size_t i = 0; i < op.inputs.size(); ++i) save_input(p, static_cast<int>(i));
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+          if (i == 0 && op.attrs.inplace) {
+            // The write destroys input 0, which the backward reads: autograd keeps a copy made
+            // before the op (hardswish_, hardsigmoid_, silu_ clone self, as hardtanh_ above;
+            // dropout_ keeps its input-sized noise tensor, the same bytes).
+            int k = add_extra(p, "clone", in_bytes(c, 0));
+            save(p, Ref::Kind::Extra, k);
+          } else {
+            save_input(p, static_cast<int>(i));
+          }
+        }
       }
       return p;
     }
@@ -514,12 +561,20 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       return b;
     }
     case OpKind::LayerNorm: {
-      BackwardPlan b = new_grads(c);
+      // native_layer_norm_backward: a contiguous copy of a non-contiguous input first, then dX,
+      // dgamma, dbeta, then grad.contiguous() of a non-contiguous incoming gradient; both copies
+      // are freed when the call returns (measured: 1,024 + 1,024 bytes for the [2,4,4,8] case).
+      BackwardPlan b;
+      int t = 0, x_copy = -1, dy_copy = -1;
+      if (!in_t(c, 0).contiguous) x_copy = add_temp(b.events, in_bytes(c, 0), t);
+      for (const GradOut& g : new_grads(c).grads) push_grad(b, g);
+      if (!incoming_contiguous) dy_copy = add_temp(b.events, out_bytes(c, 0), t);
       if (c.device.layer_norm_backward_temp) {
-        int t = 0;
-        add_temp(b.events, checked_mul(2 * c.device.threads, in_t(c, 0).shape.back() * 4, "layer_norm temp"), t);
-        b.events.push_back({K::FreeTemp, 0, 0});
+        int k = add_temp(b.events, checked_mul(2 * c.device.threads, in_t(c, 0).shape.back() * 4, "layer_norm temp"), t);
+        b.events.push_back({K::FreeTemp, k, 0});
       }
+      if (x_copy >= 0) b.events.push_back({K::FreeTemp, x_copy, 0});
+      if (dy_copy >= 0) b.events.push_back({K::FreeTemp, dy_copy, 0});
       return b;
     }
     case OpKind::Conv2d: {
@@ -551,6 +606,17 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       // split_backward concatenates the outputs' gradients (zeros for missing ones): one buffer.
       BackwardPlan b;
       if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      return b;
+    }
+    case OpKind::Mean:
+    case OpKind::AdaptiveAvgPool2d: {
+      if (!mean_scalar_temps(c) || !needs(c, 0)) return new_grads(c);
+      BackwardPlan b;
+      int t = 0;
+      int a = add_temp(b.events, 8, t), b2 = add_temp(b.events, dtype_size(in_t(c, 0).dtype), t);
+      push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      b.events.push_back({K::FreeTemp, b2, 0});
+      b.events.push_back({K::FreeTemp, a, 0});
       return b;
     }
     default:
