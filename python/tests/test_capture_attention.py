@@ -59,6 +59,23 @@ def test_multi_head_attention_takes_the_fused_path_only_where_pytorch_does():
         assert any("q_scaled" in n for n in names)
 
 
+def test_the_fused_path_is_what_pytorch_runs(monkeypatch):
+    # The premise of the rule, on the installed PyTorch: a real eval run under no_grad calls
+    # torch._native_multi_head_attention; with grad, in train mode, and under capture it does not.
+    calls = []
+    original = torch._native_multi_head_attention
+    monkeypatch.setattr(torch, "_native_multi_head_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model, x = SelfAttention(2).eval(), torch.randn(2, 5, 8)
+    with torch.no_grad():
+        model(x)
+    assert len(calls) == 1
+    model(x)
+    with torch.no_grad():
+        model.train()(x)
+    headroom.capture(model.eval(), x, mode="infer")
+    assert len(calls) == 1
+
+
 def test_fused_attention_bytes():
     # B=2, S=5, D=8, 2 heads, fp32. Weights: in_proj 24*8 + 24, out_proj 8*8 + 8 = 288 floats =
     # 1152 bytes; input 2*5*8*4 = 320. Over those:
