@@ -163,15 +163,16 @@ CASES = [c for name in MODELS for c in _cases_for(name)] + \
     [_threaded(c, 2) for name in THREADED for c in _cases_for(name)]
 
 # --- Transformer classifiers (python/headroom/lower_attention.py) ---------------------------------
-# Big models: batch 1, inference and SGD training, at the size each accepts without padding its
-# windows (vit: its 224 image size; swin_t: 224, every stage a multiple of its 7x7 window).
+# Big models: batch 1, inference and SGD training, at 224x224 (vit's image size; every swin_t stage
+# a multiple of its 7x7 window; swin_v2_t's 8x8 windows pad its 14x14 stage to 16x16).
 MODELS.update({
     "vit_b_32": (lambda: _tv("vit_b_32"), (3, 224, 224), "classes", _ce),
     "swin_t": (lambda: _tv("swin_t"), (3, 224, 224), "classes", _ce),
     "maxvit_t": (lambda: _tv("maxvit_t"), (3, 224, 224), "classes", _ce),
+    "swin_v2_t": (lambda: _tv("swin_v2_t"), (3, 224, 224), "classes", _ce),
 })
 CASES += [_cases.case("captured:" + name, mode, 1, None, *opt)
-          for name in ("vit_b_32", "swin_t", "maxvit_t")
+          for name in ("vit_b_32", "swin_t", "maxvit_t", "swin_v2_t")
           for mode, opt in (("infer", ()), ("train", ("sgd", False)))]
 
 

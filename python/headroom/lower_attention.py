@@ -248,8 +248,17 @@ def _pad(L, c):
 
 
 def _roll(L, c):
-    # torch.roll: a new tensor; its backward rolls the gradient back into a new one.
-    L._set(c, L.b.roll(L._name(c, "roll"), L.T(c.args[0])))
+    # torch.roll: a new tensor; its backward rolls the gradient back into a new one. Over several
+    # dims PyTorch 1.13 rolls one dim at a time (roll_common: roll(roll(x, s0, d0), s1, d1)), so
+    # each extra dim is one more tensor, alive until the next roll is done (measured: swin's
+    # two-dim shift allocates two outputs), in the backward too.
+    a = _Args(c, ["input", "shifts", "dims"])
+    dims = a("dims")
+    n = len(dims) if isinstance(dims, (list, tuple)) else 1
+    t = L.T(a("input"))
+    for _ in range(max(n, 1)):
+        t = L.b.roll(L._name(c, "roll"), t)
+    L._set(c, t)
 
 
 def _clone(L, c):
@@ -301,7 +310,29 @@ def _normalize(L, c):
     name = L._name(c, "normalize")
     norm = L.b.mean_dims(name + ".norm", x, [a("dim", 1)], True)
     denom = L.b.gelu(name + ".clamp_min", norm, False)
-    L._set(c, L.b.div(name, x, denom))
+    L._set(c, _in_recorded_layout(L, c, name, lambda p: L.b.div(name, p(x), p(denom))))
+
+
+def _in_recorded_layout(L, c, name, compute):
+    """An elementwise result in the layout PyTorch gives it: TensorIterator lays the output out in
+    its input's dimension order, so the quotient of swin_v2's permuted q is not contiguous and the
+    matmul after it copies it (measured). The recorded meta output has those strides: when they
+    are a permutation of a contiguous layout, the op is written on the inputs permuted into that
+    order (views), and its output permuted back (a view)."""
+    info = L.t.tensors[c.outputs[0]]
+    shape, stride = info.shape, getattr(info, "stride", None)
+    order = sorted(range(len(shape)), key=lambda d: -stride[d]) if stride else list(range(len(shape)))
+    expected, dense = 1, True
+    for d in reversed(order):
+        if shape[d] != 1 and stride[d] != expected:
+            dense = False
+        expected *= shape[d]
+    moved = [d for d in order if shape[d] != 1]
+    if moved == sorted(moved) or not dense:
+        return compute(lambda t: t)
+    out = compute(lambda t: L.b.permute(name + ".layout", t, order))
+    inverse = [order.index(d) for d in range(len(order))]
+    return L.b.permute(name + ".layout", out, inverse)
 
 
 def _clamp(L, c):

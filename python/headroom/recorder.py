@@ -140,6 +140,7 @@ class Trace:
     # --- tensors -------------------------------------------------------------------------------
     def _new(self, t, role, name):
         info = TensorInfo(len(self.tensors), t.shape, t.dtype, role, name)
+        info.stride = list(t.stride())  # the meta kernel's layout (an elementwise op keeps its input's)
         self.tensors.append(info)
         t._headroom_tid = info.tid
         weakref.finalize(t, self._dropped, info.tid)

@@ -96,10 +96,14 @@ class PadRoll(nn.Module):
 
 
 def test_pad_and_roll_allocate_new_tensors():
-    # x [1, 4, 4, 2] = 128 bytes; pad -> [1, 5, 5, 2] = 200 (new); roll -> 200 (new) while the
-    # pad is still an argument: 128 + 200 + 200.
+    # x [1, 4, 4, 2] = 128 bytes; pad -> [1, 5, 5, 2] = 200 (new); a roll over two dims rolls one
+    # dim at a time (roll_common): 200 for dim 1, then 200 for dim 2 while the first and the pad
+    # (still an argument) are alive: 128 + 200 + 200 + 200.
     r = _estimate(PadRoll(), torch.randn(1, 4, 4, 2), "infer")
-    assert r["peak_bytes"] == 128 + 200 + 200
+    assert r["peak_bytes"] == 128 + 200 + 200 + 200
+    # One dim: one roll.
+    one = type("PadRoll1", (nn.Module,), {"forward": lambda s, x: torch.roll(F.pad(x, (0, 0, 0, 1, 0, 1)), 1, 1)})()
+    assert _estimate(one, torch.randn(1, 4, 4, 2), "infer")["peak_bytes"] == 128 + 200 + 200
 
 
 class Indexing(nn.Module):
@@ -158,3 +162,18 @@ def test_einsum_is_the_batched_matmul_it_runs():
 def test_unmapped_forms_are_named(module, message):
     with pytest.raises(headroom.Error, match=message):
         headroom.capture(module(), torch.randn(4, 4), mode="infer").graph()
+
+
+class CosineScores(nn.Module):
+    def forward(self, x):
+        q = x.permute(0, 2, 1, 3)  # [1, 3, 4, 2] over [1, 4, 3, 2] memory: not contiguous
+        return F.normalize(q, dim=-1) @ F.normalize(q, dim=-1).transpose(-2, -1)
+
+
+def test_normalize_keeps_its_inputs_layout_and_matmul_copies_it():
+    # swin_v2's cosine attention (measured on swin_v2_t: two copies inside the matmul). x 96 bytes;
+    # each normalize: norm [1, 3, 4, 1] 48, clamp_min 48, the quotient 96 laid out like q (not
+    # contiguous); matmul copies both operands (96 + 96) and writes [1, 3, 4, 4] 192:
+    # 96 + 96 + 96 + 96 + 96 + 192 at the bmm.
+    r = _estimate(CosineScores(), torch.randn(1, 4, 3, 2), "infer")
+    assert r["peak_bytes"] == 96 + 2 * 96 + 2 * 96 + 192
