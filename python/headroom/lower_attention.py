@@ -269,7 +269,8 @@ def _clone(L, c):
 
 
 def _compare(L, c):
-    # attn_mask != 0 on swin's shift mask, made from new_zeros: a bool tensor, never tracked.
+    # attn_mask != 0 on swin's shift mask, made from new_zeros: a bool tensor, never tracked (a
+    # comparison has no gradient; a tracked operand is refused, its lifetime would be unmodelled).
     x, y = c.args[0], c.args[1] if len(c.args) > 1 else c.kwargs.get("other")
     if not _untracked(L, x) or (not _is_scalar(y) and not _untracked(L, y)):
         raise Error(f"capture: {c.name} of a tensor autograd tracks{_where(c)} is not mapped")
@@ -386,6 +387,8 @@ _RULES.update({
     "clone": _clone,
     "new_zeros": _factory, "new_ones": _factory, "new_empty": _factory, "new_full": _factory,
     "ne": _compare, "eq": _compare, "__ne__": _compare, "__eq__": _compare,
+    "gt": _compare, "lt": _compare, "ge": _compare, "le": _compare,
+    "__gt__": _compare, "__lt__": _compare, "__ge__": _compare, "__le__": _compare,
     "masked_fill": _masked_fill,
     "zero_": _zero_,
     "normalize": _normalize,

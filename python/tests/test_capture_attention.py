@@ -153,11 +153,31 @@ def test_einsum_is_the_batched_matmul_it_runs():
         assert ours.get("steps") == twin.get("steps")
 
 
+class FillTracked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return (x * self.w).masked_fill(x > 0, 0.0)
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(4, 2, batch_first=True)
+
+    def forward(self, x):
+        x = x[None]
+        return self.attn(x, x, x, attn_mask=torch.zeros(4, 4), need_weights=False)[0]
+
+
 @pytest.mark.parametrize("module, message", [
     (lambda: type("Reflect", (nn.Module,), {"forward": lambda s, x: F.pad(x, (1, 1), mode="reflect")})(),
      "constant padding"),
-    (lambda: type("Trace", (nn.Module,), {"forward": lambda s, x: torch.einsum("ii->i", x)})(),
-     "einsum"),
+    (lambda: type("Trace", (nn.Module,), {"forward": lambda s, x: torch.einsum("ii->i", x)})(), "einsum"),
+    (FillTracked, "masked_fill of a tensor autograd tracks"),
+    (MaskedAttention, "no masks"),
 ])
 def test_unmapped_forms_are_named(module, message):
     with pytest.raises(headroom.Error, match=message):
