@@ -126,13 +126,15 @@ _MHA_ARGS = ["query", "key", "value", "embed_dim_to_check", "num_heads", "in_pro
              "key_padding_mask", "need_weights", "attn_mask", "use_separate_proj_weight"]
 
 
-def _batch_first_source(L, q):
-    """The [B, S, D] tensor that MultiheadAttention(batch_first=True) transposed into `q`, or None."""
+def _batch_first_source(L, c, q):
+    """The [B, S, D] tensor that MultiheadAttention(batch_first=True) transposed into `q`, or None.
+    The transpose is the module's own (MultiheadAttention.forward, in the same module scope as the
+    call): a caller's transpose into a sequence-first module does not count."""
     info = L.t.tensors[q.tid]
     if info.producer is None:
         return None
     call = L.t.calls[info.producer]
-    if call.name != "transpose":
+    if call.name != "transpose" or call.module != c.module:
         return None
     a = _Args(call, ["input", "dim0", "dim1"])
     return a("input") if sorted((a("dim0"), a("dim1"))) == [0, 1] else None
@@ -147,7 +149,7 @@ def _multi_head_attention(L, c):
         raise Error(f"capture: multi_head_attention_forward{_where(c)} is mapped for batched self-attention "
                     "with a packed in-projection and bias, no masks, no bias_k/bias_v, no add_zero_attn")
     heads, training, p = a("num_heads"), bool(a("training", True)), float(a("dropout_p", 0.0))
-    source = _batch_first_source(L, q)
+    source = _batch_first_source(L, c, q)
     # MultiheadAttention.forward (torch/nn/modules/activation.py) takes the fused
     # torch._native_multi_head_attention when, among others, the module is in eval mode, grad is
     # off (headroom's inference), batch_first, self-attention, dropout 0 and an even head count.

@@ -43,6 +43,18 @@ class SelfAttention(nn.Module):
         return self.attn(x, x, x, need_weights=False)[0]
 
 
+class SequenceFirst(nn.Module):
+    """A caller's own transpose into a sequence-first module: PyTorch takes the Python path."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2)
+
+    def forward(self, x):
+        s = x.transpose(0, 1)
+        return self.attn(s, s, s, need_weights=False)[0]
+
+
 def _op_names(model, x, mode):
     return headroom.capture(model, x, mode=mode).graph().op_names()
 
@@ -53,7 +65,8 @@ def test_multi_head_attention_takes_the_fused_path_only_where_pytorch_does():
     assert any("transform_bias_rescale_qkv" in n for n in _op_names(SelfAttention(2), x, "infer"))
     # Training, an odd head count, or sequence-first inputs: F.multi_head_attention_forward.
     for model, mode, inp in ((SelfAttention(2), "train", x), (SelfAttention(1), "infer", x),
-                             (SelfAttention(2, batch_first=False), "infer", x.transpose(0, 1).contiguous())):
+                             (SelfAttention(2, batch_first=False), "infer", x.transpose(0, 1).contiguous()),
+                             (SequenceFirst(), "infer", x)):
         names = _op_names(model, inp, mode)
         assert not any("transform_bias_rescale_qkv" in n for n in names)
         assert any("q_scaled" in n for n in names)
@@ -73,6 +86,9 @@ def test_the_fused_path_is_what_pytorch_runs(monkeypatch):
     with torch.no_grad():
         model.train()(x)
     headroom.capture(model.eval(), x, mode="infer")
+    assert len(calls) == 1
+    with torch.no_grad():
+        SequenceFirst().eval()(x)
     assert len(calls) == 1
 
 
