@@ -266,6 +266,8 @@ void bind_builder(py::module_& m) {
       .def("select", &B::select)
       .def("expand", &B::expand)
       .def("contiguous", &B::contiguous)
+      .def("pad", &B::pad)
+      .def("roll", &B::roll)
       .def("cat", &B::cat)
       .def("chunk", &B::chunk)
       .def("split", &B::split)
@@ -282,6 +284,10 @@ void bind_builder(py::module_& m) {
         a.inplace = inplace;
         return b.opaque(n, {x}, {{b.shape(x), b.tensor(x).dtype}}, a)[0];
       })
+      // Calls on tensors autograd never tracks (swin's shift mask): python/headroom/lower_attention.py.
+      .def("compare", &B::compare)
+      .def("masked_fill", &B::masked_fill)
+      .def("index", &B::index)
       .def("begin_loss", &B::begin_loss)
       .def("cross_entropy", [](B& b, const std::string& n, TensorId l, TensorId t) { return b.cross_entropy(n, l, t); })
       .def("mse_loss", &B::mse_loss)

@@ -163,6 +163,19 @@ THREADED = ("resnet50", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1"
 CASES = [c for name in MODELS for c in _cases_for(name)] + \
     [_threaded(c, 2) for name in THREADED for c in _cases_for(name)]
 
+# --- Transformer classifiers (python/headroom/lower_attention.py) ---------------------------------
+# Big models: batch 1, inference and SGD training, at 224x224 (vit's image size; every swin_t stage
+# a multiple of its 7x7 window; swin_v2_t's 8x8 windows pad its 14x14 stage to 16x16).
+MODELS.update({
+    "vit_b_32": (lambda: _tv("vit_b_32"), (3, 224, 224), "classes", _ce),
+    "swin_t": (lambda: _tv("swin_t"), (3, 224, 224), "classes", _ce),
+    "maxvit_t": (lambda: _tv("maxvit_t"), (3, 224, 224), "classes", _ce),
+    "swin_v2_t": (lambda: _tv("swin_v2_t"), (3, 224, 224), "classes", _ce),
+})
+CASES += [_cases.case("captured:" + name, mode, 1, None, *opt)
+          for name in ("vit_b_32", "swin_t", "maxvit_t", "swin_v2_t")
+          for mode, opt in (("infer", ()), ("train", ("sgd", False)))]
+
 
 # ---- torchvision CNNs beyond the ResNet family (helper "cnn": python/headroom/lower_vision.py) ----
 # In-place SiLU/Hardswish/dropout, hardswish/hardsigmoid squeeze-excitation, stochastic depth,
@@ -219,6 +232,10 @@ KNOWN_MISSES = {
         "channels-last kernels allocate other buffers; headroom's CPU convolution rules model NCHW only",
     "captured:convnext_tiny/train/b2/sgd/no-foreach/dropout-on":
         "channels-last convolutions after LayerNorm2d (as in inference), forward and backward",
+    "captured:vit_b_32/train/b1/sgd/no-foreach/dropout-on":
+        "the 32x32 stride-32 patch-embedding convolution (3 input channels): oneDNN's "
+        "convolution_backward allocates a 38,351,104-byte buffer that src/training/cpu_conv.h does "
+        "not predict (vit_b_16's 16x16 one: 10,039,552 bytes, docs/accuracy.md Known residuals)",
 }
 
 

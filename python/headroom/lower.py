@@ -484,3 +484,4 @@ _RULES = {
 
 # torchvision CNN rules (lower_vision.py) register into _RULES.
 from . import lower_vision  # noqa: E402,F401
+from . import lower_attention  # noqa: E402,F401  registers the transformer classifiers' rules

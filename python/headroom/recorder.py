@@ -88,6 +88,33 @@ class _Recorder(TorchFunctionMode):
         return cap._record(func, name, args, kwargs, out)
 
 
+class _IndexingThroughMode:
+    """PyTorch 1.13's Tensor.__getitem__ does not reach a TorchFunctionMode for a lone index or an
+    index holding a tensor (x[0], x[1:3], table[index]): the result would enter the trace as an
+    unknown input. During the recording, __getitem__ hands every call to the mode, which records it
+    once and runs the original."""
+
+    def __enter__(self):
+        self.own = torch.Tensor.__dict__.get("__getitem__")
+        original = torch.Tensor.__getitem__
+
+        def getitem(tensor, index):
+            if torch._C._is_torch_function_mode_enabled():
+                return torch.overrides.handle_torch_function(original, (tensor,), tensor, index)
+            return original(tensor, index)
+
+        getitem.__name__ = "__getitem__"
+        torch.Tensor.__getitem__ = getitem
+        return self
+
+    def __exit__(self, *exc):
+        if self.own is None:
+            del torch.Tensor.__getitem__
+        else:
+            torch.Tensor.__getitem__ = self.own
+        return False
+
+
 def _has_tensor(x):
     if isinstance(x, torch.Tensor):
         return True
@@ -113,6 +140,7 @@ class Trace:
     # --- tensors -------------------------------------------------------------------------------
     def _new(self, t, role, name):
         info = TensorInfo(len(self.tensors), t.shape, t.dtype, role, name)
+        info.stride = list(t.stride())  # the meta kernel's layout (an elementwise op keeps its input's)
         self.tensors.append(info)
         t._headroom_tid = info.tid
         weakref.finalize(t, self._dropped, info.tid)
@@ -315,7 +343,7 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
     hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre_hook),
              torch.nn.modules.module.register_module_forward_hook(post_hook)]
     try:
-        with state, torch.no_grad(), _Recorder(trace):
+        with state, torch.no_grad(), _IndexingThroughMode(), _Recorder(trace):
             try:
                 out = model(*metas)
                 if mode == "train":

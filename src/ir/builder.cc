@@ -609,6 +609,31 @@ TensorId GraphBuilder::contiguous(const std::string& name, TensorId x) {
   return out;
 }
 
+TensorId GraphBuilder::pad(const std::string& name, TensorId x, std::vector<int64_t> pads) {
+  std::vector<int64_t> os = shape(x);
+  if (pads.size() % 2 != 0 || pads.size() / 2 > os.size()) {
+    throw InputError(name + ": pad needs a (before, after) pair per padded dimension of " + shape_text(os));
+  }
+  for (size_t i = 0; i < pads.size(); ++i) {
+    if (pads[i] < 0) throw InputError(name + ": negative padding (cropping) is not modelled");
+    int64_t& d = os[os.size() - 1 - i / 2];
+    d = checked_add(d, pads[i], name);
+  }
+  OpAttrs a;
+  a.padding = std::move(pads);
+  OpId op = add_op(OpKind::Pad, name, {x}, a);
+  TensorId out = add_output(op, os, tensor(x).dtype);
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::roll(const std::string& name, TensorId x) {
+  OpId op = add_op(OpKind::Roll, name, {x}, {});
+  TensorId out = add_output(op, shape(x), tensor(x).dtype);
+  finish_op(op, 0);
+  return out;
+}
+
 std::vector<TensorId> GraphBuilder::split(const std::string& name, TensorId x, int64_t split_size, int64_t dim) {
   const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(dim, s.size(), name);

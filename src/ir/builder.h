@@ -131,6 +131,12 @@ class GraphBuilder {
   TensorId select(const std::string& name, TensorId x, int64_t dim, int64_t index);
   TensorId expand(const std::string& name, TensorId x, std::vector<int64_t> shape);
   TensorId contiguous(const std::string& name, TensorId x);
+  // F.pad(x, pads, mode="constant"): pads as PyTorch orders them (last dimension first, a
+  // (before, after) pair per dimension), each >= 0. Always a new tensor, even with nothing to pad
+  // (constant_pad_nd clones).
+  TensorId pad(const std::string& name, TensorId x, std::vector<int64_t> pads);
+  // torch.roll: a new tensor of x's shape.
+  TensorId roll(const std::string& name, TensorId x);
   // torch.split(x, size, dim): views, one autograd node whose backward makes one gradient.
   std::vector<TensorId> split(const std::string& name, TensorId x, int64_t split_size, int64_t dim);
   TensorId cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim);

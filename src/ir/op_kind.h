@@ -22,6 +22,9 @@ enum class OpKind : uint8_t {
   // F.interpolate of an [N,C,H,W] tensor (nearest or bilinear): a new output; the backward needs
   // only the sizes.
   Upsample2d,
+  // F.pad (constant) and torch.roll: a new output; the backward needs only the sizes and makes a
+  // new gradient of the input (constant_pad_nd_backward narrows and clones, roll rolls back).
+  Pad, Roll,
   // Regularization.
   Dropout,
   // Data movement: views alias their input's storage, the rest copy.

@@ -352,7 +352,10 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::Upsample2d:
-      // upsample_{nearest,bilinear}2d_backward takes the sizes only (derivatives.yaml).
+    case OpKind::Pad:
+    case OpKind::Roll:
+      // upsample_{nearest,bilinear}2d_backward, constant_pad_nd_backward and roll's backward take
+      // the sizes only (derivatives.yaml); each makes a new gradient (the default backward).
       return fresh_outputs(c);
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
