@@ -481,3 +481,5 @@ _RULES = {
     "bernoulli_": _inplace_on_factory, "fill_": _inplace_on_factory, "zero_": _inplace_on_factory,
     "uniform_": _inplace_on_factory, "normal_": _inplace_on_factory,
 }
+
+from . import lower_unet  # noqa: E402,F401  (registers conv_transpose2d)
