@@ -168,13 +168,7 @@ CASES = [c for name in MODELS for c in _cases_for(name)] + \
 # Cases whose prediction misses by more than 1%, with the cause found in the measured trace. They
 # stay measured and listed (docs/accuracy.md); the test expects them to fail until the cause is
 # modelled.
-KNOWN_MISSES = {
-    "captured:deeplabv3_resnet50/infer/b2/dropout-on":
-        "ASPP's 3x3 convolutions at dilation 12-36 on an 8x8 map: headroom's CPU rule predicts oneDNN's "
-        "18,874,368-byte weight reorder, PyTorch allocates 85,376 bytes there",
-    "captured:deeplabv3_resnet50/train/b2/sgd/no-foreach/dropout-on":
-        "ASPP's dilated 3x3 convolutions (as in inference), in the backward",
-}
+KNOWN_MISSES = {}
 
 
 def predict(case):
