@@ -244,3 +244,6 @@ UNET_MODELS = {
 }
 MODELS.update(UNET_MODELS)
 CASES += [c for name in UNET_MODELS for c in _cases_for(name)]
+# At 2 intra-op threads: the UNet (transposed convolutions are thread-independent, its convolutions
+# are not) and DeepLabV3 (the GEMM convolution's scratchpads are per thread).
+CASES += [_threaded(c, 2) for name in ("unet", "deeplabv3_resnet50") for c in _cases_for(name)]
