@@ -210,16 +210,18 @@ class Plan(dict):
         chosen = ap.choose(model, mops, recompute)
         ranges = ap.ranges(mops, chosen, model)
         offload_modules, offload_ops = ap.choose_offload(model, mops, actions)
-        ap.apply_segments(model, chosen)
-        ap.apply_offload(model, offload_modules)
         options = dict(self._options)
         options["checkpoint"] = ranges
         options["offload"] = offload_ops
         if self.micro_batches > 1:  # accumulate+checkpoint: the segments at the micro-batch
             options["micro_batch"] = self.micro_batch
+        # Re-simulated before the model is touched: an error leaves it as it was.
+        applied_estimate = estimate(self._capture, **options)
+        ap.apply_segments(model, chosen)
+        ap.apply_offload(model, offload_modules)
         not_applied = sorted(n for n, a in actions.items() if a == "offload" and n not in set(offload_ops))
         self.applied = dict(checkpoint=ranges, offload=offload_modules, offload_ops=offload_ops,
-                            offload_not_applied=not_applied, estimate=estimate(self._capture, **options))
+                            offload_not_applied=not_applied, estimate=applied_estimate)
         return model
 
 
