@@ -224,6 +224,14 @@ void bind_builder(py::module_& m) {
         if (ws.size() != 4) throw InputError(n + ": conv2d weight must be 4-D, got " + shape_text(ws));
         return b.conv2d_with(n, x, w, bias, window({ws[2], ws[3]}, stride, padding, dilation, false), groups);
       })
+      .def("conv_transpose2d", [](B& b, const std::string& n, TensorId x, TensorId w, TensorId bias,
+                                  std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                  std::vector<int64_t> output_padding, std::vector<int64_t> dilation, int64_t groups) {
+        const std::vector<int64_t>& ws = b.shape(w);
+        if (ws.size() != 4) throw InputError(n + ": conv_transpose2d weight must be 4-D, got " + shape_text(ws));
+        return b.conv_transpose2d_with(n, x, w, bias, window({ws[2], ws[3]}, stride, padding, dilation, false),
+                                       std::move(output_padding), groups);
+      })
       .def("batch_norm", &B::batch_norm_with)
       .def("layer_norm", &B::layer_norm_with)
       .def("linear", &B::linear_with)

@@ -187,6 +187,24 @@ TEST(Cli, PlanModelErrors) {
   expect_usage_error("plan nosuchmodel --budget 1GiB", "nosuchmodel");
   expect_usage_error("plan resnet18 --batch 32 --micro-batch 8 --budget 1GiB", "chooses the micro-batch itself");
   expect_usage_error("plan resnet18 --budget 1GiB --checkpoint layer1.0.conv1..layer1.0.relu#2", "chooses checkpoints itself");
+  expect_usage_error("plan resnet18 --budget 1GiB --device cuda --offload layer1.0.conv1", "chooses offloads itself");
+}
+
+TEST(Cli, OffloadNamesOpsAndAppliesToCudaTraining) {
+  expect_usage_error("estimate resnet18 --device cuda --offload conv", "no op named 'conv' (did you mean 'conv1'?)");
+  expect_usage_error("estimate resnet18 --device cpu --offload conv1", "applies to --device cuda");
+  expect_usage_error("estimate resnet18 --device cuda --mode infer --offload conv1", "training only");
+  // layer1.0.conv1 saves its input, maxpool's output 8 x 64 x 56 x 56 x 4 = 6,422,528 bytes: offloaded,
+  // it is on the host at the backward's peak (conv1 saves the model's input, which stays).
+  CliRun plain = run_cli("estimate resnet18 --batch 8 --device cuda --json");
+  CliRun off = run_cli("estimate resnet18 --batch 8 --device cuda --offload conv1 --offload layer1.0.conv1 --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(off.code, 0) << off.err;
+  auto saved = [](const std::string& json) {
+    auto at = json.find("\"saved_activations\": ");
+    return at == std::string::npos ? -1 : std::stoll(json.substr(at + 21));
+  };
+  EXPECT_EQ(saved(plain.out) - saved(off.out), 6422528);
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ def _pairs(options):
             if not isinstance(value, dict):
                 raise Error("dim must be a dict NAME -> VALUE")
             out += [("dim", f"{k}={_text('dim', v)}") for k, v in value.items()]
-        elif name in ("checkpoint", "price"):
+        elif name in ("checkpoint", "offload", "price"):
             values = [value] if isinstance(value, str) else list(value)
             out += [(name, _text(name, v)) for v in values]
         else:
@@ -156,8 +156,8 @@ def fit(model, example_inputs=None, vary="batch", **options):
 
 class Plan(dict):
     """`headroom plan --json`, parsed, and for a module: apply(model) rewrites it to follow the
-    plan's checkpointing (apply.py); `applied` then holds the checkpoint ranges really applied and
-    their re-simulated estimate."""
+    plan's checkpointing and offloading (apply.py); `applied` then holds the checkpoint ranges and
+    offloaded modules really applied and their re-simulated estimate."""
 
     def __init__(self, d, capture, options):
         super().__init__(d)
@@ -204,16 +204,24 @@ class Plan(dict):
         if not self.get("feasible"):
             raise Error("plan.apply: the plan is not feasible")
         recompute = ap.recomputed_ops(self)
+        actions = ap.planned_actions(self)
         low = self._capture.lowering()
         mops = ap.ModuleOps(low)
         chosen = ap.choose(model, mops, recompute)
         ranges = ap.ranges(mops, chosen, model)
-        ap.apply_segments(model, chosen)
+        offload_modules, offload_ops = ap.choose_offload(model, mops, actions)
         options = dict(self._options)
         options["checkpoint"] = ranges
+        options["offload"] = offload_ops
         if self.micro_batches > 1:  # accumulate+checkpoint: the segments at the micro-batch
             options["micro_batch"] = self.micro_batch
-        self.applied = dict(checkpoint=ranges, estimate=estimate(self._capture, **options))
+        # Re-simulated before the model is touched: an error leaves it as it was.
+        applied_estimate = estimate(self._capture, **options)
+        ap.apply_segments(model, chosen)
+        ap.apply_offload(model, offload_modules)
+        not_applied = sorted(n for n, a in actions.items() if a == "offload" and n not in set(offload_ops))
+        self.applied = dict(checkpoint=ranges, offload=offload_modules, offload_ops=offload_ops,
+                            offload_not_applied=not_applied, estimate=applied_estimate)
         return model
 
 

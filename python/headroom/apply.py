@@ -1,4 +1,4 @@
-"""Applying a plan's checkpointing to the user's nn.Module.
+"""Applying a plan's checkpointing and offloading to the user's nn.Module.
 
 The planner decides per op (keep, recompute); PyTorch checkpoints callables. A plan is applied at
 module granularity: a module all of whose ops are recomputed is called through
@@ -7,6 +7,12 @@ inside an nn.Sequential a run of consecutive children all recomputed is one chec
 ops that no such module or run covers are kept. What was applied is returned as headroom
 --checkpoint ranges, so the applied model is re-estimated by the same simulation (never assumed
 equal to the plan).
+
+Offloading is applied at module granularity too: a module all of whose planned ops are offloaded
+runs its forward inside torch.autograd.graph.save_on_cpu(pin_memory=True), so what autograd saves
+there is copied to (pinned) host memory and brought back for the backward. Offloaded ops that no
+such module covers are kept on the device and reported as not applied; what was applied is
+returned as headroom --offload op names for the same re-simulation.
 
 Invariants: a segment never contains the model's first op (with reentrant checkpoint, a segment
 none of whose inputs requires grad gives its parameters no gradient); the module's parameters and
@@ -136,7 +142,51 @@ def apply_segments(model, chosen):
 
 
 def recomputed_ops(plan):
-    layers = plan.get("decisions", {}).get("layers", [])
-    if any(d["action"] == "offload" for d in layers):
-        raise Error("plan.apply: offloaded activations are not applied yet (only checkpointing)")
-    return {d["layer"] for d in layers if d["action"] == "recompute"}
+    return {d["layer"] for d in plan.get("decisions", {}).get("layers", []) if d["action"] == "recompute"}
+
+
+def planned_actions(plan):
+    """op name -> the plan's action (keep, recompute, offload) for the ops the plan lists."""
+    return {d["layer"]: d["action"] for d in plan.get("decisions", {}).get("layers", [])}
+
+
+def choose_offload(model, mops, actions):
+    """Module paths to run under save_on_cpu, largest first: modules whose planned ops are all
+    offloaded (ops the plan does not list, views, save nothing), and the offloaded op names they
+    cover."""
+    chosen, covered = [], []
+
+    def planned(rng):
+        return [] if rng is None else [mops.op_names[i] for i in range(rng[0], rng[1] + 1)
+                                       if mops.op_names[i] in actions]
+
+    def visit(path, mod):
+        ops = planned(mops.of(path))
+        if path and ops and all(actions[n] == "offload" for n in ops):
+            chosen.append(path)
+            covered.extend(ops)
+            return
+        for name, child in mod.named_children():
+            visit(_join(path, name), child)
+
+    visit("", model)
+    return chosen, covered
+
+
+def _offload_call(forward, *args, **kwargs):
+    # pin_memory=True pins the host copies when CUDA is there (save_on_cpu pins only then).
+    with torch.autograd.graph.save_on_cpu(pin_memory=True):
+        return forward(*args, **kwargs)
+
+
+def is_offloaded(module):
+    """Whether apply wrapped this module's forward in save_on_cpu."""
+    f = module.__dict__.get("forward")
+    return isinstance(f, functools.partial) and f.func is _offload_call
+
+
+def apply_offload(model, paths):
+    for path in paths:
+        mod = model.get_submodule(path) if path else model
+        mod.forward = functools.partial(_offload_call, mod.forward)
+    return model

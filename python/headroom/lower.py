@@ -485,3 +485,4 @@ _RULES = {
 # torchvision CNN rules (lower_vision.py) register into _RULES.
 from . import lower_vision  # noqa: E402,F401
 from . import lower_attention  # noqa: E402,F401  registers the transformer classifiers' rules
+from . import lower_unet  # noqa: E402,F401  (registers conv_transpose2d)

@@ -69,6 +69,12 @@ def _func_name(func):
     return name
 
 
+# Calls whose kernels PyTorch 1.13 lacks on meta tensors (F.cross_entropy of [N,C,H,W] logits runs
+# nll_loss2d, which has none): name -> a function of the call's arguments returning its result on
+# meta tensors. Rule modules register theirs (lower_unet.py).
+META_FALLBACKS = {}
+
+
 class _Recorder(TorchFunctionMode):
     def __init__(self, cap):
         super().__init__()
@@ -80,7 +86,12 @@ class _Recorder(TorchFunctionMode):
         name = _func_name(func)
         args = cap._leaves(args)
         kwargs = cap._leaves(kwargs)
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError:
+            if name not in META_FALLBACKS:
+                raise
+            out = META_FALLBACKS[name](*args, **kwargs)
         # Calls that return no tensor (x.dim(), x.size(), x.shape) are metadata: not recorded. Every
         # call that returns a tensor is recorded, and lowered or refused by name.
         if not _has_tensor(out):
@@ -377,3 +388,6 @@ def record(model, example_inputs, loss_fn=None, mode="train", batch=None):
         del loss
     trace._consts.clear()
     return trace
+
+
+from . import lower  # noqa: E402,F401  (imports the rule modules, which register META_FALLBACKS)

@@ -8,7 +8,7 @@
 namespace headroom {
 namespace {
 
-bool gemm_like(OpKind k) { return k == OpKind::Conv2d || k == OpKind::Linear || k == OpKind::MatMul; }
+bool gemm_like(OpKind k) { return is_convolution_kind(k) || k == OpKind::Linear || k == OpKind::MatMul; }
 
 DType op_dtype(const Graph& g, const Op& op) {
   if (!op.outputs.empty()) return g.tensor(op.outputs[0]).dtype;
@@ -27,7 +27,7 @@ double CostModel::op_flops_per_s(const Graph& g, const Op& op) const {
     case DType::F16: return gpu_.fp16_flops.value_or(gpu_.fp32_flops);
     case DType::BF16: return gpu_.bf16_flops.value_or(gpu_.fp32_flops);
     case DType::F32:
-      if (op.kind == OpKind::Conv2d) return gpu_.tf32_flops.value_or(gpu_.fp32_flops);
+      if (is_convolution_kind(op.kind)) return gpu_.tf32_flops.value_or(gpu_.fp32_flops);
       return gpu_.fp32_flops;
     default: return gpu_.fp32_flops;
   }
@@ -38,7 +38,7 @@ OpCost CostModel::op_cost(const Graph& g, const Op& op, bool no_workspace) const
   const double compute_s = static_cast<double>(op.flops) / (op_flops_per_s(g, op) * c_.compute_efficiency);
   const double memory_s = static_cast<double>(op.bytes_moved) / (gpu_.memory_bandwidth_bytes_per_s * c_.memory_efficiency);
   double forward_ms = std::max(compute_s, memory_s) * 1e3 + c_.launch_us * 1e-3;
-  if (no_workspace && op.kind == OpKind::Conv2d) forward_ms *= c_.no_workspace_conv_slowdown;
+  if (no_workspace && is_convolution_kind(op.kind)) forward_ms *= c_.no_workspace_conv_slowdown;
   return {forward_ms, forward_ms * c_.backward_factor};
 }
 

@@ -153,6 +153,21 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   return e;
 }
 
+void add_offload_ops(const Graph& g, const std::vector<std::string>& names, MemoryPlan& plan) {
+  std::vector<std::string> all;
+  for (const Op& op : g.ops) all.push_back(op.name);
+  for (const std::string& n : names) {
+    const Op* found = nullptr;
+    for (const Op& op : g.ops) {
+      if (op.name == n) found = &op;
+    }
+    if (!found) throw InputError("--offload: no op named '" + n + "'" + suggestion_suffix(n, all));
+    if (found->stage != OpStage::Model) throw InputError("--offload " + n + ": a loss op's activations are not offloaded");
+    if (std::find(plan.offload.begin(), plan.offload.end(), found->id) == plan.offload.end()) plan.offload.push_back(found->id);
+  }
+  std::sort(plan.offload.begin(), plan.offload.end());
+}
+
 void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan) {
   std::map<std::string, OpId> by_name;
   std::vector<std::string> names;
@@ -264,6 +279,7 @@ Estimate estimate_generation(const EstimateOptions& o) {
   if (o.seq) throw InputError("--seq does not apply to --mode generate (the prompt length is --prompt)");
   if (o.micro_batch) throw InputError("--micro-batch applies to training only");
   if (!o.checkpoint_ranges.empty()) throw InputError("--checkpoint applies to training only");
+  if (!o.offload_ops.empty()) throw InputError("--offload applies to training only");
   if (gen.prompt <= 0) throw InputError("--prompt must be a positive number of tokens");
   if (gen.new_tokens <= 0) throw InputError("--new-tokens must be a positive number of tokens");
   if (gen.beams <= 0) throw InputError("--beams must be a positive number of beams");
@@ -350,6 +366,11 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     if (!o.checkpoint_ranges.empty()) {
       if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
       add_checkpoint_ranges(g, o.checkpoint_ranges, so.plan);
+    }
+    if (!o.offload_ops.empty()) {
+      if (o.mode != RunMode::Training) throw InputError("--offload applies to training only");
+      if (o.device != "cuda") throw InputError("--offload moves activations to host memory: it applies to --device cuda");
+      add_offload_ops(g, o.offload_ops, so.plan);
     }
     Program p = build_program(g, so);
     if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");

@@ -79,6 +79,10 @@ struct EstimateOptions {
   // Checkpoint segments by op name, "first..last" (inclusive), resolved against the graph and
   // added to `plan` (the CLI's --checkpoint); an unknown name is an InputError.
   std::vector<std::string> checkpoint_ranges;
+  // Ops (by name) whose saved activations are offloaded to host memory after their forward and
+  // brought back for their backward (the CLI's --offload; what plan.apply applied with
+  // save_on_cpu). Training on CUDA only; an unknown name is an InputError.
+  std::vector<std::string> offload_ops;
   // Generation (mode Inference; Hugging Face decoders only).
   std::optional<GenerationOptions> generation;
   AttentionKind attention = AttentionKind::Default;  // Hugging Face decoders only
@@ -165,5 +169,6 @@ Estimate summarize(const EstimateOptions& options, const Graph& g, const Program
 // Resolves "first..last" op-name ranges into plan.checkpoints (sorted); InputError on unknown
 // names, reversed or overlapping ranges, or loss ops.
 void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan);
+void add_offload_ops(const Graph& g, const std::vector<std::string>& names, MemoryPlan& plan);
 
 }  // namespace headroom

@@ -733,11 +733,16 @@ TensorId GraphBuilder::packed_parameter(const std::string& name, std::vector<int
 
 TensorId GraphBuilder::cross_entropy(const std::string& name, TensorId logits, TensorId target, double weight) {
   // nn.CrossEntropyLoss is log_softmax over the class dimension followed by nll_loss: two calls,
-  // two autograd nodes, and the log-probabilities stay saved.
+  // two autograd nodes, and the log-probabilities stay saved. Per-pixel logits [N,C,H,W] with
+  // targets [N,H,W] take the same two calls (nll_loss2d for the second).
   (void)weight;
-  if (shape(logits).size() != 2 || shape(target).size() != 1 || shape(target)[0] != shape(logits)[0]) {
-    throw InputError(name + ": cross-entropy expects logits [N,C] and targets [N], got " +
-                     shape_text(shape(logits)) + " and " + shape_text(shape(target)));
+  const std::vector<int64_t>& ls = shape(logits);
+  const std::vector<int64_t>& ts = shape(target);
+  bool per_row = ls.size() == 2 && ts.size() == 1 && ts[0] == ls[0];
+  bool per_pixel = ls.size() == 4 && ts == std::vector<int64_t>{ls[0], ls[2], ls[3]};
+  if (!per_row && !per_pixel) {
+    throw InputError(name + ": cross-entropy expects logits [N,C] and targets [N], or [N,C,H,W] and [N,H,W], got " +
+                     shape_text(ls) + " and " + shape_text(ts));
   }
   TensorId logp = log_softmax(name + ".log_softmax", logits, 1);
   OpId op = add_op(OpKind::NllLoss, name, {logp, target}, {});

@@ -214,6 +214,13 @@ class GraphBuilder {
   // kernel comes from the weight, the rest of `w` from the caller.
   TensorId conv2d_with(const std::string& module, TensorId x, TensorId weight, TensorId bias, const Window2d& w,
                        int64_t groups);
+  // nn.ConvTranspose2d's call with existing weight [in, out, kh, kw] and bias [out] (or kNone):
+  // output size per axis (in - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1,
+  // output_padding smaller than stride or dilation (PyTorch's check). Groups other than 1 are an
+  // InputError: PyTorch 1.13's CPU kernel (slow_conv_transpose2d) runs them one group at a time
+  // through narrow/cat copies, which headroom does not model.
+  TensorId conv_transpose2d_with(const std::string& module, TensorId x, TensorId weight, TensorId bias,
+                                 const Window2d& w, std::vector<int64_t> output_padding, int64_t groups);
   // Batch norm over dimension 1 of an input of rank >= 2 (BatchNorm1d/2d/3d make the same calls).
   TensorId batch_norm_with(const std::string& module, TensorId x, TensorId weight, TensorId bias,
                            TensorId running_mean, TensorId running_var, bool training);

@@ -115,6 +115,66 @@ TensorId GraphBuilder::conv2d_with(const std::string& module, TensorId x, Tensor
   return out;
 }
 
+TensorId GraphBuilder::conv_transpose2d_with(const std::string& module, TensorId x, TensorId weight,
+                                             TensorId bias, const Window2d& w,
+                                             std::vector<int64_t> output_padding, int64_t groups) {
+  const std::vector<int64_t> s = shape(x);
+  const std::vector<int64_t> ws = shape(weight);
+  if (s.size() != 4 || ws.size() != 4) {
+    throw InputError(module + ": conv_transpose2d expects input [N,C,H,W] and weight [C,O,kh,kw], got " +
+                     shape_text(s) + " and " + shape_text(ws));
+  }
+  if (groups != 1) {
+    throw InputError(module + ": conv_transpose2d with groups " + std::to_string(groups) +
+                     " is not modelled (only groups 1)");
+  }
+  if (ws[0] != s[1]) {
+    throw InputError(module + ": input " + shape_text(s) + " does not match weight " + shape_text(ws));
+  }
+  if (bias != kNone && shape(bias) != std::vector<int64_t>{ws[1]}) {
+    throw InputError(module + ": bias " + shape_text(shape(bias)) + " for " + std::to_string(ws[1]) +
+                     " channels");
+  }
+  if (output_padding.size() != 2) {
+    throw InputError(module + ": output_padding must have 2 values, got " + std::to_string(output_padding.size()));
+  }
+  const int64_t in[2] = {s[2], s[3]}, k[2] = {ws[2], ws[3]}, st[2] = {w.stride_h, w.stride_w};
+  const int64_t pad[2] = {w.pad_top, w.pad_left}, pad_end[2] = {w.pad_bottom, w.pad_right};
+  const int64_t dil[2] = {w.dilation_h, w.dilation_w};
+  int64_t out[2];
+  for (int i = 0; i < 2; ++i) {
+    const int64_t op_pad = output_padding[static_cast<size_t>(i)];
+    if (k[i] <= 0 || st[i] <= 0 || dil[i] <= 0 || pad[i] < 0 || pad[i] != pad_end[i] || op_pad < 0 ||
+        (op_pad >= st[i] && op_pad >= dil[i])) {
+      throw InputError(module + ": conv_transpose2d kernel " + std::to_string(k[i]) + ", stride " +
+                       std::to_string(st[i]) + ", dilation " + std::to_string(dil[i]) + ", padding " +
+                       std::to_string(pad[i]) + " and output_padding " + std::to_string(op_pad) +
+                       " (positive, symmetric padding, output_padding below stride or dilation)");
+    }
+    // (in - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1
+    int64_t grown = checked_add(checked_mul(in[i] - 1, st[i], module),
+                                checked_add(checked_mul(dil[i], k[i] - 1, module), op_pad + 1, module), module);
+    out[i] = grown - checked_mul(2, pad[i], module);
+    if (out[i] <= 0) {
+      throw InputError(module + ": conv_transpose2d output size " + std::to_string(out[i]) + " is not positive");
+    }
+  }
+  std::vector<TensorId> ins{x, weight};
+  if (bias != kNone) ins.push_back(bias);
+  OpAttrs a = window_attrs(w);
+  a.kernel = {k[0], k[1]};
+  a.ceil_mode = false;
+  a.groups = 1;
+  a.output_padding = std::move(output_padding);
+  OpId op = add_op(OpKind::ConvTranspose2d, module, ins, a);
+  add_output(op, {s[0], ws[1], out[0], out[1]}, tensor(x).dtype);
+  // Every input element meets every weight of its channel: N*Cin*H*W * Cout*kh*kw multiply-adds.
+  int64_t macs = checked_mul(numel(s, module), checked_mul(ws[1], checked_mul(k[0], k[1], module), module),
+                             module + " flops");
+  finish_op(op, checked_mul(macs, 2, module + " flops"));
+  return g_.ops[static_cast<size_t>(op)].outputs[0];
+}
+
 TensorId GraphBuilder::batch_norm_with(const std::string& module, TensorId x, TensorId weight,
                                        TensorId bias, TensorId running_mean, TensorId running_var,
                                        bool training) {

@@ -75,6 +75,7 @@ struct Tensor {
 // in op_kind.h / builder.h names and ignores the others.
 struct OpAttrs {
   std::vector<int64_t> kernel, stride, padding, dilation;  // spatial ops
+  std::vector<int64_t> output_padding;  // conv_transpose2d: extra rows/columns on one side
   int64_t groups = 1;
   bool ceil_mode = false;
   bool inplace = false;     // relu_, hardtanh_, add_ (output aliases input 0)

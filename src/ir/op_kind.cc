@@ -8,7 +8,7 @@ namespace {
 constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::Conv2d, "conv2d"}, {OpKind::BatchNorm2d, "batch_norm"},
     {OpKind::LayerNorm, "layer_norm"}, {OpKind::Linear, "linear"},
-    {OpKind::Embedding, "embedding"}, {OpKind::Relu, "relu"}, {OpKind::Hardtanh, "hardtanh"},
+    {OpKind::Embedding, "embedding"}, {OpKind::ConvTranspose2d, "conv_transpose2d"}, {OpKind::Relu, "relu"}, {OpKind::Hardtanh, "hardtanh"},
     {OpKind::Gelu, "gelu"}, {OpKind::Tanh, "tanh"}, {OpKind::Sigmoid, "sigmoid"},
     {OpKind::Silu, "silu"}, {OpKind::Add, "add"}, {OpKind::Sub, "sub"}, {OpKind::Mul, "mul"},
     {OpKind::Div, "div"}, {OpKind::AddScalar, "add_scalar"}, {OpKind::MulScalar, "mul_scalar"},
@@ -42,6 +42,8 @@ std::optional<OpKind> parse_op_kind(std::string_view name) {
   }
   return std::nullopt;
 }
+
+bool is_convolution_kind(OpKind k) { return k == OpKind::Conv2d || k == OpKind::ConvTranspose2d; }
 
 bool is_view_kind(OpKind k) {
   switch (k) {

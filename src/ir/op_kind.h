@@ -10,8 +10,8 @@
 namespace headroom {
 
 enum class OpKind : uint8_t {
-  // Layers with parameters.
-  Conv2d, BatchNorm2d, LayerNorm, Linear, Embedding,
+  // Layers with parameters. ConvTranspose2d: nn.ConvTranspose2d's call, weight [Cin, Cout, kh, kw].
+  Conv2d, BatchNorm2d, LayerNorm, Linear, Embedding, ConvTranspose2d,
   // Activations and elementwise math.
   Relu, Hardtanh, Gelu, Tanh, Sigmoid, Silu,
   Add, Sub, Mul, Div, AddScalar, MulScalar, DivScalar, PowScalar, Rsqrt, Neg, Where, Cast,
@@ -40,6 +40,10 @@ enum class OpKind : uint8_t {
 
 std::string_view op_kind_name(OpKind k);
 std::optional<OpKind> parse_op_kind(std::string_view name);
+
+// Convolutions, direct or transposed: what a cuDNN workspace, an algorithm choice or vDNN's
+// offloading applies to.
+bool is_convolution_kind(OpKind k);
 
 // True when the op's output shares its input's storage (no allocation).
 bool is_view_kind(OpKind k);

@@ -337,6 +337,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     }
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
+    o.offload_ops = a.offloads;
     return o;
   });
 }
@@ -433,6 +434,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"dim", [](RunArgs& r, const std::string& v) { r.dims.push_back(v); }},
       {"allow_unknown", [](RunArgs& r, const std::string& v) { r.allow_unknown = parse_flag("allow_unknown", v); }},
       {"checkpoint", [](RunArgs& r, const std::string& v) { r.checkpoints.push_back(v); }},
+      {"offload", [](RunArgs& r, const std::string& v) { r.offloads.push_back(v); }},
   };
   auto it = setters.find(name);
   if (it == setters.end()) throw InputError("unknown option '" + name + "'");

@@ -27,10 +27,12 @@ TensorId weight_root(const Graph& g, TensorId id) {
 
 // The geometry a kind reads from OpAttrs (the rest of its configuration is in weight shapes).
 std::string geometry(const Op& op) {
-  if (op.kind != OpKind::Conv2d) return "";
+  if (!is_convolution_kind(op.kind)) return "";
   const OpAttrs& a = op.attrs;
-  return fmt::format("|k{} s{} p{} d{} g{}", axes_text(a.kernel), axes_text(a.stride), axes_text(a.padding),
-                     axes_text(a.dilation), a.groups);
+  std::string g = fmt::format("|k{} s{} p{} d{} g{}", axes_text(a.kernel), axes_text(a.stride),
+                              axes_text(a.padding), axes_text(a.dilation), a.groups);
+  if (op.kind == OpKind::ConvTranspose2d) g += fmt::format(" op{}", axes_text(a.output_padding));
+  return g;
 }
 
 int32_t find(std::vector<int32_t>& parent, int32_t i) {
@@ -44,7 +46,7 @@ int32_t find(std::vector<int32_t>& parent, int32_t i) {
 }  // namespace
 
 bool is_layer_kind(OpKind k) {
-  return k == OpKind::Conv2d || k == OpKind::Linear || k == OpKind::BatchNorm2d || k == OpKind::LayerNorm ||
+  return is_convolution_kind(k) || k == OpKind::Linear || k == OpKind::BatchNorm2d || k == OpKind::LayerNorm ||
          k == OpKind::Embedding;
 }
 

@@ -21,7 +21,7 @@ std::vector<LayerDecision> decisions_of(const Graph& g, const Candidate& c, bool
   for (const Op& op : g.ops) {
     if (op.stage != OpStage::Model || (op.flops == 0 && op.bytes_moved == 0)) continue;  // views
     LayerDecision d{op.name, action[static_cast<size_t>(op.id)], "", op.id};
-    if (cuda && op.kind == OpKind::Conv2d) d.conv_algorithm = no_ws.count(op.id) ? "memory-optimal" : "fastest";
+    if (cuda && is_convolution_kind(op.kind)) d.conv_algorithm = no_ws.count(op.id) ? "memory-optimal" : "fastest";
     out.push_back(std::move(d));
   }
   return out;
@@ -36,6 +36,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
     if (run.mode != RunMode::Training) throw InputError("plan works on training steps (--mode train)");
     if (run.micro_batch) throw InputError("plan chooses the micro-batch itself (strategy accumulate); --micro-batch is for estimate");
     if (!run.plan.empty() || !run.checkpoint_ranges.empty()) throw InputError("plan chooses checkpoints itself; --checkpoint is for estimate");
+    if (!run.offload_ops.empty()) throw InputError("plan chooses offloads itself; --offload is for estimate");
     if (request.strategy != "auto" &&
         std::find(strategy_names().begin(), strategy_names().end(), request.strategy) == strategy_names().end()) {
       std::string known = "auto";

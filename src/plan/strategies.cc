@@ -259,7 +259,7 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
   }
   if (name == "vdnn-all" || name == "vdnn-conv") {
     Candidate c;
-    c.plan.offload = model_ops(g, [&](const Op& op) { return name == "vdnn-all" || op.kind == OpKind::Conv2d; });
+    c.plan.offload = model_ops(g, [&](const Op& op) { return name == "vdnn-all" || is_convolution_kind(op.kind); });
     if (c.plan.offload.empty()) return not_applicable(name, "no convolutions");
     return evaluated(name, ctx, c, std::to_string(c.plan.offload.size()) + " layers offloaded");
   }
@@ -295,7 +295,7 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
     Program p = ctx.program(Candidate{});
     std::vector<int64_t> ws(g.ops.size(), 0);
     for (const Buffer& b : p.buffers) {
-      if (b.category == Category::Workspaces && b.op != kNone && g.op(b.op).kind == OpKind::Conv2d) ws[static_cast<size_t>(b.op)] = std::max(ws[static_cast<size_t>(b.op)], b.bytes);
+      if (b.category == Category::Workspaces && b.op != kNone && is_convolution_kind(g.op(b.op).kind)) ws[static_cast<size_t>(b.op)] = std::max(ws[static_cast<size_t>(b.op)], b.bytes);
     }
     std::vector<OpId> convs = model_ops(g, [&](const Op& op) { return ws[static_cast<size_t>(op.id)] > 0; });
     if (convs.empty()) return not_applicable(name, "no convolution borrows a workspace");

@@ -12,6 +12,7 @@ enum class Policy { Lower, Fp32, Promote };
 Policy policy_of(OpKind k) {
   switch (k) {
     case OpKind::Conv2d:
+    case OpKind::ConvTranspose2d:
     case OpKind::Linear:
     case OpKind::MatMul: return Policy::Lower;
     case OpKind::Softmax:

@@ -1,5 +1,7 @@
 #include "training/cpu_conv.h"
 
+#include <algorithm>
+
 #include "util/checked.h"
 
 namespace headroom {
@@ -67,15 +69,39 @@ int temp(std::vector<LocalEvent>& ev, int& t, int64_t bytes) {
 }
 void drop(std::vector<LocalEvent>& ev, int index) { ev.push_back({K::FreeTemp, index, 0}); }
 
+bool dilated(const OpAttrs& a) { return a.dilation.size() == 2 && (a.dilation[0] != 1 || a.dilation[1] != 1); }
+
+// oneDNN 2.6's AVX-512 direct kernels give up on a dilated convolution whose left padding exceeds
+// the output row block (jit_avx512_common_conv_fwd_kernel::init_conf: l_pad > ur_w, ur_w =
+// min(ow, 28); the backward-data kernel's overflow check is the same for symmetric padding), and
+// the backward-weights kernel on one whose dilated kernel is taller or wider than the input
+// (jit_avx512_common_conv_bwd_weights_kernel_f32::init_conf: kh_range <= ih, and dilation only
+// with stride 1). oneDNN then runs its GEMM convolution on the plain NCHW tensors.
+bool gemm_forward_and_data(const ConvShape& s, const OpAttrs& a) {
+  if (!dilated(a) || a.padding.size() != 2) return false;
+  return a.padding[1] > std::min<int64_t>(s.wo, 28);
+}
+
+bool gemm_weights(const ConvShape& s, const OpAttrs& a) {
+  if (!dilated(a)) return false;
+  bool strided = a.stride.size() == 2 && (a.stride[0] != 1 || a.stride[1] != 1);
+  return strided || 1 + (s.kh - 1) * a.dilation[0] > s.h || 1 + (s.kw - 1) * a.dilation[1] > s.w;
+}
+
+// The GEMM convolution's scratchpad, per thread: the im2col columns (Cin/g*kh*kw*Ho*Wo floats),
+// for the weights pass four more weight-sized buffers, plus a fixed 128 (data) or 256 (weights)
+// bytes. Measured on single convolutions (docs/accuracy.md); the forward's scratchpad (85,376
+// bytes for ASPP's 2048->256 at 8x8) is not modelled, like the direct kernels' scratchpads.
+int64_t gemm_columns(const ConvShape& s) { return bytes4({s.cin / s.groups, s.kh, s.kw, s.ho, s.wo}); }
+
 }  // namespace
 
 bool cpu_conv_uses_onednn(const RuleContext& c) {
   ConvShape s = shape_of(c);
   const OpAttrs& a = c.op.attrs;
   bool strided = a.stride.size() == 2 && (a.stride[0] != 1 || a.stride[1] != 1);
-  bool dilated = a.dilation.size() == 2 && (a.dilation[0] != 1 || a.dilation[1] != 1);
   bool not_1x1 = s.kh != 1 || s.kw != 1;
-  bool first = strided || dilated || s.n >= 16 || not_1x1 || c.device.threads > 1;
+  bool first = strided || dilated(a) || s.n >= 16 || not_1x1 || c.device.threads > 1;
   int64_t numel = s.n * s.cin * s.h * s.w;
   bool second = s.groups > 1 || (s.kh > 3 && s.kw > 3) || s.n > 1 || numel > 20480;
   return first && second;
@@ -86,7 +112,12 @@ ForwardPlan cpu_conv_forward(const RuleContext& c) {
   p.output_alias.push_back(-1);
   ConvShape s = shape_of(c);
   int t = 0;
-  if (cpu_conv_uses_onednn(c)) {
+  if (cpu_conv_uses_onednn(c) && gemm_forward_and_data(s, c.op.attrs)) {
+    // Plain source and weights are read in place; only the destination is oneDNN's.
+    int dst = temp(p.events, t, bytes4({s.n, s.cout, s.ho, s.wo}));
+    p.events.push_back({K::AllocOutput, 0, 0});
+    drop(p.events, dst);
+  } else if (cpu_conv_uses_onednn(c)) {
     OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
     int src = z.plain_src ? -1 : temp(p.events, t, z.src_b);
     int wb = temp(p.events, t, z.wb);
@@ -119,7 +150,13 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
   if (cpu_conv_uses_onednn(c)) {
     OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
     int64_t gin_b = bytes4({s.n, blocked(s.cin, c.device.onednn_block), s.h, s.w});
-    if (needs(c, 0)) {
+    const int64_t threads = c.device.threads;
+    if (needs(c, 0) && gemm_forward_and_data(s, c.op.attrs)) {
+      int gi = temp(b.events, t, x_bytes);
+      drop(b.events, temp(b.events, t, checked_add(checked_mul(threads, gemm_columns(s), "scratchpad"), 128, "scratchpad")));
+      grad(0, x_bytes);
+      drop(b.events, gi);
+    } else if (needs(c, 0)) {
       int go = temp(b.events, t, z.dst_b);
       int wd = temp(b.events, t, z.wb_data);
       int gi = temp(b.events, t, gin_b);
@@ -128,7 +165,14 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
       grad(0, x_bytes);
       drop(b.events, gi);
     }
-    if (wgrad) {
+    if (wgrad && gemm_weights(s, c.op.attrs)) {
+      int dw = temp(b.events, t, w_bytes);
+      int64_t per_thread = checked_add(gemm_columns(s), checked_mul(4, w_bytes, "scratchpad"), "scratchpad");
+      drop(b.events, temp(b.events, t, checked_add(checked_mul(threads, per_thread, "scratchpad"), 256, "scratchpad")));
+      if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+      grad(1, w_bytes);
+      drop(b.events, dw);
+    } else if (wgrad) {
       if (z.grouped) {
         int dw = temp(b.events, t, z.wb);
         if (s.bias && needs(c, 2)) grad(2, s.cout * 4);

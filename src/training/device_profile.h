@@ -23,7 +23,8 @@ struct DeviceProfile {
   // CPU convolution (PyTorch 1.13, fp32, NCHW): oneDNN reorders source, weight and destination
   // into channel-blocked layouts (block `onednn_block`) on every call, forward and backward; the
   // thnn path (1x1 stride-1 convs with a small batch on one thread) allocates nothing extra.
-  // See training/cpu_conv.h.
+  // See training/cpu_conv.h. The same flag selects the CPU transposed convolution
+  // (slow_conv_transpose2d, training/cpu_conv_transpose.h).
   bool onednn_conv = false;
   int onednn_block = 16;  // 16 with AVX-512, 8 with AVX2
   int threads = 1;        // intra-op threads (torch.get_num_threads())

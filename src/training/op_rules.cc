@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "training/cpu_conv.h"
+#include "training/cpu_conv_transpose.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -132,8 +133,14 @@ bool differentiable_input(const Op& op, int input) {
 ForwardPlan forward_plan(const RuleContext& c) {
   const Op& op = c.op;
   switch (op.kind) {
-    case OpKind::Conv2d: {
-      ForwardPlan p = c.device.onednn_conv ? cpu_conv_forward(c) : fresh_outputs(c);
+    case OpKind::Conv2d:
+    case OpKind::ConvTranspose2d: {
+      // The CPU profile runs PyTorch's CPU kernels (one file per convolution family); cuDNN makes
+      // the output and borrows a workspace for either (a transposed convolution is cuDNN's
+      // backward-data).
+      ForwardPlan p = !c.device.onednn_conv                ? fresh_outputs(c)
+                      : op.kind == OpKind::ConvTranspose2d ? cpu_conv_transpose_forward(c)
+                                                           : cpu_conv_forward(c);
       int64_t ws = conv_workspace(c, out_bytes(c, 0));
       if (ws > 0) {
         // cuDNN borrows its workspace after the output exists and returns it before the call ends.
@@ -142,7 +149,8 @@ ForwardPlan forward_plan(const RuleContext& c) {
       }
       p.creates_node = c.grad_mode && any_needs(c);
       if (p.creates_node) {
-        // ConvolutionBackward0 keeps input and weight whichever inputs need a gradient.
+        // ConvolutionBackward0 (both directions go through aten::convolution) keeps input and
+        // weight whichever inputs need a gradient.
         save_input(p, 0);
         save_input(p, 1);
       }
@@ -397,6 +405,8 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::NllLoss: {
       ForwardPlan p = fresh_outputs(c);
       int k = add_extra(p, "total_weight", dtype_size(out_t(c, 0).dtype));
+      // nll_loss2d (per-pixel targets) sizes total_weight before the output, nll_loss after it.
+      if (in_t(c, 0).shape.size() == 4) std::rotate(p.events.begin(), p.events.end() - 1, p.events.end());
       if (p.creates_node) {
         save_input(p, 0);
         save(p, Ref::Kind::Extra, k);
@@ -580,8 +590,12 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       if (dy_copy >= 0) b.events.push_back({K::FreeTemp, dy_copy, 0});
       return b;
     }
-    case OpKind::Conv2d: {
-      if (c.device.onednn_conv) return cpu_conv_backward(c, incoming_contiguous);
+    case OpKind::Conv2d:
+    case OpKind::ConvTranspose2d: {
+      if (c.device.onednn_conv) {
+        return op.kind == OpKind::ConvTranspose2d ? cpu_conv_transpose_backward(c, incoming_contiguous)
+                                                  : cpu_conv_backward(c, incoming_contiguous);
+      }
       // cuDNN: backward-data then backward-filter, each borrowing a workspace while it runs.
       BackwardPlan b;
       int t = 0;
