@@ -28,6 +28,7 @@
 //   Identity                   alias
 //   RandomUniform(Like), RandomNormal(Like)      rand/randn(_like): a factory of the shape
 //   Resize, Upsample 4-D (H, W) upsample_nearest2d / upsample_bilinear2d, the size folded
+//   SoftmaxCrossEntropyLoss    cross_entropy (log_softmax, nll_loss): the training loss
 //   Shape, Size, Constant, ConstantOfShape, Range, and shape arithmetic on constants: folded
 //   Opaque (fresh output, inputs saved): Erf alone, HardSigmoid, HardSwish, LeakyRelu, Elu, Selu,
 //     Softplus, Log, Abs, Sin, Cos, PRelu, Min/Max, Mod, comparisons and logic, Pad, Tile,
@@ -186,7 +187,11 @@ class Lowerer {
       outs.push_back(t);
     }
     write_notes();
-    if (opts_.with_loss) add_default_loss(outs);
+    if (opts_.with_loss && !in_graph_loss_.empty()) {
+      use_in_graph_loss();
+    } else if (opts_.with_loss) {
+      add_default_loss(outs);
+    }
     return b_.finish();
   }
 
@@ -810,6 +815,28 @@ class Lowerer {
   void op_scatter(NodeCtx& c) {
     TensorId data = tensor(c, 0);
     emit_opaque(c, runtime_inputs(c), {{b_.shape(data), b_.tensor(data).dtype}});
+  }
+  // SoftmaxCrossEntropyLoss: F.cross_entropy (torch 1.13 also writes nll_loss(log_softmax(x, 1))
+  // this way) computed inside the graph, [N, C] scores against [N] labels, mean or sum, no class
+  // weights: log_softmax then nll_loss, as eager runs it. In training the graph's loss is this
+  // output: it opens the loss stage, and no loss is attached after the graph (in_graph_loss_).
+  void op_softmax_cross_entropy(NodeCtx& c) {
+    TensorId scores = tensor(c, 0), labels = tensor(c, 1);
+    const std::string reduction = c.attrs.s("reduction", "mean");
+    if (input_present(c, 2))
+      throw InputError("SoftmaxCrossEntropyLoss with class weights is not modelled");
+    if (reduction != "mean" && reduction != "sum")
+      throw InputError("SoftmaxCrossEntropyLoss with reduction '" + reduction +
+                       "' is not modelled (mean or sum)");
+    if (b_.shape(scores).size() != 2)
+      throw InputError("SoftmaxCrossEntropyLoss on scores " + shape_text(b_.shape(scores)) +
+                       " is not modelled (only [N, C])");
+    if (opts_.with_loss) b_.begin_loss();
+    TensorId loss = b_.cross_entropy(c.name, scores, labels);
+    if (opts_.with_loss) in_graph_loss_.push_back(loss);
+    set(c, 0, loss);
+    for (int k = 1; k < c.node.output_size(); ++k)
+      unavailable(c, k, "the log-probabilities of SoftmaxCrossEntropyLoss");
   }
   // Shape-computation ops reach here only when an input is not a compile-time constant.
   void op_compile_time(NodeCtx& c) {
@@ -1637,6 +1664,18 @@ class Lowerer {
     }
   }
 
+  // The graph computes its own loss: that is the training loss, and a loss option that would
+  // choose or attach another does not apply.
+  void use_in_graph_loss() {
+    if (in_graph_loss_.size() > 1)
+      throw InputError("the graph computes " + std::to_string(in_graph_loss_.size()) +
+                       " losses (SoftmaxCrossEntropyLoss); headroom models one");
+    if (opts_.loss != LossKind::Default || !opts_.loss_output.empty())
+      throw InputError(
+          "the graph computes its own loss (SoftmaxCrossEntropyLoss), so --loss does "
+          "not apply: leave it out");
+    b_.set_loss(in_graph_loss_[0]);
+  }
   void add_default_loss(const std::vector<TensorId>& outs) {
     TensorId out = kNone;
     if (!opts_.loss_output.empty()) {
@@ -1697,6 +1736,7 @@ class Lowerer {
   int silus_ = 0, hardswishes_ = 0, mishes_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
       padded_pools_ = 0, folded_ = 0;
+  std::vector<TensorId> in_graph_loss_;  // SoftmaxCrossEntropyLoss outputs, in training
 };
 
 const std::unordered_map<std::string, Handler>& handlers() {
@@ -1778,6 +1818,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
         &Lowerer::op_elementwise);
     add({"Resize", "Upsample"}, &Lowerer::op_resize);
     add({"ScatterND", "ScatterElements"}, &Lowerer::op_scatter);
+    add({"SoftmaxCrossEntropyLoss"}, &Lowerer::op_softmax_cross_entropy);
     add({"ConvTranspose", "GlobalMaxPool", "LpPool", "InstanceNormalization", "GroupNormalization",
          "LpNormalization", "ArgMax", "ArgMin", "TopK", "GatherElements", "GatherND", "CumSum",
          "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth"},
