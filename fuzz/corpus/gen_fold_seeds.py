@@ -4,7 +4,7 @@ Resize whose `sizes` is Shape -> Slice -> Mul -> Concat of a symbolic-batch inpu
 size is Shape -> Cast -> Mul scale -> Floor -> Cast -> Concat (torchvision's segmentation heads),
 Resize by `scales`, ScatterND into a ConstantOfShape of a folded shape (Swin's attention mask),
 RandomUniformLike of a tensor and of ConstantOfShape (hand-written dropout, timm's drop_path),
-and RandomUniform / RandomNormal with a shape attribute.
+RandomUniform / RandomNormal with a shape attribute, and SoftmaxCrossEntropyLoss (the in-graph loss).
 Run with Debian's python3-onnx: /usr/bin/python3 gen_fold_seeds.py"""
 import os
 
@@ -84,3 +84,22 @@ save("random_shape_attr.onnx", [
     N("Add", ["r", "u"], ["ru"]),
     N("Add", ["x", "ru"], ["y"]),
 ], [], ["batch", 16])
+
+
+def save_with_target(name, nodes, ishape, tshape):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ishape)
+    t = helper.make_tensor_value_info("t", TensorProto.INT64, tshape)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph(nodes, "g", [x, t], [y]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+# The in-graph loss: F.cross_entropy's export, and the per-pixel form that is refused.
+save_with_target("softmax_cross_entropy.onnx",
+                 [N("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], reduction="mean")], ["batch", 4], ["batch"])
+save_with_target("softmax_cross_entropy_pixels.onnx",
+                 [N("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], reduction="sum")], ["batch", 4, 3, 3],
+                 ["batch", 3, 3])
