@@ -26,11 +26,14 @@
 //   Where                      where             Dropout                         dropout
 //   MaxPool, AveragePool 2-D   max/avg_pool2d    GlobalAveragePool 2-D    adaptive_avg_pool2d
 //   Identity                   alias
+//   RandomUniform(Like), RandomNormal(Like)      rand/randn(_like): a factory of the shape
+//   Resize, Upsample 4-D (H, W) upsample_nearest2d / upsample_bilinear2d, the size folded
+//   SoftmaxCrossEntropyLoss    cross_entropy (log_softmax, nll_loss): the training loss
 //   Shape, Size, Constant, ConstantOfShape, Range, and shape arithmetic on constants: folded
 //   Opaque (fresh output, inputs saved): Erf alone, HardSigmoid, HardSwish, LeakyRelu, Elu, Selu,
-//     Softplus, Log, Abs, Sin, Cos, PRelu, Min/Max, Mod, comparisons and logic, Pad, Resize,
-//     Upsample, Tile, ConvTranspose, other Conv ranks and pools, Instance/Group normalization,
-//     reductions other than mean and sum, ArgMax/ArgMin, TopK, Gather/Scatter variants, CumSum,
+//     Softplus, Log, Abs, Sin, Cos, PRelu, Min/Max, Mod, comparisons and logic, Pad, Tile,
+//     ConvTranspose, other Conv ranks and pools, Instance/Group normalization, reductions other
+//     than mean and sum, ArgMax/ArgMin, TopK, Gather variants, Scatter (data's shape), CumSum,
 //     Trilu, OneHot, DepthToSpace, SpaceToDepth, negative-step Slice, other Einsums.
 #include "frontends/onnx/onnx_lower.h"
 
@@ -184,7 +187,11 @@ class Lowerer {
       outs.push_back(t);
     }
     write_notes();
-    if (opts_.with_loss) add_default_loss(outs);
+    if (opts_.with_loss && !in_graph_loss_.empty()) {
+      use_in_graph_loss();
+    } else if (opts_.with_loss) {
+      add_default_loss(outs);
+    }
     return b_.finish();
   }
 
@@ -708,6 +715,128 @@ class Lowerer {
         "Or",    "Xor",  "Not",     "IsNaN",       "IsInf"};
     DType dt = kBool.count(c.node.op_type()) ? DType::Bool : b_.tensor(ins[0]).dtype;
     emit_opaque(c, ins, {{shape, dt}});
+  }
+  // RandomUniformLike / RandomNormalLike: torch.rand_like / randn_like, and torch.rand(shape),
+  // which torch.onnx spells RandomUniformLike(ConstantOfShape(shape)). Eager allocates the random
+  // tensor and reads nothing of the input but its shape and dtype: a factory of that shape (the
+  // `dtype` attribute, else the input's), the input never materialized nor kept for it.
+  void op_random_like(NodeCtx& c) {
+    Value& v = need(c, 0);
+    std::vector<int64_t> shape;
+    DType dt;
+    if (v.constant) {
+      shape = v.constant->shape;
+      dt = dtype_of(v.constant->elem, c.name + " input");
+    } else {
+      TensorId x = materialize(v);
+      shape = b_.shape(x);
+      dt = b_.tensor(x).dtype;
+    }
+    if (c.attrs.has("dtype"))
+      dt = dtype_of(static_cast<int32_t>(c.attrs.i("dtype", 0)), c.name + " dtype");
+    set(c, 0, b_.factory(c.name, shape, dt));
+  }
+  // RandomUniform / RandomNormal: torch.rand / randn of the `shape` attribute (float unless
+  // `dtype` says otherwise).
+  void op_random(NodeCtx& c) {
+    std::optional<std::vector<int64_t>> shape = c.attrs.ints("shape");
+    if (!shape) throw InputError(c.node.op_type() + " without a shape attribute");
+    for (int64_t d : *shape) {
+      if (d < 0)
+        throw InputError(c.node.op_type() + " with the negative shape " + shape_text(*shape));
+    }
+    set(c, 0,
+        b_.factory(c.name, *shape,
+                   dtype_of(static_cast<int32_t>(c.attrs.i("dtype", TensorProto::FLOAT)),
+                            c.name + " dtype")));
+  }
+  // Resize (opsets 10+) and Upsample: F.interpolate. The output shape comes from the `sizes` or
+  // `scales` input once folded with the bound batch and --dim values (torchvision's segmentation
+  // heads compute `sizes` as Shape(input)[2:] through Slice/Concat/Cast, which ONNX shape
+  // inference leaves symbolic); shape inference is the fallback. A 4-D nearest or (bi)linear
+  // resize of H and W alone is F.interpolate's upsample_nearest2d / upsample_bilinear2d, whose
+  // backward keeps no tensor (only the sizes); anything else stays Opaque.
+  void op_resize(NodeCtx& c) {
+    TensorId x = tensor(c, 0);
+    const std::vector<int64_t>& in = b_.shape(x);
+    std::optional<std::vector<int64_t>> out = resize_shape(c, in);
+    if (!out) out = inferred_shape(c, c.node.output(0));
+    if (out->size() != in.size())
+      throw InputError("Resize to " + shape_text(*out) + " changes the rank of " + shape_text(in));
+    const std::string mode = c.attrs.s("mode", "nearest");
+    if (in.size() == 4 && (*out)[0] == in[0] && (*out)[1] == in[1] &&
+        (mode == "nearest" || mode == "linear")) {
+      return set(c, 0, b_.upsample2d(c.name, x, (*out)[2], (*out)[3], mode == "linear"));
+    }
+    emit_opaque(c, {x}, {{*out, b_.tensor(x).dtype}});
+  }
+  // Resize's output shape from a compile-time `sizes` (taken as given) or `scales` (floor of
+  // input x scale, as the ONNX operator defines it); nothing when neither is known or an `axes`
+  // attribute (opset 18) names a subset.
+  std::optional<std::vector<int64_t>> resize_shape(NodeCtx& c, const std::vector<int64_t>& in) {
+    if (c.attrs.has("axes")) return std::nullopt;
+    const bool upsample = c.node.op_type() == "Upsample";
+    const size_t scales_slot = upsample || model_opset() < 11 ? 1 : 2, sizes_slot = 3;
+    auto known = [&](size_t i) {
+      return input_present(c, i) && c.in[i]->constant && c.in[i]->constant->known &&
+             c.in[i]->constant->size() > 0;
+    };
+    if (!upsample && model_opset() >= 11 && known(sizes_slot)) {
+      std::vector<int64_t> s = c.in[sizes_slot]->constant->int_values(c.name + " sizes");
+      for (int64_t d : s) {
+        if (d < 0) throw InputError("Resize to the negative size " + shape_text(s));
+      }
+      return s;
+    }
+    std::optional<std::vector<double>> scales;
+    if (known(scales_slot)) {
+      const ConstTensor& t = *c.in[scales_slot]->constant;
+      scales.emplace();
+      for (size_t k = 0; k < t.size(); ++k) scales->push_back(t.as_double(k));
+    } else if (auto a = c.attrs.floats("scales")) {
+      scales = std::vector<double>(a->begin(), a->end());  // Upsample before opset 9
+    }
+    if (!scales) return std::nullopt;
+    if (scales->size() != in.size())
+      throw InputError("Resize scales " + std::to_string(scales->size()) + " values for rank " +
+                       std::to_string(in.size()));
+    std::vector<int64_t> out;
+    for (size_t d = 0; d < in.size(); ++d) {
+      double v = std::floor(static_cast<double>(in[d]) * (*scales)[d]);
+      if (!((*scales)[d] > 0) || !std::isfinite(v) || v > 9.0e18)
+        throw InputError("Resize scale " + std::to_string((*scales)[d]) + " is not usable");
+      out.push_back(static_cast<int64_t>(v));
+    }
+    return out;
+  }
+  // ScatterND / ScatterElements: a copy of `data` with updates written in, so of data's shape and
+  // type whether or not shape inference resolved it (Swin's shifted-window mask is scattered into
+  // a ConstantOfShape whose shape comes from folded Shape arithmetic).
+  void op_scatter(NodeCtx& c) {
+    TensorId data = tensor(c, 0);
+    emit_opaque(c, runtime_inputs(c), {{b_.shape(data), b_.tensor(data).dtype}});
+  }
+  // SoftmaxCrossEntropyLoss: F.cross_entropy (torch 1.13 also writes nll_loss(log_softmax(x, 1))
+  // this way) computed inside the graph, [N, C] scores against [N] labels, mean or sum, no class
+  // weights: log_softmax then nll_loss, as eager runs it. In training the graph's loss is this
+  // output: it opens the loss stage, and no loss is attached after the graph (in_graph_loss_).
+  void op_softmax_cross_entropy(NodeCtx& c) {
+    TensorId scores = tensor(c, 0), labels = tensor(c, 1);
+    const std::string reduction = c.attrs.s("reduction", "mean");
+    if (input_present(c, 2))
+      throw InputError("SoftmaxCrossEntropyLoss with class weights is not modelled");
+    if (reduction != "mean" && reduction != "sum")
+      throw InputError("SoftmaxCrossEntropyLoss with reduction '" + reduction +
+                       "' is not modelled (mean or sum)");
+    if (b_.shape(scores).size() != 2)
+      throw InputError("SoftmaxCrossEntropyLoss on scores " + shape_text(b_.shape(scores)) +
+                       " is not modelled (only [N, C])");
+    if (opts_.with_loss) b_.begin_loss();
+    TensorId loss = b_.cross_entropy(c.name, scores, labels);
+    if (opts_.with_loss) in_graph_loss_.push_back(loss);
+    set(c, 0, loss);
+    for (int k = 1; k < c.node.output_size(); ++k)
+      unavailable(c, k, "the log-probabilities of SoftmaxCrossEntropyLoss");
   }
   // Shape-computation ops reach here only when an input is not a compile-time constant.
   void op_compile_time(NodeCtx& c) {
@@ -1496,12 +1625,13 @@ class Lowerer {
         d += (d.empty() ? "" : ", ") + sym + "=" + std::to_string(v);
       b_.note("symbolic dimensions bound: " + d);
     }
-    if (gelus_ || silus_ || hardswishes_ || mishes_ || layer_norms_ || linear_biases_ || padded_pools_) {
+    if (gelus_ || silus_ || hardswishes_ || mishes_ || layer_norms_ || linear_biases_ ||
+        padded_pools_) {
       b_.note("recognized exporter decompositions: " + std::to_string(gelus_) + " GELU, " +
               std::to_string(silus_) + " SiLU, " + std::to_string(hardswishes_) + " HardSwish, " +
-              std::to_string(mishes_) + " Mish, " +
-              std::to_string(layer_norms_) + " layer norm, " + std::to_string(linear_biases_) +
-              " linear + bias, " + std::to_string(padded_pools_) + " padded average pool");
+              std::to_string(mishes_) + " Mish, " + std::to_string(layer_norms_) + " layer norm, " +
+              std::to_string(linear_biases_) + " linear + bias, " + std::to_string(padded_pools_) +
+              " padded average pool");
     }
     bool has_conv = std::any_of(g_.node().begin(), g_.node().end(),
                                 [](const NodeProto& n) { return n.op_type() == "Conv"; });
@@ -1534,6 +1664,18 @@ class Lowerer {
     }
   }
 
+  // The graph computes its own loss: that is the training loss, and a loss option that would
+  // choose or attach another does not apply.
+  void use_in_graph_loss() {
+    if (in_graph_loss_.size() > 1)
+      throw InputError("the graph computes " + std::to_string(in_graph_loss_.size()) +
+                       " losses (SoftmaxCrossEntropyLoss); headroom models one");
+    if (opts_.loss != LossKind::Default || !opts_.loss_output.empty())
+      throw InputError(
+          "the graph computes its own loss (SoftmaxCrossEntropyLoss), so --loss does "
+          "not apply: leave it out");
+    b_.set_loss(in_graph_loss_[0]);
+  }
   void add_default_loss(const std::vector<TensorId>& outs) {
     TensorId out = kNone;
     if (!opts_.loss_output.empty()) {
@@ -1594,6 +1736,7 @@ class Lowerer {
   int silus_ = 0, hardswishes_ = 0, mishes_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
       padded_pools_ = 0, folded_ = 0;
+  std::vector<TensorId> in_graph_loss_;  // SoftmaxCrossEntropyLoss outputs, in training
 };
 
 const std::unordered_map<std::string, Handler>& handlers() {
@@ -1673,28 +1816,16 @@ const std::unordered_map<std::string, Handler>& handlers() {
          "IsNaN",
          "IsInf"},
         &Lowerer::op_elementwise);
-    add({"Resize",
-         "Upsample",
-         "ConvTranspose",
-         "GlobalMaxPool",
-         "LpPool",
-         "InstanceNormalization",
-         "GroupNormalization",
-         "LpNormalization",
-         "ArgMax",
-         "ArgMin",
-         "TopK",
-         "GatherElements",
-         "GatherND",
-         "ScatterND",
-         "ScatterElements",
-         "CumSum",
-         "Trilu",
-         "OneHot",
-         "DepthToSpace",
-         "SpaceToDepth"},
+    add({"Resize", "Upsample"}, &Lowerer::op_resize);
+    add({"ScatterND", "ScatterElements"}, &Lowerer::op_scatter);
+    add({"SoftmaxCrossEntropyLoss"}, &Lowerer::op_softmax_cross_entropy);
+    add({"ConvTranspose", "GlobalMaxPool", "LpPool", "InstanceNormalization", "GroupNormalization",
+         "LpNormalization", "ArgMax", "ArgMin", "TopK", "GatherElements", "GatherND", "CumSum",
+         "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth"},
         &Lowerer::op_opaque_inferred);
     add({"Shape", "Size", "Constant", "ConstantOfShape", "Range"}, &Lowerer::op_compile_time);
+    add({"RandomUniformLike", "RandomNormalLike"}, &Lowerer::op_random_like);
+    add({"RandomUniform", "RandomNormal"}, &Lowerer::op_random);
     return h;
   }();
   return kHandlers;

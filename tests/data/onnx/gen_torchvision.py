@@ -3,8 +3,9 @@
 and tests/onnx_validation_test.cc:
     /usr/bin/python3 tests/data/onnx/gen_torchvision.py NAME tests/data/onnx/NAME_training
 Committed: alexnet vgg11 vgg16 vgg19 resnet34 resnet50 resnet101 resnet152 densenet121
-inception_v3 (aux_logits=False, as validation's inception_v3:aux=false) vit_b_16; resnet18 and
-mobilenet_v2 come from gen_models.py. Every initializer points at NAME_training.weights, an empty
+inception_v3 (aux_logits=False, as validation's inception_v3:aux=false) vit_b_16, and the
+segmentation model fcn_resnet50 (aux_loss=False; python/tests/test_onnx_capture.py: its Resize
+takes its size from Shape arithmetic); resnet18 and mobilenet_v2 come from gen_models.py. Every initializer points at NAME_training.weights, an empty
 file: the graph keeps shapes and dtypes only (vgg19's file is 11 KB for 548 MB of weights).
 """
 import sys, os, torch, torchvision, onnx
@@ -12,7 +13,12 @@ import onnx.external_data_helper as ext
 name = sys.argv[1]; out = sys.argv[2]
 kw = {'init_weights': False} if name in ('inception_v3',) else {}
 if name == 'inception_v3': kw['aux_logits'] = False
-m = getattr(torchvision.models, name)(**kw); m.train()
+if name in ('fcn_resnet50', 'deeplabv3_mobilenet_v3_large', 'lraspp_mobilenet_v3_large'):
+    if name != 'lraspp_mobilenet_v3_large': kw['aux_loss'] = False
+    m = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, **kw)
+else:
+    m = getattr(torchvision.models, name)(**kw)
+m.train()
 size = 299 if name == 'inception_v3' else 224
 x = torch.randn(2, 3, size, size)
 full = out + ".full.onnx"
