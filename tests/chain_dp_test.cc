@@ -5,6 +5,7 @@
 // the simulator.
 #include "plan/chain_dp.h"
 
+#include <chrono>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -459,6 +460,37 @@ TEST(ChainDp, ThreadCountDoesNotChangeTheResult) {
       EXPECT_NEAR(sim.value().makespan_ms, one.makespan_ms, 1e-5 * one.makespan_ms);
     }
   }
+}
+
+// plan --graph's first incumbent races the time limit: a fill past its deadline gives up on every
+// thread count, whether the deadline passed before the first row or while lanes wait on each
+// other's blocks, and a deadline that is not reached changes nothing.
+TEST(ChainDp, DeadlineStopsTheFillOnEveryThreadCount) {
+  std::mt19937 rng(11);
+  const Chain c = random_chain(rng, 200, 1, /*wild=*/true);
+  const int slots = static_cast<int>(store_all_peak(c) / 2);
+  const auto now = std::chrono::steady_clock::now();
+  for (int threads : {1, 2, 4}) {
+    const ChainDpResult past = solve_chain_dp(c, slots, threads, now);
+    EXPECT_TRUE(past.timed_out) << threads;
+    EXPECT_FALSE(past.feasible);
+    EXPECT_TRUE(past.schedule.empty());
+    // 200 stages x ~half the store-all slots take far longer than 2 ms here: the stop comes
+    // mid-fill, with blocks finished, in progress and not started.
+    const ChainDpResult mid = solve_chain_dp(
+        c, slots, threads, std::chrono::steady_clock::now() + std::chrono::milliseconds(2));
+    EXPECT_TRUE(mid.timed_out) << threads;
+    EXPECT_FALSE(mid.feasible);
+  }
+  const Chain small = random_chain(rng, 30, 1, /*wild=*/true);
+  const int small_slots = static_cast<int>(store_all_peak(small) / 2);
+  const ChainDpResult free_run = solve_chain_dp(small, small_slots, 2);
+  const ChainDpResult raced =
+      solve_chain_dp(small, small_slots, 2, std::chrono::steady_clock::now() + std::chrono::hours(1));
+  EXPECT_FALSE(raced.timed_out);
+  EXPECT_EQ(raced.feasible, free_run.feasible);
+  EXPECT_EQ(raced.makespan_ms, free_run.makespan_ms);
+  EXPECT_EQ(raced.schedule, free_run.schedule);
 }
 
 TEST(ChainDp, MoreBudgetIsNeverWorse) {

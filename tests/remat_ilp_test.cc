@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -445,6 +446,36 @@ TEST(RematCli, PlanGraph) {
   testing::CliRun limit = testing::run_cli("plan --graph " + file + " --budget 1GiB --time-limit 0");
   EXPECT_EQ(limit.code, 2);
   EXPECT_EQ(limit.err, "headroom: --time-limit 0 is not a positive number of seconds\n");
+}
+
+// The time limit covers the first incumbent too: at the stage limit (200) the chain DP's table
+// takes about a second here, far past half of a 20 ms limit, so the DP gives up at its deadline
+// and CBC starts from the fallback sweep instead of the plan waiting for the table.
+TEST(RematPlan, TimeLimitCoversTheFirstIncumbent) {
+  Chain c;
+  const int L = 200;
+  for (int i = 0; i < L; ++i) {
+    c.fwd_ms.push_back(1 + i % 3);
+    c.bwd_ms.push_back(2 + i % 5);
+    c.xbar_bytes.push_back((3 + i % 4) * MiB);
+    c.fwd_tmp_bytes.push_back(0);
+    c.bwd_tmp_bytes.push_back(MiB);
+  }
+  for (int i = 0; i <= L; ++i) c.x_bytes.push_back((1 + i % 2) * MiB);
+  c.loss_ms = 1;
+  RematIlpOptions o = opts(true);
+  o.time_limit_s = 0.02;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<RematPlan> r = solve_remat(graph_of_chain(c), 300 * MiB, 500, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.error();
+  // Not a timing test (the machine is shared): only that nothing waited for a whole table.
+  EXPECT_LT(seconds, 10);
+  // The incumbent CBC got is the fallback sweep's, not the DP's optimal persistent schedule
+  // (strictly better here: 300 MiB against about 1.2 GiB to store everything).
+  const ChainDpResult dp = solve_chain_dp(discretize_chain(c, 300 * MiB / 500), 500);
+  ASSERT_TRUE(dp.feasible);
+  EXPECT_GT(r.value().start_ms, dp.makespan_ms + 1e-3) << "the DP's schedule was handed to CBC";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -201,9 +202,15 @@ class BlockFiller {
 
   // Block b (columns b * kBlock ...). progress[b] is the smallest s whose rows block b has
   // finished; row s of block b needs block b - 1 past s (and so every earlier block).
-  void fill_block(int b, std::vector<std::atomic<int>>& progress) {
+  // The lane that first sees the deadline pass sets `stop` and marks every block abandoned (-1,
+  // below every row), those not started included, so that no lane waits for a row that will not
+  // come; a lane that sees `stop` marks its own block again (it may have stored a row since) and
+  // returns.
+  void fill_block(int b, std::vector<std::atomic<int>>& progress, const Deadline& deadline,
+                  std::atomic<bool>& stop) {
     t0_ = b * kBlock;
     const int t1 = std::min(c_.L + 1, t0_ + kBlock);
+    auto& mine = progress[static_cast<size_t>(b)];
     for (int s = t1 - 1; s >= 0; --s) {
       if (b > 0 && s < t0_) {
         for (int p = progress[static_cast<size_t>(b - 1)].load(std::memory_order_acquire); p > s;
@@ -211,9 +218,22 @@ class BlockFiller {
           progress[static_cast<size_t>(b - 1)].wait(p, std::memory_order_acquire);
         }
       }
+      bool expected = false;
+      if (deadline && std::chrono::steady_clock::now() > *deadline &&
+          stop.compare_exchange_strong(expected, true)) {
+        for (std::atomic<int>& p : progress) {
+          p.store(-1, std::memory_order_release);
+          p.notify_all();
+        }
+      }
+      if (stop.load()) {
+        mine.store(-1, std::memory_order_release);
+        mine.notify_all();
+        return;
+      }
       fill_rows(s, t1);
-      progress[static_cast<size_t>(b)].store(s, std::memory_order_release);
-      progress[static_cast<size_t>(b)].notify_all();
+      mine.store(s, std::memory_order_release);
+      mine.notify_all();
     }
   }
 
@@ -351,7 +371,8 @@ class BlockFiller {
 constexpr int kMaxThreads = 4;
 constexpr int64_t kThreadedWork = int64_t{1} << 24;  // L^3 * memory below this: one thread
 
-void fill_table(const SlotArrays& c, Table& tab, int max_threads) {
+// False when the deadline passed before the table was complete (its values are then not read).
+bool fill_table(const SlotArrays& c, Table& tab, int max_threads, const Deadline& deadline) {
   const int blocks = c.L / kBlock + 1;
   std::vector<std::atomic<int>> progress(static_cast<size_t>(blocks));
   for (std::atomic<int>& p : progress) p.store(c.L + 1);
@@ -366,11 +387,12 @@ void fill_table(const SlotArrays& c, Table& tab, int max_threads) {
   // The number of lanes is fixed once the threads exist (fewer if the system refuses one), and
   // only then does any lane start.
   std::atomic<int> lanes{0};
+  std::atomic<bool> stop{false};
   auto run = [&](int lane) {
     lanes.wait(0);
     const int n = lanes.load();
-    for (int b = lane; b < blocks; b += n)
-      fillers[static_cast<size_t>(lane)].fill_block(b, progress);
+    for (int b = lane; b < blocks && !stop.load(); b += n)
+      fillers[static_cast<size_t>(lane)].fill_block(b, progress, deadline, stop);
   };
   std::vector<std::thread> workers;
   try {
@@ -382,6 +404,7 @@ void fill_table(const SlotArrays& c, Table& tab, int max_threads) {
   lanes.notify_all();
   run(0);
   for (std::thread& w : workers) w.join();
+  return !stop.load();
 }
 
 // The choice at (s, t, m), by Rotor's rule: the best leaf (smallest j among equals) when it is
@@ -467,7 +490,8 @@ int64_t chain_dp_table_bytes(int stages, int memory) {
   return n * (n + 1) / 2 * (int64_t{memory} + 1) * static_cast<int64_t>(sizeof(Time));
 }
 
-ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads) {
+ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads,
+                             const Deadline& deadline) {
   ChainDpResult r;
   const int64_t top = int64_t{memory} - slot_chain.x(0);  // x_0 is live throughout
   if (top < 0) return r;
@@ -476,7 +500,10 @@ ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_thread
       "the caller bounds the table");
   const SlotArrays c(slot_chain, static_cast<int>(top));
   Table tab(c.L, static_cast<int>(top));
-  fill_table(c, tab, max_threads);
+  if (!fill_table(c, tab, max_threads, deadline)) {
+    r.timed_out = true;
+    return r;
+  }
   const Time best = tab.at(0, c.L, static_cast<int>(top));
   if (!(best < kInf)) return r;
   r.feasible = true;

@@ -12,7 +12,9 @@
 // The table fill runs on up to 4 threads for large chains; the result does not depend on it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,14 +35,19 @@ Chain discretize_chain(const Chain& chain, int64_t unit_bytes);
 // the whole run (x_0 included).
 struct ChainDpResult {
   bool feasible = false;
+  bool timed_out = false;         // the deadline passed before the table was complete
   double makespan_ms = 0;         // the table's value (float arithmetic); 0 when infeasible
   std::vector<ChainOp> schedule;  // empty when infeasible
 };
 // max_threads: 0 picks (one thread for small tables, else up to 4, one per hardware thread);
-// the result is the same, bit for bit, for every thread count.
+// the result is the same, bit for bit, for every thread count. With a deadline, the fill checks
+// the clock before each row of each block and gives up (timed_out, not feasible) once it has
+// passed: the callers that race a time limit (plan --graph's first incumbent) then go on without.
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
 // REQUIRES: slot_chain valid, memory >= 0, the table within kMaxChainTableBytes
 // (chain_dp_table_bytes).
-ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads = 0);
+ChainDpResult solve_chain_dp(const Chain& slot_chain, int memory, int max_threads = 0,
+                             const Deadline& deadline = std::nullopt);
 int64_t chain_dp_table_bytes(int stages, int memory);
 
 struct ChainPlan {

@@ -26,6 +26,7 @@ namespace {
 // (including when phase 2 finds nothing under the cutoff), so it is never slower than phase 1's
 // persistent schedule; the bound is always phase 2's (phase 1's bounds only persistent schedules).
 constexpr double kPersistentShare = 0.5;
+constexpr double kIncumbentShare = 0.5;
 constexpr double kPersistentStopGapPct = 1;
 
 RematIlpResult solve_in_two_phases(const RematGraph& slot_graph, int slots,
@@ -101,15 +102,20 @@ Result<RematPlan> solve_remat(const RematGraph& graph, int64_t budget, int slots
     // On a chain, the DP's optimal persistent schedule is the first incumbent (optimal already
     // for the persistent program; the unrestricted one starts from it).
     std::vector<RematOp> initial;
+    // The first incumbent's dynamic program gets at most half of the time limit; past it the
+    // integer program starts without one (docs/limits.md).
+    const Deadline incumbent_deadline =
+        start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(kIncumbentShare * options.time_limit_s));
     bool chain = true;
     for (int i = 0; i < graph.length(); ++i)
       chain = chain && graph.preds[static_cast<size_t>(i)] == std::vector<int>{i};
     if (chain && chain_dp_table_bytes(graph.length(), slots) <= kMaxChainTableBytes) {
-      const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots);
+      const ChainDpResult dp = solve_chain_dp(slot_graph.sizes, slots, 0, incumbent_deadline);
       for (ChainOp op : dp.schedule) initial.push_back(parse_remat_op_token(op_token(op)));
     } else if (!chain) {
       // Otherwise the chain DP on the bundled chain (remat_start.h), translated.
-      initial = remat_bundled_chain_schedule(slot_graph, slots);
+      initial = remat_bundled_chain_schedule(slot_graph, slots, incumbent_deadline);
     }
     // The time limit covers the whole plan: the first incumbent's search is spent already.
     RematIlpOptions left = options;

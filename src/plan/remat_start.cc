@@ -35,12 +35,13 @@ Chain remat_bundled_chain(const RematGraph& g) {
   return c;
 }
 
-std::vector<RematOp> remat_bundled_chain_schedule(const RematGraph& g, int64_t memory) {
+std::vector<RematOp> remat_bundled_chain_schedule(const RematGraph& g, int64_t memory,
+                                                  const Deadline& deadline) {
   const int L = g.length();
   if (memory < 0 || memory > (int64_t{1} << 30) ||
       chain_dp_table_bytes(L, static_cast<int>(memory)) > kMaxChainTableBytes)
     return {};
-  const ChainDpResult dp = solve_chain_dp(remat_bundled_chain(g), static_cast<int>(memory));
+  const ChainDpResult dp = solve_chain_dp(remat_bundled_chain(g), static_cast<int>(memory), 0, deadline);
   if (!dp.feasible) return {};
 
   const auto K = carried_sets(g);

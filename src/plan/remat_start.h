@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/chain_dp.h"
 #include "plan/remat_graph.h"
 
 namespace headroom {
@@ -26,8 +27,9 @@ Chain remat_bundled_chain(const RematGraph& graph);
 
 // The translated optimal persistent schedule of the bundled chain at `memory` (the graph's units,
 // in practice slots), or empty when the chain DP finds none, its table would be too large
-// (kMaxChainTableBytes), or the translation does not fit (never expected; checked).
-// Deterministic.
-std::vector<RematOp> remat_bundled_chain_schedule(const RematGraph& graph, int64_t memory);
+// (kMaxChainTableBytes), the deadline passes first, or the translation does not fit (never
+// expected; checked). Deterministic when it finishes before the deadline.
+std::vector<RematOp> remat_bundled_chain_schedule(const RematGraph& graph, int64_t memory,
+                                                  const Deadline& deadline = std::nullopt);
 
 }  // namespace headroom
