@@ -521,7 +521,13 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
         std::swap(perm[static_cast<size_t>(op.attrs.perm[0])], perm[static_cast<size_t>(op.attrs.perm[1])]);
       }
       bool identity = is_identity_perm(perm, in_t(c, 0).shape);
-      push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && identity});
+      // A gradient dense in the output's layout, permuted back, is dense in the input's: the
+      // gradient of ConvNeXt's channels-last map (a channels-last convolution's grad_input)
+      // permuted to [N,H,W,C] is contiguous, and layer_norm's backward copies nothing.
+      auto dense = [](const Tensor& t) { return t.contiguous || t.channels_last; };
+      bool layouts = op.kind == OpKind::Permute && (in_t(c, 0).channels_last || out_t(c, 0).channels_last) &&
+                     dense(in_t(c, 0)) && dense(out_t(c, 0));
+      push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && (identity || layouts)});
       return b;
     }
     case OpKind::Expand: {
