@@ -143,5 +143,18 @@ TEST(ConvChannelsLastCpu, DepthwiseBufferScalesWithChannelsAndKernel) {
   EXPECT_EQ(allocs(b5.events, &b5)[3], 2457600);
 }
 
+TEST(ConvChannelsLastCpu, PointwiseAtOneThreadStaysOnTheSlowPathWithNothingExtra) {
+  // 96 -> 384 1x1 on [2,96,16,16] NHWC at 1 thread: aten takes _slow_conv2d as for NCHW, and
+  // measured the same bytes: the output 2*384*16*16*4 = 786,432 only; backward grad_input
+  // 196,608, the bias gradient 1,536, the weight gradient 384*96*4 = 147,456, and no copy of the
+  // channels-last incoming gradient.
+  Graph g = conv(96, 16, 384, 1, 1, 0, 1);
+  DeviceProfile cpu = DeviceProfile::cpu();
+  RuleContext c{g, g.ops[1], cpu, true, true, {true, true, true}};
+  EXPECT_EQ(allocs(forward_plan(c).events), (std::vector<int64_t>{-1}));
+  BackwardPlan b = backward_plan(c, true);
+  EXPECT_EQ(allocs(b.events, &b), (std::vector<int64_t>{196608, 1536, 147456}));
+}
+
 }  // namespace
 }  // namespace headroom
