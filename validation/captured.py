@@ -222,13 +222,6 @@ CASES += [c for name in CNN_MODELS for c in
 # stay measured and listed (docs/accuracy.md); the test expects them to fail until the cause is
 # modelled.
 KNOWN_MISSES = {
-    "captured:convnext_tiny/infer/b2/dropout-on":
-        "ConvNeXt runs channels-last after its first LayerNorm2d (the permute back leaves NHWC strides and "
-        "aten::_convolution follows the input's suggest_memory_format): each convolution first copies its "
-        "weight to channels_last (features.6.1: 4,718,592 bytes, at the measured peak) and oneDNN's "
-        "channels-last kernels allocate other buffers; headroom's CPU convolution rules model NCHW only",
-    "captured:convnext_tiny/train/b2/sgd/no-foreach/dropout-on":
-        "channels-last convolutions after LayerNorm2d (as in inference), forward and backward",
     "captured:vit_b_32/train/b1/sgd/no-foreach/dropout-on":
         "the 32x32 stride-32 patch-embedding convolution (3 input channels): oneDNN's "
         "convolution_backward allocates a 38,351,104-byte buffer that src/training/cpu_conv.h does "

@@ -170,6 +170,7 @@ TensorId GraphBuilder::unary(OpKind kind, const std::string& name, TensorId x, O
   bool inplace = attrs.inplace;
   OpId op = add_op(kind, name, {x}, std::move(attrs));
   TensorId out = add_output(op, shape(x), tensor(x).dtype, inplace ? x : kNone);
+  if (is_channels_last(x)) set_channels_last(out);  // TensorIterator keeps the input's strides
   finish_op(op, checked_mul(tensor(x).numel(), flops_per_elem, "flops"));
   return out;
 }
@@ -195,6 +196,13 @@ TensorId GraphBuilder::elementwise(OpKind kind, const std::string& name, std::ve
   OpId op = add_op(kind, name, std::move(inputs), std::move(attrs));
   TensorId x0 = g_.ops[static_cast<size_t>(op)].inputs[0];
   TensorId out = add_output(op, s, dt, inplace ? x0 : kNone);
+  // TensorIterator gives the output the strides of its first full-size operand (an in-place
+  // op writes into inputs[0]): channels-last when that operand is.
+  for (TensorId in : g_.ops[static_cast<size_t>(op)].inputs) {
+    if (shape(in) != s) continue;
+    if (is_channels_last(in)) set_channels_last(out);
+    break;
+  }
   finish_op(op, numel_of(s, name));
   return out;
 }
@@ -219,6 +227,8 @@ TensorId GraphBuilder::conv2d(const std::string& module, TensorId x, int64_t out
   int64_t wo = pool_out(s[3], spec.kernel_w, spec.stride, spec.padding_w, spec.dilation, false, module);
   OpId op = add_op(OpKind::Conv2d, module, ins, a);
   TensorId out = add_output(op, {s[0], out_channels, ho, wo}, tensor(x).dtype);
+  // aten::_convolution runs in the input's suggest_memory_format().
+  if (is_channels_last(x)) set_channels_last(out);
   int64_t outs = numel_of(shape(out), module);
   int64_t macs = checked_mul(outs, (s[1] / spec.groups) * spec.kernel_h * spec.kernel_w, module + " flops");
   finish_op(op, checked_mul(macs, 2, module + " flops"));
@@ -510,25 +520,56 @@ TensorId GraphBuilder::flatten(const std::string& name, TensorId x, int64_t star
   return view(name, x, os);
 }
 
+void GraphBuilder::set_channels_last(TensorId id) {
+  Tensor& t = g_.tensors[static_cast<size_t>(id)];
+  // With one channel or a 1x1 map, NHWC strides are contiguous ones too (size-1 dimensions'
+  // strides do not count): PyTorch treats such a tensor as contiguous.
+  if (t.shape.size() != 4 || t.shape[1] == 1 || (t.shape[2] == 1 && t.shape[3] == 1)) return;
+  contiguous_[static_cast<size_t>(id)] = false;
+  t.contiguous = false;
+  t.channels_last = true;
+}
+
 TensorId GraphBuilder::permute(const std::string& name, TensorId x, std::vector<int64_t> perm) {
   const std::vector<int64_t> s = shape(x);
   if (perm.size() != s.size()) throw InputError(name + ": permute order has the wrong rank");
   std::vector<int64_t> os;
-  // PyTorch's is_contiguous ignores the strides of size-1 dimensions: a permute that keeps the
-  // order of the others (LayerNorm2d's permute back of a [N,1,1,C] map) is still contiguous.
-  bool keeps_order = true;
-  int64_t last = -1;
+  std::vector<int64_t> inverse(s.size(), 0);
   for (size_t i = 0; i < perm.size(); ++i) {
     int64_t p = norm_dim(perm[i], s.size(), name);
     os.push_back(s[static_cast<size_t>(p)]);
-    if (s[static_cast<size_t>(p)] == 1) continue;
-    keeps_order = keeps_order && p > last;
-    last = p;
+    inverse[static_cast<size_t>(p)] = static_cast<int64_t>(i);
   }
+  // The output's dimensions from the outermost stride to the innermost, known when x is
+  // contiguous or channels-last. PyTorch's is_contiguous and is_contiguous(channels_last) ignore
+  // the strides of size-1 dimensions: a permute that keeps the order of the others (LayerNorm2d's
+  // permute back of a [N,1,1,C] map) is still contiguous.
+  std::vector<int64_t> x_order;
+  if (is_contiguous(x)) {
+    for (size_t i = 0; i < s.size(); ++i) x_order.push_back(static_cast<int64_t>(i));
+  } else if (is_channels_last(x)) {
+    x_order = {0, 2, 3, 1};
+  }
+  std::vector<int64_t> order;  // output dimensions, outermost first, size-1 ones left out
+  for (int64_t d : x_order) {
+    if (s[static_cast<size_t>(d)] != 1) order.push_back(inverse[static_cast<size_t>(d)]);
+  }
+  auto follows = [&](std::vector<int64_t> layout) {
+    std::vector<int64_t> kept;
+    for (int64_t d : layout) {
+      if (os[static_cast<size_t>(d)] != 1) kept.push_back(d);
+    }
+    return !x_order.empty() && kept == order;
+  };
+  std::vector<int64_t> plain;
+  for (size_t i = 0; i < s.size(); ++i) plain.push_back(static_cast<int64_t>(i));
+  const bool contiguous = follows(plain);
+  const bool channels_last = !contiguous && s.size() == 4 && follows({0, 2, 3, 1});
   OpAttrs a;
   a.perm = perm;
   OpId op = add_op(OpKind::Permute, name, {x}, a);
-  TensorId out = add_output(op, os, tensor(x).dtype, x, keeps_order && is_contiguous(x));
+  TensorId out = add_output(op, os, tensor(x).dtype, x, contiguous);
+  if (channels_last) set_channels_last(out);
   finish_op(op, 0);
   return out;
 }

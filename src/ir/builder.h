@@ -204,6 +204,8 @@ class GraphBuilder {
   const std::vector<int64_t>& shape(TensorId id) const { return g_.tensor(id).shape; }
   // Whether a tensor's memory is laid out contiguously in its shape order.
   bool is_contiguous(TensorId id) const { return contiguous_.at(static_cast<size_t>(id)); }
+  // Whether a 4-D tensor is stored channels-last (NHWC strides; Tensor::channels_last).
+  bool is_channels_last(TensorId id) const { return g_.tensors.at(static_cast<size_t>(id)).channels_last; }
 
   // ---- Importer additions (ONNX frontend, defined in builder_import.cc): leaves of any dtype,
   // layers over parameters that already exist with per-axis geometry, multi-axis reductions and a
@@ -256,6 +258,8 @@ class GraphBuilder {
   Graph finish();
 
  private:
+  // Marks a 4-D output channels-last (and so not contiguous).
+  void set_channels_last(TensorId id);
   TensorId add_tensor(const std::string& name, std::vector<int64_t> shape, DType dtype, TensorRole role, int batch_axis);
   OpId add_op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs);
   TensorId add_output(OpId op, std::vector<int64_t> shape, DType dtype, TensorId alias_of = kNone,

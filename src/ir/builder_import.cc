@@ -108,6 +108,8 @@ TensorId GraphBuilder::conv2d_with(const std::string& module, TensorId x, Tensor
   a.groups = groups;
   OpId op = add_op(OpKind::Conv2d, module, ins, a);
   TensorId out = add_output(op, {s[0], ws[0], ho, wo}, tensor(x).dtype);
+  // aten::_convolution runs in the input's suggest_memory_format().
+  if (is_channels_last(x)) set_channels_last(out);
   int64_t macs =
       checked_mul(numel(shape(out), module),
                   checked_mul(ws[1], checked_mul(ws[2], ws[3], module), module), module + " flops");

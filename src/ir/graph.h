@@ -59,6 +59,11 @@ struct Tensor {
   // x.transpose(-2, -1) of a contiguous x: not contiguous, but matmul folds its batch dimensions
   // with a view and BLAS reads the transposed matrices in place (no copy).
   bool transposed_matrix = false;
+  // A 4-D [N,C,H,W] tensor stored as NHWC (PyTorch's channels_last; `contiguous` is false). Set
+  // where a permute gives NHWC strides (ConvNeXt's LayerNorm2d permutes back from [N,H,W,C]) and
+  // kept where PyTorch keeps it: convolutions on such an input, elementwise ops. The CPU
+  // convolution rules run oneDNN's channels-last calls on it (training/cpu_conv.h).
+  bool channels_last = false;
   // A parameter with requires_grad=False (--freeze, a LoRA base model): counted in
   // parameter_count(), but no gradient, no optimizer state, and autograd saves nothing for it.
   bool frozen = false;

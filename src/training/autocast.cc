@@ -65,7 +65,7 @@ class Rewriter {
       op.inputs = {out_.loss};
       op.attrs.scalar = 65536.0;
       op.stage = OpStage::Loss;
-      out_.loss = emit(op, {{std::vector<int64_t>{}, DType::F32, kNone, true}});
+      out_.loss = emit(op, {{std::vector<int64_t>{}, DType::F32, kNone, true, false}});
     }
     out_.notes.push_back(std::string("autocast to ") + std::string(dtype_name(low_)) +
                          ": convolutions, linear layers and matmuls run in " + std::string(dtype_name(low_)) +
@@ -80,6 +80,7 @@ class Rewriter {
     DType dtype;
     TensorId alias_of;
     bool contiguous;
+    bool channels_last;
   };
 
   TensorId emit(Op op, const std::vector<OutSpec>& outs) {
@@ -94,6 +95,7 @@ class Rewriter {
       t.producer = op.id;
       t.alias_of = outs[j].alias_of;
       t.contiguous = outs[j].contiguous;
+      t.channels_last = outs[j].channels_last;
       op.outputs.push_back(t.id);
       out_.tensors.push_back(std::move(t));
     }
@@ -119,7 +121,9 @@ class Rewriter {
     op.bytes_moved = x.bytes() + x.numel() * dtype_size(to);
     std::vector<int64_t> shape = x.shape;
     int8_t batch_axis = x.batch_axis;
-    TensorId out = emit(op, {{shape, to, kNone, true}});
+    // .to(dtype) keeps the strides (preserve_format): a channels-last map stays one.
+    const bool channels_last = x.channels_last;
+    TensorId out = emit(op, {{shape, to, kNone, !channels_last, channels_last}});
     out_.tensors[static_cast<size_t>(out)].batch_axis = batch_axis;
     if (cacheable) weight_cast_[t] = out;
     return out;
@@ -154,7 +158,7 @@ class Rewriter {
       }
       TensorId alias = t.alias_of == kNone ? kNone : map_[static_cast<size_t>(t.alias_of)];
       if (alias != kNone && op.kind != OpKind::Cast) d = out_.tensor(alias).dtype;
-      outs.push_back({t.shape, d, alias, t.contiguous});
+      outs.push_back({t.shape, d, alias, t.contiguous, t.channels_last});
     }
     int64_t moved = 0;
     emit(op, outs);

@@ -94,6 +94,77 @@ bool gemm_weights(const ConvShape& s, const OpAttrs& a) {
 // bytes for ASPP's 2048->256 at 8x8) is not modelled, like the direct kernels' scratchpads.
 int64_t gemm_columns(const ConvShape& s) { return bytes4({s.cin / s.groups, s.kh, s.kw, s.ho, s.wo}); }
 
+// A channels-last input (Tensor::channels_last) makes aten::_convolution call oneDNN with NHWC
+// tensors: the source and destination are read and written in place (no reorders), the output is
+// allocated first, and a dense convolution's weight is first copied to channels_last
+// (weight.contiguous(suggest_memory_format), a [Cout,Cin,kh,kw] weight with Cin > 1 and a kernel
+// larger than 1x1 is not already one). Measured for the dense calls with channel counts that are
+// multiples of the channel block (ConvNeXt's 2x2 stride-2 downsampling) and depthwise ones; other
+// grouped or unaligned channels-last convolutions keep the NCHW rule (not measured: 20 -> 40
+// channels allocates a different weights pass).
+bool channels_last_call(const RuleContext& c, const ConvShape& s, const OnednnSizes& z) {
+  if (!c.graph.tensor(c.op.inputs[0]).channels_last || gemm_forward_and_data(s, c.op.attrs) ||
+      gemm_weights(s, c.op.attrs)) {
+    return false;
+  }
+  const int block = c.device.onednn_block;
+  if (z.depthwise) return true;
+  return !z.grouped && !z.plain_src && s.cin % block == 0 && s.cout % block == 0;
+}
+
+bool weight_copied_to_channels_last(const ConvShape& s) {
+  return s.cin / s.groups > 1 && s.kh * s.kw > 1;
+}
+
+// convolution_backward of a channels-last call, measured at 1 and 2 threads (the same bytes):
+//   data:    [+W copy] +grad_input +W reorder (cB(Cout)*cB(Cin)*kh*kw*4; depthwise cB(C)*kh*kw*4)
+//            -W reorder; the dense copy lives until the call returns;
+//   weights: dense and depthwise 3x3: +diff_weights (W) [+diff_bias] [+b.grad] +W.grad in
+//            channels_last +W.grad converted to the weight's format, then the first two freed;
+//            depthwise larger than 3x3: +C*kh*kw*1,024 bytes (4,816,896 for 96 channels at 7x7,
+//            whatever the batch, map size or thread count; 2,457,600 at 5x5; 2,007,040 for 40
+//            channels) +(C*64 + 128) [+diff_bias] -(C*64 + 128), then as above.
+// AccumulateGrad then copies a dense weight's gradient once more (+W -W), which stays below the
+// weights pass's own peak and is not modelled.
+BackwardPlan channels_last_backward(const RuleContext& c, const ConvShape& s, BackwardPlan& b) {
+  int t = 0;
+  const OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
+  const int64_t x_bytes = c.graph.tensor(c.op.inputs[0]).bytes();
+  const int64_t w_bytes = c.graph.tensor(c.op.inputs[1]).bytes();
+  auto grad = [&](int input, int64_t bytes) {
+    b.grads.push_back({input, GradOut::Kind::New, bytes, true});
+    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
+  };
+  const bool wgrad = needs(c, 1) || (s.bias && needs(c, 2));
+  int wcl = !z.depthwise && weight_copied_to_channels_last(s) && (needs(c, 0) || wgrad) ? temp(b.events, t, w_bytes) : -1;
+  if (needs(c, 0)) {
+    grad(0, x_bytes);
+    int64_t wd = z.depthwise ? z.wb : bytes4({blocked(s.cout, c.device.onednn_block), blocked(s.cin, c.device.onednn_block), s.kh, s.kw});
+    drop(b.events, temp(b.events, t, wd));
+  }
+  if (wgrad) {
+    int big = -1, db = -1, dw = -1;
+    if (z.depthwise && (s.kh > 3 || s.kw > 3)) {
+      big = temp(b.events, t, checked_mul(s.cout, checked_mul(s.kh * s.kw, 1024, "convolution buffer"), "convolution buffer"));
+      int small = temp(b.events, t, checked_add(checked_mul(s.cout, 64, "convolution buffer"), 128, "convolution buffer"));
+      if (s.bias) db = temp(b.events, t, s.cout * 4);
+      drop(b.events, small);
+    } else {
+      dw = temp(b.events, t, w_bytes);
+      if (s.bias) db = temp(b.events, t, s.cout * 4);
+    }
+    if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+    int gcl = temp(b.events, t, w_bytes);
+    grad(1, w_bytes);
+    drop(b.events, gcl);
+    if (dw >= 0) drop(b.events, dw);
+    if (big >= 0) drop(b.events, big);
+    if (db >= 0) drop(b.events, db);
+  }
+  if (wcl >= 0) drop(b.events, wcl);
+  return b;
+}
+
 }  // namespace
 
 bool cpu_conv_uses_onednn(const RuleContext& c) {
@@ -117,6 +188,23 @@ ForwardPlan cpu_conv_forward(const RuleContext& c) {
     int dst = temp(p.events, t, bytes4({s.n, s.cout, s.ho, s.wo}));
     p.events.push_back({K::AllocOutput, 0, 0});
     drop(p.events, dst);
+  } else if (cpu_conv_uses_onednn(c) && channels_last_call(c, s, onednn_sizes(s, c.device.onednn_block))) {
+    // Measured at 1 and 2 threads: dense 96 -> 192 2x2 stride 2 on [2,96,16,16] (and 192 -> 384,
+    // 384 -> 768): +W copy 294,912, +out 98,304, +scratchpad 4,096 * (threads + 1), +W reorder
+    // Cout * cB(Cin) * kh*kw * 4 = 294,912, then both weights and the scratchpad freed.
+    // Depthwise 7x7 (and 5x5) on [2,96,16,16]: +out, +scratchpad 128 + 4,096 * threads,
+    // +W reorder cB(C) * kh*kw * 4 = 18,816, freed.
+    OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
+    const int64_t threads = c.device.threads;
+    int wcl = !z.depthwise && weight_copied_to_channels_last(s) ? temp(p.events, t, c.graph.tensor(c.op.inputs[1]).bytes()) : -1;
+    p.events.push_back({K::AllocOutput, 0, 0});
+    int64_t scratch = z.depthwise ? checked_add(128, checked_mul(4096, threads, "scratchpad"), "scratchpad")
+                                  : checked_mul(4096, checked_add(threads, 1, "scratchpad"), "scratchpad");
+    int sp = temp(p.events, t, scratch);
+    int wb = temp(p.events, t, z.depthwise ? z.wb : bytes4({s.cout, blocked(s.cin, c.device.onednn_block), s.kh, s.kw}));
+    drop(p.events, wb);
+    drop(p.events, sp);
+    if (wcl >= 0) drop(p.events, wcl);
   } else if (cpu_conv_uses_onednn(c)) {
     OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
     int src = z.plain_src ? -1 : temp(p.events, t, z.src_b);
@@ -147,6 +235,9 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
     b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
   };
   const bool wgrad = needs(c, 1) || (s.bias && needs(c, 2));
+  if (cpu_conv_uses_onednn(c) && channels_last_call(c, s, onednn_sizes(s, c.device.onednn_block))) {
+    return channels_last_backward(c, s, b);
+  }
   if (cpu_conv_uses_onednn(c)) {
     OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
     int64_t gin_b = bytes4({s.n, blocked(s.cin, c.device.onednn_block), s.h, s.w});

@@ -26,6 +26,12 @@
 //       scratch = threads * (Cin/g*kh*kw*Ho*Wo*4 + 4 * weight bytes) + 256.
 //   DeepLabV3's ASPP (3x3 at dilation 12-36 on small maps) takes all three; its backbone's
 //   dilation-4 blocks on an 8x8 map take the GEMM weights pass only.
+// A channels-last input (ConvNeXt after its first LayerNorm2d) runs oneDNN's NHWC calls: no source
+// or destination reorders, the output allocated first, a dense weight copied to channels_last for
+// the call, measured scratchpads, and a depthwise weights pass with a C*kh*kw*1,024-byte buffer
+// for kernels larger than 3x3 (the sequences in cpu_conv.cc, channels_last_backward). Dense calls
+// whose channels are not multiples of the channel block, and other grouped ones, keep the rule
+// above (not measured).
 #pragma once
 
 #include "training/op_rules.h"

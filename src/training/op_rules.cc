@@ -521,7 +521,13 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
         std::swap(perm[static_cast<size_t>(op.attrs.perm[0])], perm[static_cast<size_t>(op.attrs.perm[1])]);
       }
       bool identity = is_identity_perm(perm, in_t(c, 0).shape);
-      push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && identity});
+      // A gradient dense in the output's layout, permuted back, is dense in the input's: the
+      // gradient of ConvNeXt's channels-last map (a channels-last convolution's grad_input)
+      // permuted to [N,H,W,C] is contiguous, and layer_norm's backward copies nothing.
+      auto dense = [](const Tensor& t) { return t.contiguous || t.channels_last; };
+      bool layouts = op.kind == OpKind::Permute && (in_t(c, 0).channels_last || out_t(c, 0).channels_last) &&
+                     dense(in_t(c, 0)) && dense(out_t(c, 0));
+      push_grad(b, {0, GradOut::Kind::ViewOfIncoming, 0, incoming_contiguous && (identity || layouts)});
       return b;
     }
     case OpKind::Expand: {
@@ -627,11 +633,19 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
     }
     case OpKind::Mean:
     case OpKind::AdaptiveAvgPool2d: {
-      if (!mean_scalar_temps(c) || !needs(c, 0)) return new_grads(c);
+      // The gradient is grad.expand(sizes) / count, a new tensor in the default (NCHW) layout:
+      // not dense in a channels-last input's layout (LayerNorm2d's permute back before a mean:
+      // layer_norm's backward then copies it, measured in the layernorm2d-head case).
+      const bool dense = !in_t(c, 0).channels_last;
+      if (!mean_scalar_temps(c) || !needs(c, 0)) {
+        BackwardPlan b = new_grads(c);
+        for (GradOut& g : b.grads) g.contiguous = g.contiguous && dense;
+        return b;
+      }
       BackwardPlan b;
       int t = 0;
       int a = add_temp(b.events, 8, t), b2 = add_temp(b.events, dtype_size(in_t(c, 0).dtype), t);
-      push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), dense});
       b.events.push_back({K::FreeTemp, b2, 0});
       b.events.push_back({K::FreeTemp, a, 0});
       return b;

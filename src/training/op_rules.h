@@ -66,7 +66,9 @@ struct GradOut {
   };
   Kind kind = Kind::New;
   int64_t bytes = 0;
-  bool contiguous = true;  // layout of the produced gradient
+  // Layout of the produced gradient: dense in the forward tensor's own layout (contiguous, or
+  // NHWC for a channels-last tensor), or not.
+  bool contiguous = true;
 };
 
 struct BackwardPlan {
