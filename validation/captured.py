@@ -229,10 +229,6 @@ KNOWN_MISSES = {
         "channels-last kernels allocate other buffers; headroom's CPU convolution rules model NCHW only",
     "captured:convnext_tiny/train/b2/sgd/no-foreach/dropout-on":
         "channels-last convolutions after LayerNorm2d (as in inference), forward and backward",
-    "captured:vit_b_32/train/b1/sgd/no-foreach/dropout-on":
-        "the 32x32 stride-32 patch-embedding convolution (3 input channels): oneDNN's "
-        "convolution_backward allocates a 38,351,104-byte buffer that src/training/cpu_conv.h does "
-        "not predict (vit_b_16's 16x16 one: 10,039,552 bytes, docs/accuracy.md Known residuals)",
 }
 
 
