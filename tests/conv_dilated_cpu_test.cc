@@ -86,5 +86,23 @@ TEST(ConvDilatedCpu, DilatedKernelWiderThanTheInputTakesTheGemmWeightsPassOnly) 
   EXPECT_EQ(b.events.size(), 7u + 7u);  // data and weights passes with their reorders
 }
 
+TEST(ConvDilatedCpu, GemmWeightsPassKeepsIdeepsDiffBiasAfterTheScratchpad) {
+  // The 512 -> 512 dilation-4 convolution above with a bias (measured): diff_weights 9,437,184,
+  // scratchpad 38,928,640, diff_bias 512*4 = 2,048, scratchpad freed, bias.grad 2,048, W.grad,
+  // diff_weights freed, diff_bias freed.
+  GraphBuilder gb("dilated-bias");
+  TensorId x = gb.input("x", {2, 512, 8, 8}, DType::F32);
+  Conv2dSpec spec;
+  spec.kernel_h = spec.kernel_w = 3;
+  spec.padding_h = spec.padding_w = 4;
+  spec.dilation = 4;
+  gb.mark_output(gb.conv2d("c", x, 512, spec));
+  Graph g = gb.finish();
+  DeviceProfile cpu = DeviceProfile::cpu();
+  RuleContext c{g, g.ops[0], cpu, true, true, {false, true, true}};
+  BackwardPlan b = backward_plan(c, true);
+  EXPECT_EQ(allocs(b.events, &b), (std::vector<int64_t>{9437184, 38928640, 2048, 0, 2048, 9437184, 0, 0}));
+}
+
 }  // namespace
 }  // namespace headroom

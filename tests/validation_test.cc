@@ -42,9 +42,10 @@ const std::map<std::string, int64_t> kKnownMisses = {
     // storage; headroom allocates both (+94,560 B per sample).
     {"vit_b_16/infer/b1/dropout-on", 94560},
     {"vit_b_16/infer/b2/dropout-on", 189120},
-    // The patch-embedding convolution's oneDNN backward-weights buffer, not predicted: the worst
-    // case, -8,279,296 of 704,391,152 B (-1.1754%).
-    {"vit_b_16/train/b1/sgd/no-foreach/dropout-on", -8279296},
+    // The worst case, -602,112 of 704,391,152 B (-0.0855%), left after the patch embedding's
+    // GEMM weights pass was modelled (training/cpu_conv.h); not yet explained, the same bytes as
+    // AdamW's residual below and as the input image.
+    {"vit_b_16/train/b1/sgd/no-foreach/dropout-on", -602112},
     // Peak in AdamW's update; the 602,112 B are not yet explained in docs/accuracy.md.
     {"vit_b_16/train/b1/adamw/foreach/dropout-on", -602112},
 };
@@ -107,8 +108,8 @@ TEST(Validation, EveryMeasuredCaseIsPredictedAsPinned) {
     EXPECT_EQ(r.predicted - r.measured, expected) << r.id << ": measured " << r.measured << ", predicted " << r.predicted;
   }
   for (const auto& [id, diff] : kKnownMisses) EXPECT_EQ(seen.count(id), 1u) << id << " is no longer measured";
-  // The worst case, as pinned above: -8,279,296 / 704,391,152.
-  EXPECT_DOUBLE_EQ(worst, 8279296.0 / 704391152.0);
+  // The worst case, as pinned above: -602,112 / 704,391,152.
+  EXPECT_DOUBLE_EQ(worst, 602112.0 / 704391152.0);
 }
 
 }  // namespace

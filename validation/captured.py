@@ -222,10 +222,6 @@ CASES += [c for name in CNN_MODELS for c in
 # stay measured and listed (docs/accuracy.md); the test expects them to fail until the cause is
 # modelled.
 KNOWN_MISSES = {
-    "captured:vit_b_32/train/b1/sgd/no-foreach/dropout-on":
-        "the 32x32 stride-32 patch-embedding convolution (3 input channels): oneDNN's "
-        "convolution_backward allocates a 38,351,104-byte buffer that src/training/cpu_conv.h does "
-        "not predict (vit_b_16's 16x16 one: 10,039,552 bytes, docs/accuracy.md Known residuals)",
 }
 
 

@@ -76,13 +76,17 @@ bool dilated(const OpAttrs& a) { return a.dilation.size() == 2 && (a.dilation[0]
 // min(ow, 28); the backward-data kernel's overflow check is the same for symmetric padding), and
 // the backward-weights kernel on one whose dilated kernel is taller or wider than the input
 // (jit_avx512_common_conv_bwd_weights_kernel_f32::init_conf: kh_range <= ih, and dilation only
-// with stride 1). oneDNN then runs its GEMM convolution on the plain NCHW tensors.
+// with stride 1). The backward-weights kernel also refuses any kernel wider than 14 columns
+// (same init_conf: "if (jcp.kw > 14) return status::unimplemented"), dilated or not: ViT's
+// patch embedding (16x16 or 32x32, stride = kernel). oneDNN then runs its GEMM convolution on
+// the plain NCHW tensors.
 bool gemm_forward_and_data(const ConvShape& s, const OpAttrs& a) {
   if (!dilated(a) || a.padding.size() != 2) return false;
   return a.padding[1] > std::min<int64_t>(s.wo, 28);
 }
 
 bool gemm_weights(const ConvShape& s, const OpAttrs& a) {
+  if (s.kw > 14) return true;
   if (!dilated(a)) return false;
   bool strided = a.stride.size() == 2 && (a.stride[0] != 1 || a.stride[1] != 1);
   return strided || 1 + (s.kh - 1) * a.dilation[0] > s.h || 1 + (s.kw - 1) * a.dilation[1] > s.w;
@@ -259,10 +263,14 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
     if (wgrad && gemm_weights(s, c.op.attrs)) {
       int dw = temp(b.events, t, w_bytes);
       int64_t per_thread = checked_add(gemm_columns(s), checked_mul(4, w_bytes, "scratchpad"), "scratchpad");
-      drop(b.events, temp(b.events, t, checked_add(checked_mul(threads, per_thread, "scratchpad"), 256, "scratchpad")));
+      int pad = temp(b.events, t, checked_add(checked_mul(threads, per_thread, "scratchpad"), 256, "scratchpad"));
+      // ideep's diff_bias comes after the scratchpad and outlives the weight gradient's copy.
+      int db = s.bias ? temp(b.events, t, s.cout * 4) : -1;
+      drop(b.events, pad);
       if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
       grad(1, w_bytes);
       drop(b.events, dw);
+      if (db >= 0) drop(b.events, db);
     } else if (wgrad) {
       if (z.grouped) {
         int dw = temp(b.events, t, z.wb);

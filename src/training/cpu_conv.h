@@ -15,17 +15,19 @@
 //                  weights: +gOutB +srcB +dWB [+db] -srcB -gOutB +b.grad +W.grad -dWB [-db]
 //   (grouped convs: +dWB +W.grad -dWB). oneDNN scratchpads (a few KiB, kernel specific) are not
 //   modelled.
-// Dilated convolutions the AVX-512 direct kernels refuse run through oneDNN's GEMM convolution on
+// Convolutions the AVX-512 direct kernels refuse run through oneDNN's GEMM convolution on
 // plain NCHW tensors (no source or weight reorder), with an im2col scratchpad per thread
 // (measured on single convolutions; the conditions are oneDNN 2.6's, cited in cpu_conv.cc):
 //   forward (left padding > min(Wo, 28)):  +dst -dst around the output, as above;
 //   backward data (same condition):        +gIn  +scratch -scratch +grad_input -gIn,
 //       scratch = threads * Cin/g*kh*kw*Ho*Wo*4 + 128;
-//   backward weights (dilated kernel taller or wider than the input, or strided):
-//                                          +dW +scratch -scratch [+b.grad] +W.grad -dW,
+//   backward weights (kernel wider than 14 columns, or dilated and either strided or with the
+//   dilated kernel taller or wider than the input):
+//                                          +dW +scratch [+db] -scratch [+b.grad] +W.grad -dW [-db],
 //       scratch = threads * (Cin/g*kh*kw*Ho*Wo*4 + 4 * weight bytes) + 256.
 //   DeepLabV3's ASPP (3x3 at dilation 12-36 on small maps) takes all three; its backbone's
-//   dilation-4 blocks on an 8x8 map take the GEMM weights pass only.
+//   dilation-4 blocks on an 8x8 map take the GEMM weights pass only, as does ViT's patch
+//   embedding (16x16 or 32x32, stride = kernel; im2col = one image there).
 // A channels-last input (ConvNeXt after its first LayerNorm2d) runs oneDNN's NHWC calls: no source
 // or destination reorders, the output allocated first, a dense weight copied to channels_last for
 // the call, measured scratchpads, and a depthwise weights pass with a C*kh*kw*1,024-byte buffer
