@@ -308,11 +308,12 @@ def _normalize(L, c):
     # F.normalize: input / input.norm(2, dim, keepdim=True).clamp_min(eps).expand_as(input).
     # norm makes a small [..., 1] tensor (autograd saves input and result), clamp_min another (saves
     # its input), div the full-size output (saves both operands). Mean (a new reduced tensor, saves
-    # nothing), GELU (a new tensor, saves its input) and Div write the same allocations and saves.
+    # nothing), an elementwise opaque op keeping its input (clamp_min) and Div write the same
+    # allocations and saves.
     x = L.T(a("input"))
     name = L._name(c, "normalize")
     norm = L.b.mean_dims(name + ".norm", x, [a("dim", 1)], True)
-    denom = L.b.gelu(name + ".clamp_min", norm, False)
+    denom = L.b.elementwise_opaque(name + ".clamp_min", norm, False)
     L._set(c, _in_recorded_layout(L, c, name, lambda p: L.b.div(name, p(x), p(denom))))
 
 
@@ -339,8 +340,9 @@ def _in_recorded_layout(L, c, name, compute):
 
 
 def _clamp(L, c):
-    # torch.clamp: a new tensor; ClampBackward1 saves self (the mask comes from it): GELU's rule.
-    L._set(c, L.b.gelu(L._name(c, "clamp"), L.T(c.args[0]), False))
+    # torch.clamp: a new tensor; ClampBackward1 saves self (the mask comes from it): an elementwise
+    # opaque op that keeps its input.
+    L._set(c, L.b.elementwise_opaque(L._name(c, "clamp"), L.T(c.args[0]), False))
 
 
 def _exp(L, c):
