@@ -2,12 +2,17 @@
 
 #include <algorithm>
 
+#include "training/kernel_events.h"
 #include "util/checked.h"
 
 namespace headroom {
 namespace {
 
 using K = LocalEvent::Kind;
+using kernel_events::drop;
+using kernel_events::needs;
+using kernel_events::new_grad;
+using kernel_events::temp;
 
 struct ConvShape {
   int64_t n, cin, h, w, cout, ho, wo, kh, kw, groups;
@@ -58,16 +63,7 @@ OnednnSizes onednn_sizes(const ConvShape& s, int block) {
   return z;
 }
 
-bool needs(const RuleContext& c, int i) {
-  return static_cast<size_t>(i) < c.input_requires_grad.size() && c.input_requires_grad[static_cast<size_t>(i)];
-}
 
-// Temporaries are numbered in allocation order; `t` is the next index.
-int temp(std::vector<LocalEvent>& ev, int& t, int64_t bytes) {
-  ev.push_back({K::AllocTemp, t, bytes});
-  return t++;
-}
-void drop(std::vector<LocalEvent>& ev, int index) { ev.push_back({K::FreeTemp, index, 0}); }
 
 bool dilated(const OpAttrs& a) { return a.dilation.size() == 2 && (a.dilation[0] != 1 || a.dilation[1] != 1); }
 
@@ -135,14 +131,10 @@ BackwardPlan channels_last_backward(const RuleContext& c, const ConvShape& s, Ba
   const OnednnSizes z = onednn_sizes(s, c.device.onednn_block);
   const int64_t x_bytes = c.graph.tensor(c.op.inputs[0]).bytes();
   const int64_t w_bytes = c.graph.tensor(c.op.inputs[1]).bytes();
-  auto grad = [&](int input, int64_t bytes) {
-    b.grads.push_back({input, GradOut::Kind::New, bytes, true});
-    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
-  };
   const bool wgrad = needs(c, 1) || (s.bias && needs(c, 2));
   int wcl = !z.depthwise && weight_copied_to_channels_last(s) && (needs(c, 0) || wgrad) ? temp(b.events, t, w_bytes) : -1;
   if (needs(c, 0)) {
-    grad(0, x_bytes);
+    new_grad(b, 0, x_bytes);
     int64_t wd = z.depthwise ? z.wb : bytes4({blocked(s.cout, c.device.onednn_block), blocked(s.cin, c.device.onednn_block), s.kh, s.kw});
     drop(b.events, temp(b.events, t, wd));
   }
@@ -157,9 +149,9 @@ BackwardPlan channels_last_backward(const RuleContext& c, const ConvShape& s, Ba
       dw = temp(b.events, t, w_bytes);
       if (s.bias) db = temp(b.events, t, s.cout * 4);
     }
-    if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
+    if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
     int gcl = temp(b.events, t, w_bytes);
-    grad(1, w_bytes);
+    new_grad(b, 1, w_bytes);
     drop(b.events, gcl);
     if (dw >= 0) drop(b.events, dw);
     if (big >= 0) drop(b.events, big);
@@ -234,10 +226,6 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
   int t = 0;
   const int64_t x_bytes = c.graph.tensor(c.op.inputs[0]).bytes();
   const int64_t w_bytes = c.graph.tensor(c.op.inputs[1]).bytes();
-  auto grad = [&](int input, int64_t bytes) {
-    b.grads.push_back({input, GradOut::Kind::New, bytes, true});
-    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
-  };
   const bool wgrad = needs(c, 1) || (s.bias && needs(c, 2));
   if (cpu_conv_uses_onednn(c) && channels_last_call(c, s, onednn_sizes(s, c.device.onednn_block))) {
     return channels_last_backward(c, s, b);
@@ -249,7 +237,7 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
     if (needs(c, 0) && gemm_forward_and_data(s, c.op.attrs)) {
       int gi = temp(b.events, t, x_bytes);
       drop(b.events, temp(b.events, t, checked_add(checked_mul(threads, gemm_columns(s), "scratchpad"), 128, "scratchpad")));
-      grad(0, x_bytes);
+      new_grad(b, 0, x_bytes);
       drop(b.events, gi);
     } else if (needs(c, 0)) {
       int go = temp(b.events, t, z.dst_b);
@@ -257,7 +245,7 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
       int gi = temp(b.events, t, gin_b);
       drop(b.events, wd);
       drop(b.events, go);
-      grad(0, x_bytes);
+      new_grad(b, 0, x_bytes);
       drop(b.events, gi);
     }
     if (wgrad && gemm_weights(s, c.op.attrs)) {
@@ -267,15 +255,15 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
       // ideep's diff_bias comes after the scratchpad and outlives the weight gradient's copy.
       int db = s.bias ? temp(b.events, t, s.cout * 4) : -1;
       drop(b.events, pad);
-      if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
-      grad(1, w_bytes);
+      if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
+      new_grad(b, 1, w_bytes);
       drop(b.events, dw);
       if (db >= 0) drop(b.events, db);
     } else if (wgrad) {
       if (z.grouped) {
         int dw = temp(b.events, t, z.wb);
-        if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
-        grad(1, w_bytes);
+        if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
+        new_grad(b, 1, w_bytes);
         drop(b.events, dw);
       } else if (z.depthwise && (s.kh > 3 || s.kw > 3)) {
         // Depthwise kernels larger than 3x3 (MNASNet's, MobileNetV3's and EfficientNet's 5x5,
@@ -293,8 +281,8 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
         int col = temp(b.events, t, cols);
         int db = s.bias ? temp(b.events, t, s.cout * 4) : -1;
         drop(b.events, col);
-        if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
-        grad(1, w_bytes);
+        if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
+        new_grad(b, 1, w_bytes);
         drop(b.events, dw);
         if (db >= 0) drop(b.events, db);
       } else {
@@ -304,8 +292,8 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
         int db = s.bias ? temp(b.events, t, s.cout * 4) : -1;
         if (src >= 0) drop(b.events, src);
         drop(b.events, go);
-        if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
-        grad(1, w_bytes);
+        if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
+        new_grad(b, 1, w_bytes);
         drop(b.events, dw);
         if (db >= 0) drop(b.events, db);
       }
@@ -318,14 +306,14 @@ BackwardPlan cpu_conv_backward(const RuleContext& c, bool incoming_contiguous) {
   int64_t cols = columns ? bytes4({s.cin / s.groups, s.kh, s.kw, s.ho, s.wo}) : 0;
   if (needs(c, 0)) {
     int copy = incoming_contiguous ? -1 : temp(b.events, t, gout_bytes);
-    grad(0, x_bytes);
+    new_grad(b, 0, x_bytes);
     if (columns) drop(b.events, temp(b.events, t, cols));
     if (copy >= 0) drop(b.events, copy);
   }
   if (wgrad) {
     int copy = incoming_contiguous ? -1 : temp(b.events, t, gout_bytes);
-    if (s.bias && needs(c, 2)) grad(2, s.cout * 4);
-    grad(1, w_bytes);
+    if (s.bias && needs(c, 2)) new_grad(b, 2, s.cout * 4);
+    new_grad(b, 1, w_bytes);
     if (columns) drop(b.events, temp(b.events, t, cols));
     if (copy >= 0) drop(b.events, copy);
   }

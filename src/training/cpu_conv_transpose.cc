@@ -1,15 +1,17 @@
 #include "training/cpu_conv_transpose.h"
 
+#include "training/kernel_events.h"
 #include "util/checked.h"
 
 namespace headroom {
 namespace {
 
 using K = LocalEvent::Kind;
+using kernel_events::drop;
+using kernel_events::needs;
+using kernel_events::new_grad;
+using kernel_events::temp;
 
-bool needs(const RuleContext& c, int i) {
-  return static_cast<size_t>(i) < c.input_requires_grad.size() && c.input_requires_grad[static_cast<size_t>(i)];
-}
 
 // Cout*kh*kw rows by H*W columns of the input: what one batch element unfolds into.
 int64_t columns_bytes(const RuleContext& c) {
@@ -30,11 +32,6 @@ bool plain_1x1(const OpAttrs& a) {
   return ones(a.kernel, 1) && ones(a.stride, 1) && ones(a.padding, 0) && ones(a.dilation, 1);
 }
 
-int temp(std::vector<LocalEvent>& ev, int& t, int64_t bytes) {
-  ev.push_back({K::AllocTemp, t, bytes});
-  return t++;
-}
-void drop(std::vector<LocalEvent>& ev, int index) { ev.push_back({K::FreeTemp, index, 0}); }
 
 }  // namespace
 
@@ -58,10 +55,7 @@ BackwardPlan cpu_conv_transpose_backward(const RuleContext& c, bool incoming_con
   const bool columns = !plain_1x1(c.op.attrs);
   const int64_t cols = columns ? columns_bytes(c) : 0;
   const int64_t gout_bytes = c.graph.tensor(c.op.outputs[0]).bytes();
-  auto grad = [&](int input) {
-    b.grads.push_back({input, GradOut::Kind::New, c.graph.tensor(c.op.inputs[static_cast<size_t>(input)]).bytes(), true});
-    b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
-  };
+  auto grad = [&](int input) { new_grad(b, input, c.graph.tensor(c.op.inputs[static_cast<size_t>(input)]).bytes()); };
   // Each pass makes a non-contiguous incoming gradient contiguous for itself.
   auto pass = [&](auto allocate_grads) {
     int copy = incoming_contiguous ? -1 : temp(b.events, t, gout_bytes);
