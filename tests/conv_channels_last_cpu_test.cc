@@ -7,12 +7,11 @@
 
 #include "ir/builder.h"
 #include "training/device_profile.h"
+#include "kernel_event_sizes.h"
 #include "training/op_rules.h"
 
 namespace headroom {
 namespace {
-
-using K = LocalEvent::Kind;
 
 // [2,C,hw,hw] with NHWC strides, as LayerNorm2d leaves it: permute(0,3,1,2) of [2,hw,hw,C].
 TensorId channels_last_map(GraphBuilder& b, int64_t c, int64_t hw) {
@@ -27,19 +26,6 @@ Graph conv(int64_t cin, int64_t hw, int64_t cout, int64_t k, int64_t stride, int
   spec.groups = groups;
   b.mark_output(b.conv2d("c", x, cout, spec));
   return b.finish();
-}
-
-std::vector<int64_t> allocs(const std::vector<LocalEvent>& ev, const BackwardPlan* b = nullptr) {
-  // Bytes of each allocation in order (gradients by their GradOut size, the output as -1); frees
-  // as 0.
-  std::vector<int64_t> out;
-  for (const LocalEvent& e : ev) {
-    if (e.kind == K::AllocTemp) out.push_back(e.bytes);
-    else if (e.kind == K::AllocGrad && b) out.push_back(b->grads[static_cast<size_t>(e.index)].bytes);
-    else if (e.kind == K::AllocOutput) out.push_back(-1);
-    else out.push_back(0);
-  }
-  return out;
 }
 
 TEST(ChannelsLastIr, PermuteConvolutionAndElementwiseKeepTheLayout) {

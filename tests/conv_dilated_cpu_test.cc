@@ -6,12 +6,11 @@
 
 #include "ir/builder.h"
 #include "training/device_profile.h"
+#include "kernel_event_sizes.h"
 #include "training/op_rules.h"
 
 namespace headroom {
 namespace {
-
-using K = LocalEvent::Kind;
 
 Graph conv(int64_t cin, int64_t hw, int64_t cout, int64_t dilation) {
   GraphBuilder b("dilated");
@@ -23,18 +22,6 @@ Graph conv(int64_t cin, int64_t hw, int64_t cout, int64_t dilation) {
   spec.bias = false;
   b.mark_output(b.conv2d("c", x, cout, spec));
   return b.finish();
-}
-
-std::vector<int64_t> allocs(const std::vector<LocalEvent>& ev, const BackwardPlan* b = nullptr) {
-  // Bytes of each allocation in order (gradients by their GradOut size); frees as 0.
-  std::vector<int64_t> out;
-  for (const LocalEvent& e : ev) {
-    if (e.kind == K::AllocTemp) out.push_back(e.bytes);
-    else if (e.kind == K::AllocGrad && b) out.push_back(b->grads[static_cast<size_t>(e.index)].bytes);
-    else if (e.kind == K::AllocOutput) out.push_back(-1);
-    else out.push_back(0);
-  }
-  return out;
 }
 
 TEST(ConvDilatedCpu, AsppRunsTheGemmConvolutionEverywhere) {

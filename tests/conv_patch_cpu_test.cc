@@ -7,12 +7,11 @@
 
 #include "ir/builder.h"
 #include "training/device_profile.h"
+#include "kernel_event_sizes.h"
 #include "training/op_rules.h"
 
 namespace headroom {
 namespace {
-
-using K = LocalEvent::Kind;
 
 Graph patch_conv(int64_t cin, int64_t hw, int64_t cout, int64_t kh, int64_t kw, int64_t stride) {
   GraphBuilder b("patch");
@@ -23,17 +22,6 @@ Graph patch_conv(int64_t cin, int64_t hw, int64_t cout, int64_t kh, int64_t kw, 
   spec.stride = stride;
   b.mark_output(b.conv2d("c", x, cout, spec));
   return b.finish();
-}
-
-std::vector<int64_t> allocs(const BackwardPlan& b) {
-  // Bytes of each allocation in order (gradients by their GradOut size); frees as 0.
-  std::vector<int64_t> out;
-  for (const LocalEvent& e : b.events) {
-    if (e.kind == K::AllocTemp) out.push_back(e.bytes);
-    else if (e.kind == K::AllocGrad) out.push_back(b.grads[static_cast<size_t>(e.index)].bytes);
-    else out.push_back(0);
-  }
-  return out;
 }
 
 TEST(ConvPatchCpu, VitB32PatchEmbeddingWeightsPassIsGemm) {
