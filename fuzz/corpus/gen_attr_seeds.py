@@ -3,23 +3,10 @@
 had `strides`, so the fuzzer never reached ONNX's division by them). conv_strides_zero.onnx is
 the crash that was found by hand: strides 0 killed the process with SIGFPE inside InferShapes;
 it now fails with one line. Run with Debian's python3-onnx: /usr/bin/python3 gen_attr_seeds.py"""
-import os
-
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
-
-
-def save(name, nodes, inits, ishape, opset=13):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ishape)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 7
-    with open(os.path.join(OUT, name), "wb") as f:
-        f.write(m.SerializeToString())
-
+from onnx_seed import save
 
 w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "w")
 w2 = numpy_helper.from_array(np.zeros((3, 4, 3, 3), np.float32), "w2")

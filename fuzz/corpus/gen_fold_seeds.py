@@ -11,17 +11,7 @@ import os
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
-
-
-def save(name, nodes, inits, ishape, opset=13):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ishape)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 7
-    with open(os.path.join(OUT, name), "wb") as f:
-        f.write(m.SerializeToString())
+from onnx_seed import OUT, save
 
 
 def i64(name, values):
