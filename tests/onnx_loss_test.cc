@@ -6,21 +6,16 @@
 #include "estimate/estimate.h"
 #include "frontends/onnx/onnx_import.h"
 #include "ir/builder.h"
+#include "sgd_cuda_peak.h"
 #include "onnx_test_models.h"
 
 namespace headroom {
 namespace {
 
+using testing::sgd_cuda_peak;
+
 const std::string kDir = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/";
 constexpr int64_t kBatch = 64;
-
-int64_t peak(const Graph& g, RunMode mode) {
-  EstimateOptions o;
-  o.mode = mode;
-  o.optimizer = OptimizerKind::Sgd;
-  o.device = "cuda";
-  return simulate(build_program(g, schedule_options(o))).peak.bytes;
-}
 
 Result<Graph> import_file(bool with_loss, LossKind loss = LossKind::Default) {
   OnnxImportOptions o;
@@ -59,12 +54,12 @@ TEST(OnnxLoss, SoftmaxCrossEntropyIsTheTrainingLoss) {
   EXPECT_EQ(count_kind(g.value(), OpKind::LogSoftmax), 1);
   EXPECT_EQ(count_kind(g.value(), OpKind::NllLoss), 1);
   EXPECT_EQ(g.value().loss, g.value().outputs.at(0));
-  EXPECT_EQ(peak(g.value(), RunMode::Training), peak(reference(true), RunMode::Training));
+  EXPECT_EQ(sgd_cuda_peak(g.value(), RunMode::Training), sgd_cuda_peak(reference(true), RunMode::Training));
   // Without a loss (inference), the cross-entropy still runs as a model op, as the module's
   // forward computes it under no_grad.
   Result<Graph> infer = import_file(false);
   ASSERT_TRUE(infer.ok()) << infer.error();
-  EXPECT_EQ(peak(infer.value(), RunMode::Inference), peak(reference(false), RunMode::Inference));
+  EXPECT_EQ(sgd_cuda_peak(infer.value(), RunMode::Inference), sgd_cuda_peak(reference(false), RunMode::Inference));
 }
 
 TEST(OnnxLoss, LossOptionDoesNotApplyToAnInGraphLoss) {

@@ -8,10 +8,13 @@
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/zoo/losses.h"
 #include "ir/builder.h"
+#include "sgd_cuda_peak.h"
 #include "onnx_test_models.h"
 
 namespace headroom {
 namespace {
+
+using testing::sgd_cuda_peak;
 
 const std::string kDir = std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/";
 
@@ -21,14 +24,6 @@ Graph imported(const std::string& file, int64_t batch) {
   Result<Graph> g = import_onnx(kDir + file, o);
   EXPECT_TRUE(g.ok()) << g.error();
   return g.ok() ? g.value() : Graph{};
-}
-
-int64_t peak(const Graph& g, RunMode mode) {
-  EstimateOptions o;
-  o.mode = mode;
-  o.optimizer = OptimizerKind::Sgd;
-  o.device = "cuda";
-  return simulate(build_program(g, schedule_options(o))).peak.bytes;
 }
 
 // Tensors of exactly `shape` that no op reads (an input never materialized leaves none).
@@ -67,13 +62,13 @@ TEST(OnnxRandom, RandLikeDropoutMaskIsTheEagerCalls) {
   Graph g = imported("rand_dropout.onnx", kBatch);
   // The random tensor is one [64, 16] factory; rand_like reads h's shape only.
   for (RunMode mode : {RunMode::Training, RunMode::Inference}) {
-    EXPECT_EQ(peak(g, mode), peak(rand_dropout_ref(true), mode)) << static_cast<int>(mode);
+    EXPECT_EQ(sgd_cuda_peak(g, mode), sgd_cuda_peak(rand_dropout_ref(true), mode)) << static_cast<int>(mode);
   }
   // What the hand-written mask costs in inference: its peak is at the Mul, where h, the float
   // mask and h * m are live (3 x 4096 bytes; rand_like's draw and the bool mask, 4096 and 1024,
   // were freed by then); the unmasked model's is at fc2, where h and fc2's [64, 4] output are
   // (4096 + 1024). x and the parameters are the same in both: 12288 - 5120 = 7168 bytes more.
-  EXPECT_EQ(peak(g, RunMode::Inference) - peak(rand_dropout_ref(false), RunMode::Inference), 7168);
+  EXPECT_EQ(sgd_cuda_peak(g, RunMode::Inference) - sgd_cuda_peak(rand_dropout_ref(false), RunMode::Inference), 7168);
 }
 
 TEST(OnnxRandom, TimmDropPathRandIsNotMaterializedTwice) {
@@ -83,7 +78,7 @@ TEST(OnnxRandom, TimmDropPathRandIsNotMaterializedTwice) {
   // zeros only carry the shape, so the one [8, 1, 1, 1] tensors are the random draw, keep + r and
   // its floor (each a 32-byte tensor in its own 512-byte block).
   EXPECT_EQ(count_shape(g, {kB, 1, 1, 1}), 3);
-  EXPECT_GT(peak(g, RunMode::Training), 0);
+  EXPECT_GT(sgd_cuda_peak(g, RunMode::Training), 0);
 }
 
 TEST(OnnxRandom, RandomWithoutShapeIsOneInputError) {
