@@ -18,14 +18,9 @@ namespace {
 
 using onnx::TensorProto;
 using testing::Dim;
+using testing::batch_options;
 using testing::OnnxModel;
 using testing::Weights;
-
-OnnxImportOptions batch_options(int64_t batch) {
-  OnnxImportOptions o;
-  o.batch = batch;
-  return o;
-}
 
 Graph import_ok(const OnnxModel& m, const OnnxImportOptions& o) {
   Result<Graph> g = import_onnx_bytes(m.bytes(), o, "test.onnx");

@@ -8,8 +8,8 @@
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/zoo/losses.h"
 #include "ir/builder.h"
-#include "sgd_cuda_peak.h"
 #include "onnx_test_models.h"
+#include "sgd_cuda_peak.h"
 
 namespace headroom {
 namespace {

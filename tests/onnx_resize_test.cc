@@ -12,13 +12,8 @@ namespace headroom {
 namespace {
 
 using onnx::TensorProto;
+using testing::batch_options;
 using testing::OnnxModel;
-
-OnnxImportOptions batch_options(int64_t batch) {
-  OnnxImportOptions o;
-  o.batch = batch;
-  return o;
-}
 
 // x [batch, 3, 8, 8]; y = Resize(x, sizes = Concat(Shape(x)[0:2], Shape(x)[2:4] * 2)), linear:
 // F.interpolate(x, scale_factor=2, mode="bilinear") as a model computing its size writes it.

@@ -16,7 +16,16 @@
 #include <variant>
 #include <vector>
 
+#include "frontends/onnx/onnx_import.h"
+
 namespace headroom::testing {
+
+// Import options at a batch, everything else the default.
+inline OnnxImportOptions batch_options(int64_t batch) {
+  OnnxImportOptions o;
+  o.batch = batch;
+  return o;
+}
 
 using Dim = std::variant<int64_t, std::string>;  // a size or a symbolic name
 using onnx::TensorProto;
