@@ -297,27 +297,6 @@ def _interpolate(L, c):
     L._set(c, L.b.upsample2d(L._name(c, "interpolate"), L.T(x), out[2], out[3], mode == "bilinear"))
 
 
-def _dropout(L, c):
-    a = _Args(c, ["input", "p", "training", "inplace"])
-    p, training = float(a("p", 0.5)), bool(a("training", True))
-    if not training or p == 0.0 or not L.dropout:
-        L._alias(c, a("input"))
-        return
-    if a("inplace", False):
-        raise Error(f"capture: in-place dropout in module '{c.module}' is not mapped")
-    L._set(c, L.b.dropout(L._name(c, "dropout"), L.T(a("input")), p))
-
-
-def _flatten(L, c):
-    a = _Args(c, ["input", "start_dim", "end_dim"])
-    x = a("input")
-    end = a("end_dim", -1)
-    rank = len(L.t.tensors[x.tid].shape)
-    if end not in (-1, rank - 1):
-        raise Error(f"capture: flatten with end_dim {end} in module '{c.module}' is not mapped")
-    L._set(c, L.b.flatten(L._name(c, "flatten"), L.T(x), a("start_dim", 0)))
-
-
 def _shape_args(c):
     rest = list(c.args[1:])
     if "shape" in c.kwargs:
@@ -452,7 +431,7 @@ _RULES = {
     "layer_norm": _layer_norm,
     "relu": _relu, "relu_": _relu,
     "hardtanh": _hardtanh, "hardtanh_": _hardtanh, "relu6": _hardtanh,
-    "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "silu": _unary("silu"),
+    "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"),
     "gelu": _gelu,
     "add": _binary("add", "add_", "add_scalar"), "__add__": _binary("add", "add_", "add_scalar"),
     "__radd__": _binary("add", "add_", "add_scalar"), "add_": _binary("add", "add_", "add_scalar"),
@@ -465,9 +444,7 @@ _RULES = {
     "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d,
-    "dropout": _dropout,
     "interpolate": _interpolate,
-    "flatten": _flatten,
     "view": _view, "reshape": _reshape,
     "cat": _cat, "concat": _cat,
     "transpose": _transpose, "permute": _permute, "contiguous": _contiguous,
@@ -482,7 +459,8 @@ _RULES = {
     "uniform_": _inplace_on_factory, "normal_": _inplace_on_factory,
 }
 
-# torchvision CNN rules (lower_vision.py) register into _RULES.
+# The other rule modules register into _RULES: lower_vision.py owns silu, dropout and flatten
+# (with their in-place forms and flatten's copy of a tensor it cannot view).
 from . import lower_vision  # noqa: E402,F401
 from . import lower_attention  # noqa: E402,F401  registers the transformer classifiers' rules
 from . import lower_unet  # noqa: E402,F401  (registers conv_transpose2d)
