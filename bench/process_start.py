@@ -66,7 +66,7 @@ def main():
     print(f"  {'':44s} {'wall':>9s} {'CPU':>9s}")
     for name, _, _ in rows:
         wall, cpu = times[name]
-        print(f"  {name:44s} {wall:6.2f} ms {cpu:6.2f} ms")
+        print(f"  {name:48s} {wall:6.2f} ms {cpu:6.2f} ms")
     for what in ("estimate resnet50", "estimate llama-3.1-70b config"):
         old, new = times[what + " + old link"], times[what]
         print(f"  {what}: old link / plugins = {old[0] / new[0]:.2f}x wall, {old[1] / new[1]:.2f}x CPU")

@@ -3,7 +3,7 @@
 // forwards to libCbcSolver, which is dlopen'ed on the first call. headroom links no COIN-OR
 // library, so a run that solves no integer program never maps CBC, Clp, Cgl, Osi, CoinUtils,
 // LAPACK, BLAS and gfortran (about half of the relocations a start-up paid before,
-// docs/performance.md). A function used without a forwarder here is a link error, not a
+// docs/speed.md). A function used without a forwarder here is a link error, not a
 // silent fallback.
 #include <coin/Cbc_C_Interface.h>
 

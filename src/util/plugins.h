@@ -1,6 +1,6 @@
 // Opening headroom's optional parts at run time (dlopen), so that a run which never reads an ONNX
 // file or solves an integer program does not pay, at every start, for mapping and relocating
-// ONNX, protobuf and COIN-OR CBC with its BLAS/LAPACK (docs/performance.md, "Start-up").
+// ONNX, protobuf and COIN-OR CBC with its BLAS/LAPACK (docs/speed.md, "Start-up").
 //
 // A headroom plugin is looked for next to the running executable (the build tree), then in the
 // install layout relative to it (<prefix>/bin -> <prefix>/<libdir>/headroom), then in the
