@@ -63,7 +63,7 @@ std::vector<int64_t> output_shape(const Graph& g) { return g.tensor(g.outputs[0]
 SimResult run(const Graph& g, RunMode mode) {
   EstimateOptions o;
   o.mode = mode;
-  o.optimizer = OptimizerKind::SGD;
+  o.optimizer = OptimizerKind::Sgd;
   o.device = "cpu";
   return simulate(build_program(g, schedule_options(o)));
 }
