@@ -416,9 +416,9 @@ int resolve_control_flow(onnx::ModelProto& model, int64_t opset) {
         open("its condition '" + node.input(1) + "' does not fold at import time");
         continue;
       }
-      if (*trips < 0 || *trips > static_cast<double>(kMaxUnrolledNodes)) {
-        throw InputError(label + ": trip count " + std::to_string(static_cast<int64_t>(*trips)) +
-                         " is outside [0, " + std::to_string(kMaxUnrolledNodes) + "]");
+      if (!(*trips >= 0 && *trips <= static_cast<double>(kMaxUnrolledNodes))) {  // NaN too
+        throw InputError(label + ": its trip count '" + node.input(0) + "' is outside [0, " +
+                         std::to_string(kMaxUnrolledNodes) + "]");
       }
       const int64_t n = *start != 0.0 ? static_cast<int64_t>(*trips) : 0;
       replaced[i] = unrolled_loop(node, n, label, opset, g, budget);
