@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/onnx/onnx_import.h"
 #include "onnx_test_models.h"
@@ -214,7 +215,7 @@ TEST(OnnxControlFlow, BadBranchesAreOneLine) {
          body->set_type(onnx::AttributeProto::GRAPH);
          body->mutable_g()->set_name("body");
        },
-       "has a subgraph (control flow other than If and Loop is not supported)"},
+       "has a subgraph (control flow other than If, Loop and Scan is not supported)"},
       {"a branch reading an undefined tensor",
        [](onnx::NodeProto& n) {
          n.mutable_attribute(0)->mutable_g()->mutable_node(1)->set_input(0, "nowhere");
@@ -318,7 +319,55 @@ TEST(OnnxControlFlow, LoopsThatCannotUnrollAreOneLine) {
   EXPECT_NE(g.error().find("continue condition 'cond_out' depends on runtime values"),
             std::string::npos)
       << g.error();
-  for (const Result<Graph>* e : {&r, &huge, &negative, &g}) EXPECT_EQ(e->error().find('\n'), std::string::npos);
+  for (const Result<Graph>* e : {&r, &huge, &negative, &g})
+    EXPECT_EQ(e->error().find('\n'), std::string::npos);
+}
+
+// Scan(h, x) over x's axis 1 with body (h, x_t) -> (h + x_t, relu(h + x_t)), the scan output
+// stacked on axis 1: an RNN-style cell over a sequence of length T.
+OnnxModel scan_model(const std::vector<testing::Dim>& x_dims) {
+  OnnxModel body;
+  body.input_without_shape("h_in");
+  body.input_without_shape("x_t");
+  body.node("Add", {"h_in", "x_t"}, {"h_out"}, "/cell/Add");
+  body.node("Relu", {"h_out"}, {"y_t"}, "/cell/Relu");
+  body.output("h_out");
+  body.output("y_t");
+  OnnxModel m;
+  m.input("h", {"batch", 8});
+  m.input("x", x_dims);
+  m.node("Scan", {"h", "x"}, {"h_final", "ys"}, "/Scan")
+      .graph("body", body.proto().graph())
+      .i("num_scan_inputs", 1)
+      .ints("scan_input_axes", {1})
+      .ints("scan_output_axes", {1});
+  m.output("h_final");
+  m.output("ys");
+  return m;
+}
+
+TEST(OnnxControlFlow, ScanOverAStaticLengthUnrolls) {
+  Result<Graph> r = import_bytes(scan_model({"batch", "T", 8}), 2, {{"T", 5}});
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Graph& g = r.value();
+  EXPECT_EQ(count_ops(g, OpKind::Add), 5);
+  EXPECT_EQ(count_ops(g, OpKind::Relu), 5);
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(g.tensor(g.outputs[1]).shape, (std::vector<int64_t>{2, 5, 8}));  // stacked on axis 1
+}
+
+TEST(OnnxControlFlow, ScansThatCannotUnrollAreOneLine) {
+  OnnxModel bad_axis = scan_model({"batch", 4, 8});
+  for (onnx::NodeProto& n : *bad_axis.proto().mutable_graph()->mutable_node()) {
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      if (a.name() == "scan_input_axes") a.set_ints(0, 3);
+    }
+  }
+  Result<Graph> r = import_bytes(bad_axis, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("'/Scan' (Scan): scan_input_axes out of range"), std::string::npos)
+      << r.error();
+  EXPECT_EQ(r.error().find('\n'), std::string::npos);
 }
 
 // validation/models.py's Llama exported in training mode (tests/data/onnx/gen_llama.py): its
@@ -341,6 +390,32 @@ TEST(OnnxControlFlow, ValidationLlamaExportImports) {
   Result<Graph> shorter = import_onnx(path, o);
   ASSERT_TRUE(shorter.ok()) << shorter.error();
   EXPECT_EQ(output_shape(shorter.value()), (std::vector<int64_t>{2, 16, 256}));
+}
+
+// Through the CLI: a runtime condition is a usage error (exit 2, one line, nothing on stdout);
+// the Llama export estimates in both modes.
+TEST(OnnxControlFlow, CliRefusesARuntimeConditionAndEstimatesTheLlama) {
+  OnnxModel m;
+  m.input("x", {"batch", 1, 8});
+  m.node("ReduceSum", {"x"}, {"sum"}).i("keepdims", 0);
+  m.constant("zero", OnnxModel::float_scalar(0.0f));
+  m.node("Greater", {"sum", "zero"}, {"cond"});
+  m.node("If", {"cond"}, {"y"}, "/gate/If")
+      .graph("then_branch", squeeze_branch())
+      .graph("else_branch", identity_branch());
+  m.output("y");
+  const std::string path = ::testing::TempDir() + "/if_runtime_cond.onnx";
+  m.save(path);
+  testing::expect_usage_error("estimate " + path + " --mode infer",
+                              "node '/gate/If' (If): its condition 'cond' depends on runtime");
+  const std::string llama =
+      std::string(HEADROOM_SOURCE_DIR) + "/tests/data/onnx/llama_if_training.onnx";
+  for (const char* mode : {"infer", "train"}) {
+    testing::CliRun r =
+        testing::run_cli("estimate " + llama + " --dim seq=32 --mode " + mode + " --json");
+    EXPECT_EQ(r.code, 0) << mode << ": " << r.err;
+    EXPECT_NE(r.out.find("\"peak"), std::string::npos) << mode;
+  }
 }
 
 }  // namespace

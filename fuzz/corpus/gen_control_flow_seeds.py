@@ -3,7 +3,8 @@
 on Shape(x)[1] == 1 with Squeeze / Identity branches (torch.onnx's squeeze of a dimension it
 cannot prove is 1), the same on a symbolic dimension, a nested If inside the taken branch, a
 branch passing an outer tensor and a branch initializer through, an If on a runtime value (refused
-in one line), and a Loop (refused in one line).
+in one line), a Loop with a constant trip count and a Scan over a static length (both
+unrolled).
 Run with Debian's python3-onnx: /usr/bin/python3 gen_control_flow_seeds.py"""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -69,3 +70,14 @@ body = helper.make_graph(
      helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)])
 save("loop_static_trip.onnx", [N("Loop", ["trip", "", "x"], ["y"], body=body)],
      [i64("trip", 3)], ["batch", 8])
+scan_body = helper.make_graph(
+    [N("Add", ["h_in", "x_t"], ["h_out"]), N("Relu", ["h_out"], ["y_t"])], "body",
+    [helper.make_tensor_value_info("h_in", TensorProto.FLOAT, None),
+     helper.make_tensor_value_info("x_t", TensorProto.FLOAT, None)],
+    [helper.make_tensor_value_info("h_out", TensorProto.FLOAT, None),
+     helper.make_tensor_value_info("y_t", TensorProto.FLOAT, None)])
+save("scan_static_length.onnx", [
+    N("ReduceSum", ["x", "one"], ["h"], keepdims=0),
+    N("Scan", ["h", "x"], ["h_final", "y"], body=scan_body, num_scan_inputs=1,
+      scan_input_axes=[1], scan_output_axes=[1]),
+], [i64("one", [1])], ["batch", 4, 8])

@@ -401,13 +401,15 @@ Structure check_structure(const onnx::ModelProto& model) {
     const std::string label = node_label(node, static_cast<size_t>(i));
     check_node_schema(node, label, st.opset);
     for (const onnx::AttributeProto& a : node.attribute()) {
-      // If's branches and Loop's body are resolved after binding (onnx_control_flow.h).
+      // If's branches and Loop's and Scan's bodies are resolved after binding
+      // (onnx_control_flow.h).
       const bool branch =
-          (node.op_type() == "If" || node.op_type() == "Loop") && default_domain(node.domain());
+          (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") &&
+          default_domain(node.domain());
       if (!branch &&
           (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)) {
-        throw InputError(label +
-                         " has a subgraph (control flow other than If and Loop is not supported)");
+        throw InputError(
+            label + " has a subgraph (control flow other than If, Loop and Scan is not supported)");
       }
     }
   }

@@ -75,7 +75,7 @@ void check_names(const onnx::GraphProto& g);
 // every read names a defined tensor produced by an earlier node (a cycle or an unsorted graph is
 // reported as such), that graph inputs and outputs are tensors, and that each default-domain node
 // passes its schema's Verify (input/output counts, attribute types).
-// An If's branches and a Loop's body are left to resolve_control_flow (onnx_control_flow.h); any
+// An If's branches and a Loop's or Scan's body are left to resolve_control_flow (onnx_control_flow.h); any
 // other subgraph is an InputError.
 Structure check_structure(const onnx::ModelProto& model);
 
