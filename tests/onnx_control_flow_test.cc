@@ -3,6 +3,7 @@
 // Identity), takes the branch PyTorch would run; a condition on runtime values is one line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -368,6 +369,28 @@ TEST(OnnxControlFlow, ScansThatCannotUnrollAreOneLine) {
   EXPECT_NE(r.error().find("'/Scan' (Scan): scan_input_axes out of range"), std::string::npos)
       << r.error();
   EXPECT_EQ(r.error().find('\n'), std::string::npos);
+}
+
+// The fuzz seeds of fuzz/corpus/gen_control_flow_seeds.py as the fuzzer runs them (batch 2): each
+// imports, except the runtime condition, which is one line.
+TEST(OnnxControlFlow, FuzzSeedsImportOrFailInOneLine) {
+  const std::filesystem::path dir = std::filesystem::path(HEADROOM_SOURCE_DIR) / "fuzz/corpus/onnx";
+  int seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("if_", 0) != 0 && name.rfind("loop_", 0) != 0 && name.rfind("scan_", 0) != 0)
+      continue;
+    ++seen;
+    Result<Graph> r = import_onnx(e.path().string(), batch_options(2));
+    if (name == "if_runtime_cond.onnx") {
+      ASSERT_FALSE(r.ok()) << name;
+      EXPECT_NE(r.error().find("depends on runtime values"), std::string::npos) << r.error();
+      EXPECT_EQ(r.error().find('\n'), std::string::npos) << name;
+    } else {
+      EXPECT_TRUE(r.ok()) << name << ": " << r.error();
+    }
+  }
+  EXPECT_EQ(seen, 7);
 }
 
 // validation/models.py's Llama exported in training mode (tests/data/onnx/gen_llama.py): its

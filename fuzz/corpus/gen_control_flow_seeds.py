@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the ONNX seeds for control flow resolved at import (issue 22, onnx_control_flow.h): an If
 on Shape(x)[1] == 1 with Squeeze / Identity branches (torch.onnx's squeeze of a dimension it
-cannot prove is 1), the same on a symbolic dimension, a nested If inside the taken branch, a
+cannot prove is 1), the same on the batch dimension, a nested If inside the taken branch, a
 branch passing an outer tensor and a branch initializer through, an If on a runtime value (refused
 in one line), a Loop with a constant trip count and a Scan over a static length (both
 unrolled).
@@ -38,8 +38,8 @@ def cond_on_dim(axis):
             N("Equal", ["d", "one"], ["cond"])], [i64("idx", axis), i64("one", 1)]
 
 
-def squeeze_if(then_b, else_b, name):
-    nodes, inits = cond_on_dim(1)
+def squeeze_if(then_b, else_b, name, axis=1):
+    nodes, inits = cond_on_dim(axis)
     nodes.append(N("If", ["cond"], ["t"], name=name, then_branch=then_b, else_branch=else_b))
     nodes.append(N("Relu", ["t"], ["y"]))
     return nodes, inits
@@ -47,7 +47,8 @@ def squeeze_if(then_b, else_b, name):
 
 nodes, inits = squeeze_if(squeeze_branch(), identity_branch(), "if")
 save("if_squeeze.onnx", nodes, inits, ["batch", 1, 8])
-save("if_squeeze_symbolic.onnx", nodes, inits, ["batch", "d1", 8])
+nodes, inits = squeeze_if(squeeze_branch(), identity_branch(), "on_batch", axis=0)
+save("if_on_batch.onnx", nodes, inits, ["batch", 1, 8])  # the fuzzer's batch 2: else
 inner = branch([N("If", ["cond"], ["inner"], then_branch=squeeze_branch("_i"),
                   else_branch=identity_branch("_i"))], "inner")
 nodes, inits = squeeze_if(inner, identity_branch(), "nested")
@@ -55,7 +56,7 @@ save("if_nested.onnx", nodes, inits, ["batch", 1, 8])
 through = helper.make_graph([], "through", [], [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)])
 init = branch([], "w", [numpy_helper.from_array(np.zeros((2, 1, 8), np.float32), "w")])
 nodes, inits = squeeze_if(init, through, "through")
-save("if_pass_through.onnx", nodes, inits, ["batch", "d1", 8])
+save("if_pass_through.onnx", nodes, inits, ["batch", 3, 8])  # else: x itself
 save("if_runtime_cond.onnx", [
     N("ReduceSum", ["x"], ["sum"], keepdims=0),
     N("Greater", ["sum", "zero"], ["cond"]),
