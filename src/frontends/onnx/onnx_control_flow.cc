@@ -51,11 +51,13 @@ class ConstantPass {
     for (const onnx::TensorProto& t : g.initializer()) initializers_.emplace(t.name(), &t);
   }
 
-  // Runs nodes [0, end) and returns the value of `name` afterwards, if it is known.
+  // Evaluates the nodes before index `end` not evaluated yet (each node once, in order).
   void run_until(int end) {
     for (; next_ < end; ++next_) eval(g_.node(next_), next_);
   }
 
+  // A folded node output or an initializer (known when its data is inline and small); nullptr
+  // for a runtime tensor.
   const ConstTensor* value(const std::string& name) {
     auto it = values_.find(name);
     if (it != values_.end()) return &it->second;

@@ -26,7 +26,8 @@ namespace headroom::onnx_import {
 // InputError naming the node.
 void check_branches(const onnx::GraphProto& g, int64_t opset);
 
-// Bound on the nodes that unrolling loops may add to one model.
+// Bound on the nodes that unrolling loops may add to one model: per Loop or Scan, its trip count
+// times the nodes of its body and of every subgraph inside it.
 inline constexpr int64_t kMaxUnrolledNodes = 100000;
 
 // Replaces each top-level If whose condition folds by the branch it takes, each Loop whose trip

@@ -56,6 +56,19 @@ const GraphProto& body_of(const NodeProto& node, const std::string& label) {
   throw InputError(label + " has no body graph");
 }
 
+// Nodes of `g` and of every subgraph below it: what copies of `g` can add once the control flow
+// nested in them is resolved too (both branches of an If are counted).
+int64_t total_nodes(const GraphProto& g) {
+  int64_t n = g.node_size();
+  for (const NodeProto& node : g.node()) {
+    for (const AttributeProto& a : node.attribute()) {
+      if (a.has_g()) n += total_nodes(a.g());
+      for (const GraphProto& sub : a.graphs()) n += total_nodes(sub);
+    }
+  }
+  return n;
+}
+
 // Takes `trips` iterations of a body of `body_nodes` nodes (plus `extra` added per iteration) out
 // of the budget; InputError past it.
 void spend(int64_t trips, int64_t body_nodes, int64_t extra, const std::string& label,
@@ -197,7 +210,7 @@ std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const
   }
   if (body.sparse_initializer_size() != 0)
     throw InputError(label + ": sparse initializers in a loop body are not supported");
-  spend(trips, body.node_size(), 2 + scans, label, budget);
+  spend(trips, total_nodes(body), 2 + scans, label, budget);
   for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
 
   const std::string base = !node.output(0).empty() ? node.output(0) : node.name() + "/loop";
@@ -281,7 +294,7 @@ std::vector<NodeProto> unrolled_scan(const NodeProto& node, const TypeTable& typ
   }
   if (trips <= 0)
     throw InputError(label + ": zero iterations leave its scan outputs without a shape");
-  spend(trips, body.node_size(), static_cast<int64_t>(ms) * 2 + static_cast<int64_t>(k_out) + 1,
+  spend(trips, total_nodes(body), static_cast<int64_t>(ms) * 2 + static_cast<int64_t>(k_out) + 1,
         label, budget);
   for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
 
