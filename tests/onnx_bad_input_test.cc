@@ -180,10 +180,10 @@ TEST(OnnxBadInput, UnsupportedOpsAreListedWithCounts) {
   m.input("x", {std::string("batch"), int64_t{4}});
   m.node("NonZero", {"x"}, {"a"});
   m.node("NonZero", {"x"}, {"b"});
-  m.node("Loop", {"x"}, {"c"});
+  m.node("Unique", {"x"}, {"c"});
   m.output("a", TensorProto::INT64);
   EXPECT_EQ(error_of(m),
-            "bad.onnx: unsupported ONNX ops: Loop x1, NonZero x2 (allow unknown ops to treat them "
+            "bad.onnx: unsupported ONNX ops: NonZero x2, Unique x1 (allow unknown ops to treat them "
             "as elementwise)");
 }
 

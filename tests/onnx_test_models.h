@@ -55,6 +55,11 @@ class OnnxNode {
     *attr(name, onnx::AttributeProto::TENSOR)->mutable_t() = t;
     return *this;
   }
+  // A subgraph attribute (If's then_branch / else_branch).
+  OnnxNode& graph(const std::string& name, const onnx::GraphProto& g) {
+    *attr(name, onnx::AttributeProto::GRAPH)->mutable_g() = g;
+    return *this;
+  }
   onnx::NodeProto& proto() { return *n_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "frontends/onnx/onnx_attr_check.h"
+#include "frontends/onnx/onnx_control_flow.h"
 #include "frontends/onnx/onnx_lower.h"
 #include "frontends/onnx/onnx_model.h"
 #include "util/format.h"
@@ -22,7 +23,13 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
   check_supported_ops(model.graph(), options.allow_unknown);
   Structure st = check_structure(model);
   check_attributes(model.graph());  // before any of ONNX's shape inference runs
+  check_branches(model.graph(), st.opset);
   DimBinding dims = bind_dims(model, st, options);
+  if (resolve_control_flow(model, st.opset) > 0) {
+    // The taken branches' and unrolled bodies' nodes are top-level nodes now: the same checks as the file's own.
+    check_supported_ops(model.graph(), options.allow_unknown);
+    st = check_structure(model);
+  }
   TypeTable types = infer_types(model);
   std::string name = options.model_name.empty() ? default_name : options.model_name;
   return lower_model(model, st, dims, types, options, name);

@@ -7,6 +7,9 @@
 //   check     structure: opset, tensor names defined once and before use, no cycle, graph
 //             inputs with shapes, per-node schema verification (onnx::OpSchema::Verify);
 //   bind      symbolic dimensions (dim_param) of the graph inputs get values from the options;
+//   resolve   control flow: an If whose condition folds takes its branch, a Loop or Scan with a
+//             static trip count is unrolled (onnx_control_flow.h); the new nodes are checked
+//             as the file's own;
 //   infer     onnx::shape_inference::InferShapes with data propagation fills every tensor's shape;
 //   lower     nodes in file order become GraphBuilder calls; shape arithmetic (Shape, Gather,
 //             Concat, Range, ...) folds at import time and costs no memory; known decompositions

@@ -301,6 +301,22 @@ void check_names(const onnx::GraphProto& g) {
   for (const onnx::ValueInfoProto& v : g.output()) no_nul(v.name(), "a graph output");
 }
 
+void check_initializer(const TensorProto& t) {
+  // Declared dims are all headroom reads of a weight: non-negative, and a byte size that fits.
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) {
+      std::string dims;
+      for (int64_t x : t.dims()) dims += (dims.empty() ? "" : ",") + std::to_string(x);
+      throw InputError("initializer '" + t.name() + "' has a negative dimension [" + dims + "]");
+    }
+    n = checked_mul(n, d, "the size of initializer '" + t.name() + "'");
+  }
+  checked_mul(n, std::max<int64_t>(1, elem_size(t.data_type())),
+              "the bytes of initializer '" + t.name() + "'");
+  decode_tensor(t, "initializer '" + t.name() + "'", 0);  // inline data, if any, matches the dims
+}
+
 Structure check_structure(const onnx::ModelProto& model) {
   const onnx::GraphProto& g = model.graph();
   Structure st;
@@ -330,21 +346,7 @@ Structure check_structure(const onnx::ModelProto& model) {
     define(g.initializer(i).name(), "initializer '" + g.initializer(i).name() + "'");
     st.initializer.emplace(g.initializer(i).name(), i);
   }
-  for (const TensorProto& t : g.initializer()) {
-    // Declared dims are all headroom reads of a weight: non-negative, and a byte size that fits.
-    int64_t n = 1;
-    for (int64_t d : t.dims()) {
-      if (d < 0) {
-        std::string dims;
-        for (int64_t x : t.dims()) dims += (dims.empty() ? "" : ",") + std::to_string(x);
-        throw InputError("initializer '" + t.name() + "' has a negative dimension [" + dims + "]");
-      }
-      n = checked_mul(n, d, "the size of initializer '" + t.name() + "'");
-    }
-    checked_mul(n, std::max<int64_t>(1, elem_size(t.data_type())),
-                "the bytes of initializer '" + t.name() + "'");
-    decode_tensor(t, "initializer '" + t.name() + "'", 0);  // inline data, if any, matches the dims
-  }
+  for (const TensorProto& t : g.initializer()) check_initializer(t);
   for (const onnx::SparseTensorProto& s : g.sparse_initializer()) {
     throw InputError("sparse initializer '" + s.values().name() + "' is not supported");
   }
@@ -396,33 +398,44 @@ Structure check_structure(const onnx::ModelProto& model) {
   // attributes. (Shape inference assumes nodes that pass this.)
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& node = g.node(i);
-    if (!default_domain(node.domain())) continue;
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
-        node.op_type(), static_cast<int>(std::min<int64_t>(st.opset, INT_MAX)), "");
-    if (schema == nullptr) continue;  // not an ONNX op at this opset: reported as unsupported later
-    try {
-      schema->Verify(node);
-    } catch (const std::exception& e) {
-      throw InputError(node_label(node, static_cast<size_t>(i)) +
-                       " does not match its ONNX schema (opset " + std::to_string(st.opset) +
-                       "): " + first_line(e.what()));
-    }
+    const std::string label = node_label(node, static_cast<size_t>(i));
+    check_node_schema(node, label, st.opset);
     for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
-        throw InputError(node_label(node, static_cast<size_t>(i)) +
-                         " has a subgraph (control flow is not supported)");
-      }
-      // Constant values and tensor attributes are read as data: they must hold every element.
-      if (a.has_t()) {
-        const std::string what =
-            node_label(node, static_cast<size_t>(i)) + " attribute '" + a.name() + "'";
-        ConstTensor c = decode_tensor(a.t(), what, 0);
-        if (!has_inline_data(a.t()))
-          throw InputError(what + " does not hold its " + std::to_string(c.numel()) + " values");
+      // If's branches and Loop's and Scan's bodies are resolved after binding
+      // (onnx_control_flow.h).
+      const bool branch =
+          (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") &&
+          default_domain(node.domain());
+      if (!branch &&
+          (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)) {
+        throw InputError(
+            label + " has a subgraph (control flow other than If, Loop and Scan is not supported)");
       }
     }
   }
   return st;
+}
+
+void check_node_schema(const onnx::NodeProto& node, const std::string& label, int64_t opset) {
+  if (!default_domain(node.domain())) return;
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+      node.op_type(), static_cast<int>(std::min<int64_t>(opset, INT_MAX)), "");
+  if (schema == nullptr) return;  // not an ONNX op at this opset: reported as unsupported later
+  try {
+    schema->Verify(node);
+  } catch (const std::exception& e) {
+    throw InputError(label + " does not match its ONNX schema (opset " + std::to_string(opset) +
+                     "): " + first_line(e.what()));
+  }
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    // Constant values and tensor attributes are read as data: they must hold every element.
+    if (a.has_t()) {
+      const std::string what = label + " attribute '" + a.name() + "'";
+      ConstTensor c = decode_tensor(a.t(), what, 0);
+      if (!has_inline_data(a.t()))
+        throw InputError(what + " does not hold its " + std::to_string(c.numel()) + " values");
+    }
+  }
 }
 
 // ---- symbolic dimensions ----------------------------------------------------------------------

@@ -75,7 +75,17 @@ void check_names(const onnx::GraphProto& g);
 // every read names a defined tensor produced by an earlier node (a cycle or an unsorted graph is
 // reported as such), that graph inputs and outputs are tensors, and that each default-domain node
 // passes its schema's Verify (input/output counts, attribute types).
+// An If's branches and a Loop's or Scan's body are left to resolve_control_flow (onnx_control_flow.h); any
+// other subgraph is an InputError.
 Structure check_structure(const onnx::ModelProto& model);
+
+// An initializer's declared dims: non-negative, with an element and byte count that fit int64;
+// inline data, if any, matches them. InputError naming it.
+void check_initializer(const onnx::TensorProto& t);
+
+// One node's default-domain schema check (input/output counts, attribute types, tensor
+// attributes that hold every value); InputError starting with `label`. Other domains pass.
+void check_node_schema(const onnx::NodeProto& node, const std::string& label, int64_t opset);
 
 // ---- symbolic dimensions --------------------------------------------------------------------
 struct DimBinding {
