@@ -5,6 +5,8 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS headroom RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CLI's ONNX plugin, where src/util/plugins.cc looks for it relative to the CLI.
+install(TARGETS headroom_onnx_plugin LIBRARY DESTINATION ${HEADROOM_PLUGIN_INSTALL_SUBDIR})
 install(TARGETS headroom_lib headroom_onnx EXPORT headroomTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headroom)

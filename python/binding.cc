@@ -21,6 +21,7 @@
 #include "estimate/estimate.h"
 #include "estimate/fit.h"
 #include "estimate/fit_all.h"
+#include "frontends/onnx/onnx_frontend_link.h"
 #include "ir/builder.h"
 #include "options/next_steps.h"
 #include "options/run_args.h"
@@ -316,6 +317,8 @@ void bind_builder(py::module_& m) {
 PYBIND11_MODULE(_native, m) {
   using namespace headroom;
   m.doc() = "headroom's C++ library (use the headroom package, not this module)";
+  // The extension links the ONNX importer: no plugin to find next to the interpreter.
+  link_onnx_frontend();
   static py::exception<std::runtime_error> error(m, "Error", PyExc_Exception);
   static py::exception<InputError> input_error(m, "InputError", error.ptr());
   g_input_error = input_error.ptr();

@@ -2,9 +2,7 @@
 
 #include "frontends/hf/hf_config.h"
 #include "frontends/hf/hf_frontend.h"
-#include "frontends/onnx/onnx_export_kind.h"
-#include "frontends/onnx/onnx_import.h"
-#include "frontends/onnx/onnx_weights.h"
+#include "frontends/onnx_frontend.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -58,16 +56,17 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       io.dims = source.dims;
       io.allow_unknown = source.allow_unknown;
       io.infer_inplace = true;
-      if (std::optional<OnnxExportFacts> facts = inspect_onnx_export(options.model)) {
+      const OnnxFrontend& onnx = onnx_frontend();
+      if (std::optional<OnnxExportFacts> facts = onnx.inspect_export(options.model)) {
         if (facts->fixed_batch && *facts->fixed_batch != options.batch) {
-          if (source.batch_given) throw InputError(fixed_batch_message(options.model, *facts, options.batch));
+          if (source.batch_given) throw InputError(onnx.fixed_batch_message(options.model, *facts, options.batch));
           options.batch = *facts->fixed_batch;
         }
         if (options.mode == RunMode::Training && !facts->eval_mode_evidence.empty()) {
-          throw InputError(eval_export_for_training_message(options.model, *facts));
+          throw InputError(onnx.eval_export_for_training_message(options.model, *facts));
         }
       }
-      options.graph_loader = onnx_graph_loader(options.model, io);
+      options.graph_loader = onnx.graph_loader(options.model, io);
       return;
     }
   }
@@ -93,11 +92,12 @@ LoadedModel load_model_for_pack(const std::string& model, int64_t batch) {
   OnnxImportOptions io;
   io.batch = batch;
   io.with_loss = false;
-  Result<Graph> g = import_onnx(model, io);
+  const OnnxFrontend& onnx = onnx_frontend();
+  Result<Graph> g = onnx.import(model, io);
   if (!g.ok()) throw InputError(g.error());
   LoadedModel lm = loaded_from_graph(g.value());
   // The values, for the bit-identical layer check; files without them are reported, not errors.
-  Result<WeightData> w = read_onnx_weights(model);
+  Result<WeightData> w = onnx.read_weights(model);
   if (!w.ok()) throw InputError(w.error());
   lm.weights = w.value();
   return lm;

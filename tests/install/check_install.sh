@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a build into a DESTDIR staging folder, then checks what make install promises: the
-# CLI runs, a CMake project finds headroom and its peak for a built-in model equals the CLI's,
+# CLI runs (and reads an ONNX file through its plugin), a CMake project finds headroom and its peak for a built-in model equals the CLI's,
 # the Python package imports from the staged dist-packages, and the man page and the bash and
 # zsh completions are where man, bash-completion and zsh look for them.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR PYTHON
@@ -11,6 +11,9 @@ rm -rf "$stage"
 DESTDIR="$stage/root" cmake --install "$build" --prefix /usr/local >/dev/null
 root="$stage/root/usr/local"
 cli_peak=$("$root/bin/headroom" estimate "mlp:layers=2,dim=64" --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)["peak_bytes"])')
+# The installed CLI finds its ONNX plugin relative to itself (<prefix>/lib.../headroom).
+"$root/bin/headroom" estimate "$src/tests/data/onnx/tiny_cnn_training.onnx" --json >/dev/null ||
+  { echo "the installed CLI cannot read an ONNX file (plugin not found)"; exit 1; }
 cmake -S "$src/tests/install/consumer" -B "$stage/consumer" -DCMAKE_PREFIX_PATH="$root" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$stage/consumer" -j 2 >/dev/null
 lib_peak=$("$stage/consumer/consumer")

@@ -77,12 +77,4 @@ std::function<Graph(const BuildConfig&)> onnx_graph_loader(const std::string& pa
   };
 }
 
-bool looks_like_onnx_path(const std::string& text) {
-  const std::string ext = ".onnx";
-  if (text.size() <= ext.size()) return false;
-  return std::equal(ext.rbegin(), ext.rend(), text.rbegin(), [](char a, char b) {
-    return a == std::tolower(static_cast<unsigned char>(b));
-  });
-}
-
 }  // namespace headroom
