@@ -14,6 +14,7 @@
 #include "frontends/model_source.h"
 #include "options/run_args.h"
 #include "plan/layout_search.h"
+#include "plan/tensor_parallel_comm.h"
 #include "sim/device_catalog.h"
 
 namespace headroom {
@@ -51,6 +52,20 @@ TEST(Collectives, RingVolumesByEngine) {
   EXPECT_EQ(step_communication(DataParallelEngine::Ddp, 1000, 1000, 1, 1, one_gb_per_s()).ms, 0.0);
   StepCommunication wide = step_communication(DataParallelEngine::Ddp, 1000, 1000, 16, 1, one_gb_per_s());
   EXPECT_DOUBLE_EQ(wide.ms, 2000.0 * 15 / 16 / 0.4e9 * 1e3 + 0.02);
+}
+
+TEST(Collectives, TensorParallelAllReducesPerLayer) {
+  // A rank's graph of micro-batch 2, seq 4, hidden 8, 3 layers, bf16: each all-reduce moves
+  // 2 * 4 * 8 * 2 = 128 bytes; per micro-batch 4 per layer + the embedding's and the output
+  // layer's = 14; 2 micro-batches: 28 calls. Ring over T = 4: 2 * 3/4 * 128 * 28 = 5,376 bytes
+  // per GPU at 1 GB/s x 0.8, plus 28 calls of 20 us.
+  Graph g;
+  g.dims = {{"batch", 2}, {"seq", 4}, {"hidden", 8}, {"layers", 3}};
+  StepCommunication c = tensor_parallel_communication(g, 4, 2, 2, one_gb_per_s());
+  EXPECT_EQ(c.bytes_per_gpu, 5376);
+  EXPECT_EQ(c.collectives, 28);
+  EXPECT_DOUBLE_EQ(c.ms, 5376 / 0.8e9 * 1e3 + 28 * 0.02);
+  EXPECT_EQ(tensor_parallel_communication(g, 1, 2, 2, one_gb_per_s()).ms, 0.0);
 }
 
 TEST(Collectives, LinksFromTheCatalog) {
@@ -91,20 +106,24 @@ LayoutPlan search(const std::string& model, const std::string& gpu, int64_t gpus
 }
 
 TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
+  // Six data-parallel engines; tensor-parallel 2 and 4 (gpt2's 12 heads split) with DDP and
+  // ZeRO-1 each; tensor-parallel 8 rejected once (4 GPUs are not a multiple of 8): 11.
   LayoutPlan p = search("gpt2", "T4", 4, 16);
-  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 6u);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 11u);
   EXPECT_EQ(p.global_batch, 64);  // --batch 16 per GPU x 4
   ASSERT_FALSE(p.ranked.empty());
   for (size_t i = 0; i < p.ranked.size(); ++i) {
     const LayoutOption& l = p.ranked[i];
     if (i > 0) EXPECT_LE(p.ranked[i - 1].step_ms, l.step_ms);
     EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
-    EXPECT_EQ(l.micro_batch * l.micro_batches, 16) << l.engine;
+    // A tensor-parallel group of T GPUs runs the samples of one data-parallel rank: 16 x T.
+    EXPECT_EQ(l.micro_batch * l.micro_batches, 16 * l.parallel.tensor_parallel) << l.engine;
     // One source of truth: the per-GPU total is what estimate says for that layout.
     Result<Estimate> e = estimate(layout_options(p, l));
     ASSERT_TRUE(e.ok()) << e.error();
     EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
-    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms) << l.engine;
+    EXPECT_EQ(l.tensor_comm.bytes_per_gpu > 0, l.parallel.tensor_parallel > 1) << l.engine;
   }
 }
 
@@ -114,7 +133,8 @@ TEST(LayoutSearch, PicksTheLargestMicroBatchThatFits) {
   ASSERT_FALSE(p.ranked.empty());
   for (const LayoutOption& l : p.ranked) {
     EXPECT_GT(l.micro_batches, 1) << l.engine;
-    if (l.micro_batch < 64) {
+    EXPECT_EQ(l.micro_batch * l.micro_batches, 64 * l.parallel.tensor_parallel) << l.engine;
+    if (l.micro_batch < 64 * l.parallel.tensor_parallel) {
       // Twice the micro-batch does not fit with the same engine.
       LayoutOption bigger = l;
       bigger.micro_batch *= 2;
@@ -135,15 +155,31 @@ TEST(LayoutSearchCli, RankedTableAndDeepSpeedConfig) {
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json ds = nlohmann::json::parse(ss.str());
-  // DeepSpeed's start-up check: train_batch_size = micro x accumulation x data-parallel size.
-  EXPECT_EQ(ds["train_batch_size"].get<int64_t>(),
-            ds["train_micro_batch_size_per_gpu"].get<int64_t>() * ds["gradient_accumulation_steps"].get<int64_t>() * 4);
+  // DeepSpeed's start-up check: train_batch_size = micro x accumulation x data-parallel size,
+  // the data-parallel size 4 / T for the layout's tensor-parallel T (1, 2 or 4).
+  const int64_t per_rank = ds["train_micro_batch_size_per_gpu"].get<int64_t>() * ds["gradient_accumulation_steps"].get<int64_t>();
   EXPECT_EQ(ds["train_batch_size"].get<int64_t>(), 64);
+  ASSERT_EQ(64 % per_rank, 0);
+  EXPECT_EQ(4 % (64 / per_rank), 0) << per_rank;
   std::remove(file.c_str());
   CliRun j = run_cli("plan gpt2 --gpus 4 --gpu T4 --batch 16 --json");
   ASSERT_EQ(j.code, 0) << j.err;
   nlohmann::json plan = nlohmann::json::parse(j.out);
-  EXPECT_EQ(plan["ranked"].size() + plan["rejected"].size(), 6u);
+  EXPECT_EQ(plan["ranked"].size() + plan["rejected"].size(), 11u);
+}
+
+TEST(LayoutSearch, TensorParallelLayoutsOfASeventyBillionModel) {
+  // Llama-3.1-70B: 64 heads, 8 key/value heads; T = 2, 4, 8 all split whole query groups, so
+  // on 16 GPUs every tensor-parallel family is ranked or does not fit at micro-batch 1 (none is
+  // refused for its split), and 16 Adam bytes per parameter (1.13 TB) do not fit 16 x 40 GB
+  // whatever the layout: the largest split still holds 70.6e9 / 8 parameters per rank.
+  const std::string model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-3.1-70b.json";
+  LayoutPlan p = search(model, "A100-SXM4-40GB", 16, 1);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 12u);
+  for (const LayoutRejection& r : p.rejected) EXPECT_NE(r.why.find("over the"), std::string::npos) << r.engine << ": " << r.why;
+  CliRun h100 = run_cli("plan " + model + " --gpus 8 --gpu H100-SXM");
+  ASSERT_EQ(h100.code, 0) << h100.err;
+  EXPECT_NE(h100.out.find("does not fit: TP 8 x ZeRO-1:"), std::string::npos) << h100.out;
 }
 
 TEST(LayoutSearchCli, BadRequestsAreOneLine) {

@@ -148,7 +148,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--zero", e.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
   cmd->add_option("--fsdp", e.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
   cmd->add_option("--reduce-bucket-size", e.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
-  cmd->add_option("--tensor-parallel", e.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2 and llama models); data-parallel size gpus / T");
+  cmd->add_option("--tensor-parallel", e.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2, llama and Hugging Face decoder configs); data-parallel size gpus / T");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable)");
@@ -227,6 +227,7 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
     if (cmd->count("--vary")) throw InputError("--vary does not apply to --mode serve");
     if (cmd->count("--batch")) throw InputError("--batch does not apply to --mode serve (vLLM batches up to 256 sequences)");
     if (cmd->count("--seq")) throw InputError("--seq does not apply to --mode serve: the context is --context N");
+    if (base.parallel.tensor_parallel != 1) throw InputError("--tensor-parallel does not apply to --mode serve (the KV capacity of one whole-model GPU)");
     ServeOptions o;
     o.estimate = base;
     RunArgs gpu_args = a.run;

@@ -70,7 +70,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
     cfg.group_size = *o.group_size;
   }
   cfg.tensor_parallel = o.parallel.tensor_parallel;
-  if (o.graph_loader && cfg.tensor_parallel > 1) throw InputError("--tensor-parallel applies to built-in models with a Megatron split (gpt2, llama)");
+  // The frontend builds one rank's graph, or rejects a split it does not know (select_frontend).
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
   // A model without parameters at all gets its own message (estimate()); this one is for --freeze.

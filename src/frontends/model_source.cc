@@ -23,6 +23,9 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
     if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; " + what + " is not one");
     if (options.weights != WeightFormat::Default) throw InputError("--weights applies to Hugging Face decoder configs; " + what + " is not one");
   }
+  if ((kind == ModelSourceKind::Onnx || kind == ModelSourceKind::Captured) && options.parallel.tensor_parallel != 1) {
+    throw InputError("--tensor-parallel needs a model with a Megatron split (gpt2, llama, a Hugging Face decoder config.json); " + what + " has none");
+  }
   switch (kind) {
     case ModelSourceKind::Captured:
       if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");

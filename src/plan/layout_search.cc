@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "plan/evaluate.h"
+#include "plan/tensor_parallel_comm.h"
 #include "util/checked.h"
 #include "util/format.h"
 
@@ -12,10 +13,11 @@ namespace headroom {
 namespace {
 
 struct Engine {
-  const char* name;
+  std::string name;
   DataParallelEngine kind;
   std::optional<int> zero_stage;
   std::optional<FsdpStrategy> fsdp;
+  int64_t tensor_parallel = 1;
 };
 
 const std::vector<Engine>& engines() {
@@ -29,6 +31,26 @@ const std::vector<Engine>& engines() {
   };
   return all;
 }
+
+// Megatron tensor parallelism within one machine (T = 2, 4, 8 up to the GPUs per node), each
+// with DDP and ZeRO-1 across the N / T data-parallel groups (Megatron-DeepSpeed's combinations;
+// FSDP 1.13 has none). A T that does not divide N is rejected here; one that splits no whole
+// head is rejected when its rank's graph is built.
+std::vector<Engine> tensor_parallel_engines(int64_t gpus, int gpus_per_node, std::vector<LayoutRejection>& rejected) {
+  std::vector<Engine> out;
+  for (int64_t t = 2; t <= 8 && t <= gpus_per_node; t *= 2) {
+    const std::string tp = fmt::format("TP {}", t);
+    if (gpus % t != 0) {
+      rejected.push_back({tp, fmt::format("{} GPUs are not a multiple of tensor-parallel {}", gpus, t)});
+      continue;
+    }
+    out.push_back({tp + " x DDP", DataParallelEngine::Ddp, std::nullopt, std::nullopt, t});
+    out.push_back({tp + " x ZeRO-1", DataParallelEngine::Zero1, 1, std::nullopt, t});
+  }
+  return out;
+}
+
+int64_t activation_element_bytes(Precision p) { return p == Precision::Fp32 ? 4 : 2; }
 
 // Parameter bytes one rank computes with, and the gradient bytes of the trainable ones.
 std::pair<int64_t, int64_t> parameter_and_gradient_bytes(const Graph& g) {
@@ -54,9 +76,13 @@ std::vector<int64_t> micro_batches(int64_t batch) {
 
 }  // namespace
 
+int64_t rank_batch(const LayoutPlan& plan, int64_t tensor_parallel) {
+  return checked_mul(plan.global_batch / plan.gpus, tensor_parallel, "the batch of a tensor-parallel group");
+}
+
 EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option) {
   EstimateOptions o = plan.run;
-  o.batch = plan.batch_per_gpu;
+  o.batch = rank_batch(plan, option.parallel.tensor_parallel);
   o.parallel = option.parallel;
   if (option.micro_batches > 1) o.micro_batch = option.micro_batch;
   return o;
@@ -87,37 +113,55 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
     plan.link = default_interconnect(*spec, request.interconnect_bytes_per_s);
     plan.run = run;
     plan.run.plan = {};
-    for (const Engine& engine : engines()) {
+    std::vector<Engine> families = engines();
+    for (Engine& e : tensor_parallel_engines(request.gpus, plan.link.gpus_per_node, plan.rejected)) families.push_back(e);
+    for (const Engine& engine : families) {
       LayoutOption best;
       best.engine = engine.name;
       best.parallel.gpus = request.gpus;
+      best.parallel.tensor_parallel = engine.tensor_parallel;
       best.parallel.zero_stage = engine.zero_stage;
       best.parallel.fsdp = engine.fsdp;
       EstimateOptions o = plan.run;
-      o.batch = plan.batch_per_gpu;
+      const int64_t batch = rank_batch(plan, engine.tensor_parallel);
+      o.batch = batch;
       o.parallel = best.parallel;
       std::optional<PlanContext> ctx;
       try {
         ctx.emplace(o, plan.budget_bytes, CostModel(*spec));
       } catch (const InputError& e) {
-        plan.rejected.push_back({engine.name, e.what()});
+        // A rank graph that cannot be built (no Megatron split, T not dividing the heads) rules out
+        // every engine at that T: one line for it, none repeated.
+        const bool tp = engine.tensor_parallel > 1;
+        const std::string family = tp ? fmt::format("TP {}", engine.tensor_parallel) : engine.name;
+        if (!tp || std::none_of(plan.rejected.begin(), plan.rejected.end(), [&](const LayoutRejection& r) {
+              return r.why == e.what() || r.engine == family;
+            })) {
+          plan.rejected.push_back({family, e.what()});
+        }
         continue;
       }
       bool found = false;
       int64_t smallest = 0;
-      for (int64_t m : micro_batches(plan.batch_per_gpu)) {
+      for (int64_t m : micro_batches(batch)) {
         Evaluation e = ctx->evaluate(Candidate{{}, m});
         ++plan.evaluations;
         smallest = e.peak_bytes;
         if (!e.feasible) continue;
         auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(ctx->graph(m));
         best.micro_batch = m;
-        best.micro_batches = plan.batch_per_gpu / m;
+        best.micro_batches = batch / m;
         best.peak_bytes = e.peak_bytes;
         best.compute_ms = e.time.total_ms;
-        best.comm = step_communication(engine.kind, param_bytes, grad_bytes, request.gpus, best.micro_batches, plan.link);
+        // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
+        Interconnect dp_link = plan.link;
+        dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
+        best.comm = step_communication(engine.kind, param_bytes, grad_bytes, request.gpus / engine.tensor_parallel,
+                                       best.micro_batches, dp_link);
         best.exposed_comm_ms = std::max(0.0, best.comm.ms - e.time.compute_ms * 2.0 / 3.0);
-        best.step_ms = best.compute_ms + best.exposed_comm_ms;
+        best.tensor_comm = tensor_parallel_communication(ctx->graph(m), engine.tensor_parallel, best.micro_batches,
+                                                         activation_element_bytes(plan.run.precision), plan.link);
+        best.step_ms = best.compute_ms + best.exposed_comm_ms + best.tensor_comm.ms;
         best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
         found = true;
         break;

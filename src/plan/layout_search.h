@@ -1,4 +1,4 @@
-// plan MODEL --gpus N --gpu NAME: the data-parallel layout that trains fastest within each GPU's
+// plan MODEL --gpus N --gpu NAME: the parallel layout that trains fastest within each GPU's
 // memory. Every engine (DDP, DeepSpeed ZeRO 1-3, FSDP full and grad-op sharding) is tried at the
 // largest micro-batch that fits, with accumulation making up the global batch; each candidate is
 // one rank's program re-simulated by the planner's PlanContext (the same interpreter, allocator
@@ -7,11 +7,14 @@
 // Ranking: step time = compute (the roofline of the rank's program, all micro-batches) + the
 // communication that the backward pass cannot hide (DDP buckets, ZeRO's overlap_comm and FSDP's
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
-// taken as 2/3 of the compute, the cost model's backward_factor of 2).
+// taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
+// parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1 over N / T) adds its activation
+// all-reduces in full (plan/tensor_parallel_comm.h).
 //
 // Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
 // ordered by step time, then engine order; every engine is either ranked or rejected with a
-// reason; the output is deterministic.
+// reason (a tensor-parallel size whose rank graph cannot be built once, for both its engines);
+// the output is deterministic.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +42,9 @@ struct LayoutOption {
   int64_t micro_batches = 1;
   int64_t peak_bytes = 0;  // device total per GPU (context + reserved)
   double compute_ms = 0;
-  StepCommunication comm;
+  StepCommunication comm;   // data-parallel collectives (overlap the backward)
   double exposed_comm_ms = 0;
+  StepCommunication tensor_comm;  // tensor-parallel all-reduces (never hidden): tensor_parallel_comm.h
   double step_ms = 0;
   double samples_per_s = 0;
 };
@@ -65,6 +69,10 @@ struct LayoutPlan {
 };
 
 Result<LayoutPlan> search_layouts(const LayoutRequest& request);
+
+// The samples one rank runs per step: the global batch over the data-parallel size N / T (the T
+// ranks of a tensor-parallel group run the same samples).
+int64_t rank_batch(const LayoutPlan& plan, int64_t tensor_parallel);
 
 // The estimate options of a ranked layout (for --emit-deepspeed and reports).
 EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option);

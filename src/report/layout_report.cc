@@ -14,7 +14,7 @@ std::string layout_text(const LayoutPlan& p) {
                               precision_name(p.run.precision));
   s += fmt::format("links: {}; budget {} per GPU\n\n", p.link.description, human_bytes(p.budget_bytes));
   if (p.ranked.empty()) {
-    s += "No data-parallel layout fits.\n";
+    s += "No layout fits.\n";
   } else {
     s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
                      "per GPU", "compute", "comm", "step", "samples/s");
@@ -22,18 +22,20 @@ std::string layout_text(const LayoutPlan& p) {
     for (const LayoutOption& o : p.ranked) {
       s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank, o.engine,
                        fmt::format("{} x {}", o.micro_batch, o.micro_batches), human_bytes(o.peak_bytes), o.compute_ms,
-                       o.comm.ms, o.step_ms, o.samples_per_s);
+                       o.comm.ms + o.tensor_comm.ms, o.step_ms, o.samples_per_s);
     }
   }
   for (const LayoutRejection& r : p.rejected) s += fmt::format("does not fit: {}: {}\n", r.engine, r.why);
-  s += fmt::format("\nstep = compute + the communication the backward cannot hide; {} simulations.\n", p.evaluations);
+  s += fmt::format("\nstep = compute + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces; {} simulations.\n",
+                   p.evaluations);
   if (!p.ranked.empty()) {
     const LayoutOption& best = p.ranked.front();
-    std::string flags = best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
+    std::string flags = best.parallel.tensor_parallel > 1 ? fmt::format(" --tensor-parallel {}", best.parallel.tensor_parallel) : "";
+    flags += best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
                         : best.parallel.fsdp     ? std::string(" --fsdp ") + (*best.parallel.fsdp == FsdpStrategy::Full ? "full" : "grad-op")
                                                  : "";
     std::string accum = best.micro_batches > 1 ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
-                                               : fmt::format(" --batch {}", p.batch_per_gpu);
+                                               : fmt::format(" --batch {}", rank_batch(p, best.parallel.tensor_parallel));
     s += fmt::format("The per-GPU estimate of the first: headroom estimate {} --gpu {} --gpus {}{}{}\n", p.model, p.gpu, p.gpus,
                      flags, accum);
   }
@@ -55,6 +57,8 @@ std::string layout_json(const LayoutPlan& p) {
   nlohmann::ordered_json ranked = nlohmann::ordered_json::array();
   for (const LayoutOption& o : p.ranked) {
     ranked.push_back({{"layout", o.engine},
+                      {"tensor_parallel", o.parallel.tensor_parallel},
+                      {"data_parallel", p.gpus / o.parallel.tensor_parallel},
                       {"micro_batch", o.micro_batch},
                       {"grad_accum", o.micro_batches},
                       {"peak_bytes", o.peak_bytes},
@@ -62,6 +66,8 @@ std::string layout_json(const LayoutPlan& p) {
                       {"comm_bytes_per_gpu", o.comm.bytes_per_gpu},
                       {"comm_ms", o.comm.ms},
                       {"exposed_comm_ms", o.exposed_comm_ms},
+                      {"tensor_parallel_comm_bytes_per_gpu", o.tensor_comm.bytes_per_gpu},
+                      {"tensor_parallel_comm_ms", o.tensor_comm.ms},
                       {"step_ms", o.step_ms},
                       {"samples_per_s", o.samples_per_s}});
   }

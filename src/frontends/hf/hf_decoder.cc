@@ -1,12 +1,14 @@
 #include "frontends/hf/hf_decoder.h"
 
 #include "frontends/hf/hf_decoder_params.h"
+#include "frontends/hf/hf_tensor_parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "frontends/zoo/losses.h"
+#include "frontends/zoo/megatron_split.h"
 #include "frontends/zoo/transformer_common.h"
 #include "ir/builder.h"
 #include "util/checked.h"
@@ -620,6 +622,7 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
   GraphBuilder b(model, cfg.dtype);
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
+  set_transformer_dims(b, c.hidden, c.layers);
   std::set<std::string> lora_used;
   check_weights(cfg, model);
   Params p = declare(b, c, names_of(c), cfg, lora_used);
@@ -905,8 +908,10 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
 AttentionKind default_attention(const HfDecoderConfig&) { return AttentionKind::Sdpa; }
 
 Graph build_hf_decoder(const HfDecoderConfig& c, const std::string& model_name, const BuildConfig& cfg) {
-  if (cfg.generation) return build_generation(c, model_name, cfg);
-  return build_single(c, model_name, cfg);
+  if (cfg.generation && cfg.tensor_parallel == 1) return build_generation(c, model_name, cfg);
+  // Under tensor parallelism the graph is one Megatron rank's: the same forward at its sizes.
+  check_tensor_parallel_options(cfg, model_name);
+  return build_single(megatron_rank_config(c, cfg.tensor_parallel, model_name), model_name, cfg);
 }
 
 }  // namespace headroom

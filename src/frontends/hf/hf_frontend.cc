@@ -27,7 +27,10 @@ HfLoader hf_graph_loader(HfModel m) {
       g.model = m.path;
       return g;
     }
-    if (m.family == HfFamily::T5) return build_hf_t5(m.t5, m.path, cfg);
+    if (m.family == HfFamily::T5) {
+      if (cfg.tensor_parallel > 1) throw InputError("--tensor-parallel: " + m.path + " is a t5 model, which has no Megatron split in headroom (decoder-only configs and gpt2 do)");
+      return build_hf_t5(m.t5, m.path, cfg);
+    }
     return build_hf_decoder(m.decoder, m.path, cfg);
   };
   return l;

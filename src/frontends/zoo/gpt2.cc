@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "frontends/zoo/losses.h"
+#include "frontends/zoo/megatron_split.h"
 #include "frontends/zoo/registry.h"
 #include "frontends/zoo/transformer_common.h"
 #include "util/error.h"
@@ -66,9 +67,7 @@ Gpt2Params declare(GraphBuilder& b, const Gpt2Config& c) {
   // VocabParallelEmbedding: rows vocab/t of the vocabulary padded to a multiple of
   // make_vocab_size_divisible_by (128) * t (Megatron's _vocab_size_with_padding); unsplit
   // without tensor parallelism (Hugging Face's GPT-2).
-  const int64_t multiple = 128 * t;
-  const int64_t vocab = t == 1 ? c.vocab : (c.vocab + multiple - 1) / multiple * multiple;
-  p.wte = b.parameter("transformer.wte.weight", {vocab / t, h});
+  p.wte = b.parameter("transformer.wte.weight", {megatron_vocab_rows(c.vocab, t), h});
   p.wpe = b.parameter("transformer.wpe.weight", {c.n_positions, h});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string m = "transformer.h." + std::to_string(i);
@@ -255,15 +254,13 @@ Graph build_gpt2(const Gpt2Config& preset, const ModelSpec& spec, const BuildCon
   r.reject_unused();
   head_dim(spec.name, c.hidden, c.heads);
   c.tp = cfg.tensor_parallel;
-  if (c.heads % c.tp != 0) {
-    throw InputError("--tensor-parallel " + std::to_string(c.tp) + " must divide the " + std::to_string(c.heads) +
-                     " attention heads of " + spec.name + " (Megatron splits whole heads)");
-  }
+  check_megatron_split(c.tp, c.heads, c.heads, 4 * c.hidden, spec.name);
   const int64_t seq = sequence_length(cfg, 128, c.n_positions, spec.name, "n_positions");
 
   GraphBuilder b(spec.name, cfg.dtype);
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
+  set_transformer_dims(b, c.hidden, c.layers);
   Gpt2Params p = declare(b, c);
   TensorId input_ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
   TensorId logits = Gpt2Forward(b, c, p, cfg.dropout_scale).run(input_ids);

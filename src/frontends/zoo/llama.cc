@@ -26,6 +26,7 @@
 #include <cmath>
 
 #include "frontends/zoo/losses.h"
+#include "frontends/zoo/megatron_split.h"
 #include "frontends/zoo/registry.h"
 #include "frontends/zoo/transformer_common.h"
 #include "util/error.h"
@@ -70,11 +71,9 @@ struct LlamaParams {
 LlamaParams declare(GraphBuilder& b, const LlamaConfig& c) {
   LlamaParams p;
   const int64_t h = c.hidden, hd = c.hidden / c.heads, t = c.tp;
-  // Megatron: vocab-parallel embedding and output layer over the vocabulary padded to a multiple
-  // of 128 * t (_vocab_size_with_padding); column-parallel q/k/v and gate/up (whole heads and
-  // query groups per rank), row-parallel o_proj and down_proj. Unsplit without tensor parallelism.
-  const int64_t multiple = 128 * t;
-  const int64_t vocab = (t == 1 ? c.vocab : (c.vocab + multiple - 1) / multiple * multiple) / t;
+  // Megatron (megatron_split.h): vocab-parallel embedding and output layer, column-parallel
+  // q/k/v and gate/up (whole heads and query groups per rank), row-parallel o_proj and down_proj.
+  const int64_t vocab = megatron_vocab_rows(c.vocab, t);
   p.embed = b.parameter("model.embed_tokens.weight", {vocab, h});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string m = "model.layers." + std::to_string(i);
@@ -347,11 +346,7 @@ Graph build_llama(const std::string& fixed_preset, const ModelSpec& spec, const 
                      " is not a multiple of kv_heads=" + std::to_string(c.kv_heads));
   }
   c.tp = cfg.tensor_parallel;
-  if (c.kv_heads % c.tp != 0 || c.ffn % c.tp != 0) {
-    throw InputError("--tensor-parallel " + std::to_string(c.tp) + " must divide the " + std::to_string(c.kv_heads) +
-                     " key/value heads and the MLP width " + std::to_string(c.ffn) + " of " + spec.name +
-                     " (Megatron splits whole heads and query groups)");
-  }
+  check_megatron_split(c.tp, c.heads, c.kv_heads, c.ffn, spec.name);
   if (hd % 2 != 0) {
     throw InputError("model '" + spec.name + "': the head size " + std::to_string(hd) +
                      " must be even for rotary embeddings");
@@ -361,6 +356,7 @@ Graph build_llama(const std::string& fixed_preset, const ModelSpec& spec, const 
   GraphBuilder b(spec.name, cfg.dtype);
   b.set_dim("batch", cfg.batch);
   b.set_dim("seq", seq);
+  set_transformer_dims(b, c.hidden, c.layers);
   LlamaParams p = declare(b, c);
   TensorId input_ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
   TensorId logits = LlamaForward(b, c, p).run(input_ids);
