@@ -122,6 +122,7 @@ void Interpreter::setup() {
     alloc(b);
     ref(b);  // held by the model or the data loader for the whole run
     buf_of_[static_cast<size_t>(t.id)] = b;
+    if (param_on_host(t)) host_state(host_param_bytes(t), t.name + " (shard, host)");
   }
   deepspeed_setup_states();
   end_step();
@@ -287,7 +288,7 @@ void Interpreter::deliver(TensorId target, GradValue g, int iteration, int micro
 void Interpreter::accumulate_grad(TensorId param, int, int) {
   GradValue g = grad_[static_cast<size_t>(param)];
   grad_[static_cast<size_t>(param)] = {};
-  if (o_.sharding.grads_sharded() || fsdp_mixed_) {
+  if (o_.sharding.grads_sharded() || fsdp_mixed_ || (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params)) {
     reduce_gradient(param, g);
     return;
   }
