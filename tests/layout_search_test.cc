@@ -104,7 +104,7 @@ TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
     Result<Estimate> e = estimate(layout_options(p, l));
     ASSERT_TRUE(e.ok()) << e.error();
     EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
-    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.offload_ms) << l.engine;
   }
 }
 
@@ -113,6 +113,8 @@ TEST(LayoutSearch, PicksTheLargestMicroBatchThatFits) {
   LayoutPlan p = search("gpt2", "T4", 2, 64);
   ASSERT_FALSE(p.ranked.empty());
   for (const LayoutOption& l : p.ranked) {
+    // A checkpointed layout may run a larger micro-batch than the plain fit (layout_checkpoint_test.cc).
+    if (l.checkpointed) continue;
     EXPECT_GT(l.micro_batches, 1) << l.engine;
     if (l.micro_batch < 64) {
       // Twice the micro-batch does not fit with the same engine.

@@ -36,7 +36,12 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
     throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
   }
   s.data_parallel = static_cast<int>(p.gpus / p.tensor_parallel);
-  if (!p.zero_stage && !p.fsdp) return s;  // DDP: every rank holds the full program
+  if (!p.zero_stage && !p.fsdp) {
+    // DDP: every rank holds the full program plus the Reducer's buckets. Megatron's tensor
+    // parallelism runs its own DDP (contiguous main_grad buffers), which is not modelled.
+    s.ddp_buckets = s.data_parallel > 1 && p.tensor_parallel == 1;
+    return s;
+  }
   const std::string flag = p.zero_stage ? "--zero" : "--fsdp";
   if (!training) throw InputError(flag + " applies to --mode train (the engines shard training states)");
   if (!cuda) throw InputError(flag + " needs --device cuda");

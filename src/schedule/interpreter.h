@@ -224,6 +224,16 @@ class Interpreter {
   // FSDP CPUOffload: torch.optim on the host parameters (states created at the first step).
   void host_optimizer_step(int iteration);
 
+  // ---- DDP's gradient buckets (interpreter_ddp.cc) --------------------------------------------
+  bool ddp_buckets() const;
+  void ddp_allocate_buckets(const std::vector<TensorId>& params, bool limited);
+  void ddp_setup_buckets();
+  void ddp_mark_ready(TensorId param);  // the first backward's gradient-ready order
+  void ddp_rebuild_buckets(int iteration, int micro);
+  std::vector<BufferId> ddp_bucket_buffers_;
+  std::vector<TensorId> ddp_ready_order_;
+  bool ddp_rebuilt_ = false;
+
   bool gathers_ = false;                      // ops gather full parameters before they run
   bool fsdp_mixed_ = false;
   bool low_precision_ = false;                // 16-bit parameters (DeepSpeed's fp16/bf16 mode)                   // FSDP keeps fp32 flat parameters, computes in 16-bit

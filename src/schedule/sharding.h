@@ -59,6 +59,11 @@ struct Sharding {
   // most). DeepSpeed's defaults (runtime/zero/offload_config.py, config.py).
   int64_t sub_group_size = 1000000000;
   int swap_buffer_count = 4;
+  // PyTorch DDP (no engine, data-parallel > 1): the Reducer's gradient buckets
+  // (schedule/interpreter_ddp.cc), _DEFAULT_FIRST_BUCKET_BYTES and bucket_cap_mb.
+  bool ddp_buckets = false;
+  int64_t ddp_first_bucket_bytes = 1024 * 1024;
+  int64_t ddp_bucket_cap_bytes = 25 * 1024 * 1024;
 
   bool optimizer_offloaded() const { return offload_optimizer != OffloadDevice::None; }
   bool active() const { return engine != ShardingEngine::None; }
