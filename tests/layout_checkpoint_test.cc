@@ -2,15 +2,20 @@
 // layout search (plan --gpus), and the offload families the search falls back to.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/zoo/registry.h"
 #include "options/run_args.h"
+#include "plan/evaluate.h"
+#include "plan/layout_fit.h"
 #include "plan/layout_search.h"
 #include "plan/offload_traffic.h"
 #include "schedule/transformer_blocks.h"
+#include "sim/device_catalog.h"
 
 namespace headroom {
 namespace {
@@ -34,8 +39,9 @@ TEST(TransformerBlocks, OneSegmentPerDecoderLayer) {
     const std::string prefix = "transformer.h." + std::to_string(i) + ".";
     EXPECT_EQ(gpt2.op(b.segments[i].first).name.rfind(prefix, 0), 0u) << gpt2.op(b.segments[i].first).name;
     EXPECT_EQ(gpt2.op(b.segments[i].last).name.rfind(prefix, 0), 0u) << gpt2.op(b.segments[i].last).name;
-    // The ops right outside the block belong to no other block index.
-    if (i + 1 < b.segments.size()) EXPECT_LT(b.segments[i].last, b.segments[i + 1].first);
+    if (i + 1 < b.segments.size()) {
+      EXPECT_LT(b.segments[i].last, b.segments[i + 1].first);
+    }
   }
   EXPECT_EQ(gpt2.block_class, "GPT2Block");
   Graph llama = build("llama:layers=2,hidden=256,heads=4,ffn=512,vocab=1000");
@@ -61,8 +67,6 @@ TEST(TransformerBlocks, CheckpointBlocksIsEverySegment) {
   ASSERT_TRUE(plain.ok() && blocks.ok() && by_hand.ok()) << plain.error() << blocks.error() << by_hand.error();
   EXPECT_EQ(blocks.value().peak_bytes, by_hand.value().peak_bytes);
   EXPECT_LT(blocks.value().peak_bytes, plain.value().peak_bytes);
-  CliRun r = run_cli("estimate resnet18 --checkpoint blocks");
-  if (r.code != 0) EXPECT_NE(r.err.find("--checkpoint blocks"), std::string::npos) << r.err;
   CliRun none = run_cli("estimate mlp:layers=1,dim=8 --checkpoint blocks");
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("no repeated blocks"), std::string::npos) << none.err;
@@ -110,6 +114,99 @@ void expect_each_is_its_estimate(const LayoutPlan& p) {
     EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.offload_ms) << l.engine;
     EXPECT_EQ(l.checkpointed, !l.plan.checkpoints.empty()) << l.engine;
   }
+}
+
+TEST(LayoutFit, CheckpointingWhenNothingElseFitsAndForALargerMicroBatch) {
+  // One engine (ZeRO-2, 2 GPUs, gpt2:layers=4 at seq 512, 4 sequences per GPU). The peaks of the
+  // plain and checkpointed programs are measured with an unlimited budget; the budgets below are
+  // placed between them, so each case's choice follows from the search's rule, not from numbers
+  // written here.
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "4";
+  a.seq = "512";
+  a.gpu = "A100-SXM4-40GB";
+  a.margin = "0%";
+  a.precision = "bf16";
+  a.gpus = "2";
+  a.zero = "2";
+  a.reduce_bucket_size = "1000";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  ASSERT_TRUE(o.ok()) << o.error();
+  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  PlanContext wide(o.value(), int64_t{1} << 50, CostModel(spec));
+  auto peak = [&](int64_t m, bool ckpt) {
+    MemoryPlan plan;
+    if (ckpt) plan.checkpoints = transformer_blocks(wide.graph(m)).segments;
+    return wide.evaluate(Candidate{plan, m}).peak_bytes;
+  };
+  const int64_t plain1 = peak(1, false), ckpt1 = peak(1, true), plain2 = peak(2, false), ckpt4 = peak(4, true), plain4 = peak(4, false);
+  ASSERT_LT(ckpt1, plain1);
+  ASSERT_LT(ckpt4, plain4);
+  auto fit = [&](int64_t budget, std::function<double(const Evaluation&, int64_t)> step) {
+    PlanContext ctx(o.value(), budget, CostModel(spec));
+    return fit_engine(ctx, {4, 2, 1}, true, step);
+  };
+  auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
+  // Nothing plain fits at micro-batch 1, the checkpointed program does.
+  EngineFit only = fit((ckpt1 + plain1) / 2, compute);
+  ASSERT_TRUE(only.found);
+  EXPECT_TRUE(only.checkpointed);
+  EXPECT_EQ(only.micro_batch, 1);
+  EXPECT_EQ(only.plan.checkpoints.size(), 4u);
+  // Everything fits plain at the largest micro-batch: no checkpointing is tried.
+  EngineFit roomy = fit(plain4, compute);
+  EXPECT_FALSE(roomy.checkpointed);
+  EXPECT_EQ(roomy.micro_batch, 4);
+  EXPECT_EQ(roomy.evaluations, 1);
+  // Micro-batch 4 fits only checkpointed, 2 plain: the step time decides. A step function that
+  // rewards the larger micro-batch keeps the checkpointed 4; one that rewards the smaller keeps 2.
+  if (ckpt4 < plain2) {
+    const int64_t budget = plain2;
+    EngineFit larger = fit(budget, [](const Evaluation&, int64_t m) { return 100.0 / static_cast<double>(m); });
+    EXPECT_TRUE(larger.checkpointed);
+    EXPECT_EQ(larger.micro_batch, 4);
+    EngineFit smaller = fit(budget, [](const Evaluation&, int64_t m) { return static_cast<double>(m); });
+    EXPECT_FALSE(smaller.checkpointed);
+    EXPECT_EQ(smaller.micro_batch, 2);
+  }
+}
+
+TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {
+  // With room for everything, each engine's plain peak at micro-batch 1; a budget one byte under
+  // the smallest leaves no plain layout: what ranks is checkpointed or offloaded, and each is
+  // exactly its estimate.
+  LayoutPlan roomy = search("gpt2:layers=4", "40GiB", 2, 1, "512");
+  ASSERT_EQ(roomy.ranked.size(), 6u);
+  int64_t smallest = roomy.ranked.front().peak_bytes;
+  for (const LayoutOption& l : roomy.ranked) {
+    EXPECT_FALSE(l.checkpointed) << l.engine;
+    smallest = std::min(smallest, l.peak_bytes);
+  }
+  LayoutPlan tight = search("gpt2:layers=4", std::to_string(smallest - 1) + "B", 2, 1, "512");
+  ASSERT_FALSE(tight.ranked.empty()) << "nothing fits " << smallest - 1 << " bytes";
+  for (const LayoutOption& l : tight.ranked) {
+    EXPECT_TRUE(l.checkpointed || l.parallel.offload_optimizer || l.parallel.offload_params) << l.engine;
+  }
+  expect_each_is_its_estimate(tight);
+  expect_each_is_its_estimate(roomy);
+}
+
+TEST(LayoutSearch, OffloadFamiliesWhenNothingElseFits) {
+  // gpt2-medium (354M parameters) in bf16 with Adam on 2 GPUs: ZeRO-3's model states alone are
+  // 16 Psi / 2 = 2.8 GB per GPU. A 2.5 GiB budget leaves no family without offload; ZeRO-3 with
+  // the optimizer and parameters on the CPU keeps no model state on the device between ops.
+  LayoutPlan p = search("gpt2-medium", "2.5GiB", 2, 1, "128");
+  ASSERT_FALSE(p.ranked.empty());
+  for (const LayoutOption& l : p.ranked) {
+    EXPECT_TRUE(l.parallel.offload_optimizer || l.parallel.offload_params) << l.engine;
+    EXPECT_GT(l.offload_bytes, 0) << l.engine;
+  }
+  expect_each_is_its_estimate(p);
+  CliRun r = run_cli("plan gpt2-medium --seq 128 --precision bf16 --gpus 2 --gpu A100-SXM4-40GB --gpu-memory 2.5GiB --margin 0%");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("offload"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("host-link copies of offloading"), std::string::npos) << r.out;
 }
 
 }  // namespace
