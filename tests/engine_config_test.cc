@@ -1,6 +1,6 @@
 // --emit deepspeed|fsdp|accelerate FILE: each emitted config is parsed (JSON with nlohmann, the
-// Python snippet with /usr/bin/python3's compile() and an import of its torch 1.13 names, the
-// YAML line by line) and its batch arithmetic checked: global batch = micro x accumulation x dp.
+// Python snippet with /usr/bin/python3's compile() and its torch names looked up in torch 1.13's
+// source, tests/check_snippet_imports.py; the YAML line by line) and its batch arithmetic checked: global batch = micro x accumulation x dp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,10 +64,10 @@ TEST(EmitFsdp, SnippetCompilesAndCarriesTheBatchArithmetic) {
   EXPECT_TRUE(has_line(ls, "        mixed_precision=MixedPrecision(param_dtype=torch.bfloat16),"));
   EXPECT_EQ(code.find("apply_activation_checkpointing"), std::string::npos);  // no checkpoints simulated
   if (!python_with_torch()) GTEST_SKIP() << "/usr/bin/python3 missing";
-  // compile() parses it; running it imports every name from torch 1.13 and checks the constants.
-  const std::string check = "/usr/bin/python3 -c \"import sys; src = open(sys.argv[1]).read(); compile(src, sys.argv[1], 'exec'); "
-                            "ns = {}; exec(src, ns); assert ns['GLOBAL_BATCH_SIZE'] == 128, ns['GLOBAL_BATCH_SIZE']; "
-                            "assert callable(ns['wrap'])\" " + py;
+  // compile() parses it, every name it imports from torch is defined in torch 1.13's source, and
+  // its constants evaluate to the batch arithmetic (tests/check_snippet_imports.py).
+  const std::string check = "/usr/bin/python3 " + std::string(HEADROOM_SOURCE_DIR) + "/tests/check_snippet_imports.py " + py +
+                            " GLOBAL_BATCH_SIZE=128 MICRO_BATCH_SIZE=2 GRADIENT_ACCUMULATION_STEPS=4 WORLD_SIZE=16";
   EXPECT_EQ(std::system(check.c_str()), 0) << code;
 
   // The accelerate YAML of the same layout: 16 processes on 2 machines of 8.
@@ -102,7 +102,7 @@ TEST(EmitFsdp, CheckpointedOffloadedLayoutWrapsBlocksAndOffloads) {
   EXPECT_TRUE(has_line(ls, "    apply_activation_checkpointing("));
   EXPECT_TRUE(has_line(ls, "BLOCK_CLASS_NAME = \"LlamaDecoderLayer\""));
   if (!python_with_torch()) GTEST_SKIP() << "/usr/bin/python3 missing";
-  const std::string check = "/usr/bin/python3 -c \"import sys; src = open(sys.argv[1]).read(); exec(compile(src, sys.argv[1], 'exec'), {})\" " + py;
+  const std::string check = "/usr/bin/python3 " + std::string(HEADROOM_SOURCE_DIR) + "/tests/check_snippet_imports.py " + py;
   EXPECT_EQ(std::system(check.c_str()), 0) << code;
 }
 

@@ -12,8 +12,9 @@ profiler replay, and compared with headroom's per-rank prediction
 tests/distributed_validation_test.cc compares with headroom's prediction.
 
 What one machine cannot check, and why (docs/distributed.md): FSDP in 1.13 refuses CPU-only
-execution (_lazy_init: "FSDP does not support CPU only execution"), and DeepSpeed is not
-installed (nor packaged in Debian); their per-rank numbers follow the engines' source only.
+execution (_lazy_init: "FSDP does not support CPU only execution"; with Debian's Python 3.11,
+torch.distributed.fsdp does not even import), and DeepSpeed is not installed (nor packaged in
+Debian); their per-rank numbers follow the engines' source only.
 """
 import argparse
 import json

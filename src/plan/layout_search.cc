@@ -107,9 +107,10 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
     plan.link = default_interconnect(*spec, request.interconnect_bytes_per_s);
     plan.run = run;
     plan.run.plan = {};
+    bool plain_fits = false;  // a family without offloading fits
     for (const Engine& engine : engines()) {
       const bool offloads = engine.offload_optimizer || engine.offload_params;
-      if (offloads && !plan.ranked.empty()) continue;  // offloading only when nothing else fits
+      if (offloads && plain_fits) continue;  // offloading only when nothing else fits
       LayoutOption best;
       best.engine = engine.name;
       best.parallel.gpus = request.gpus;
@@ -157,6 +158,7 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
         best.plan = fit.plan;
         best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
         plan.ranked.push_back(best);
+        plain_fits = plain_fits || !offloads;
       } else {
         plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
                                                           human_bytes(fit.smallest_peak_bytes), sizes.back(),
