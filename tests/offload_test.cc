@@ -46,12 +46,15 @@ Estimate run(const EstimateOptions& o) {
   return r.ok() ? r.value() : Estimate{};
 }
 
-// The bytes of the program's device buffers whose name contains `name` (one buffer expected).
+// The bytes of the program's device buffers whose name contains `name` (one per step may exist;
+// all of the same size), -1 when there is none.
 int64_t device_buffer(const Program& p, const std::string& name) {
   int64_t bytes = -1;
   for (const Buffer& b : p.buffers) {
     if (b.name.find(name) == std::string::npos) continue;
-    EXPECT_EQ(bytes, -1) << "two buffers named " << name;
+    if (bytes != -1) {
+      EXPECT_EQ(bytes, b.bytes) << "buffers named " << name << " differ";
+    }
     bytes = b.bytes;
   }
   return bytes;
