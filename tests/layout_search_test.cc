@@ -122,7 +122,7 @@ TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
     Result<Estimate> e = estimate(layout_options(p, l));
     ASSERT_TRUE(e.ok()) << e.error();
     EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
-    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms) << l.engine;
     EXPECT_EQ(l.tensor_comm.bytes_per_gpu > 0, l.parallel.tensor_parallel > 1) << l.engine;
   }
 }
@@ -132,6 +132,8 @@ TEST(LayoutSearch, PicksTheLargestMicroBatchThatFits) {
   LayoutPlan p = search("gpt2", "T4", 2, 64);
   ASSERT_FALSE(p.ranked.empty());
   for (const LayoutOption& l : p.ranked) {
+    // A checkpointed layout may run a larger micro-batch than the plain fit (layout_checkpoint_test.cc).
+    if (l.checkpointed) continue;
     EXPECT_GT(l.micro_batches, 1) << l.engine;
     EXPECT_EQ(l.micro_batch * l.micro_batches, 64 * l.parallel.tensor_parallel) << l.engine;
     if (l.micro_batch < 64 * l.parallel.tensor_parallel) {
@@ -172,10 +174,11 @@ TEST(LayoutSearch, TensorParallelLayoutsOfASeventyBillionModel) {
   // Llama-3.1-70B: 64 heads, 8 key/value heads; T = 2, 4, 8 all split whole query groups, so
   // on 16 GPUs every tensor-parallel family is ranked or does not fit at micro-batch 1 (none is
   // refused for its split), and 16 Adam bytes per parameter (1.13 TB) do not fit 16 x 40 GB
-  // whatever the layout: the largest split still holds 70.6e9 / 8 parameters per rank.
+  // whatever the layout: the largest split still holds 70.6e9 / 8 parameters per rank. As no
+  // plain family fits, the three offload families are tried too: 12 + 3 lines.
   const std::string model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-3.1-70b.json";
   LayoutPlan p = search(model, "A100-SXM4-40GB", 16, 1);
-  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 12u);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 15u);
   for (const LayoutRejection& r : p.rejected) EXPECT_NE(r.why.find("over the"), std::string::npos) << r.engine << ": " << r.why;
   CliRun h100 = run_cli("plan " + model + " --gpus 8 --gpu H100-SXM");
   ASSERT_EQ(h100.code, 0) << h100.err;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cli/completion.h"
+#include "cli/emit.h"
 #include "cli/help.h"
 #include "cli/progress.h"
 #include "estimate/estimate.h"
@@ -96,6 +97,7 @@ struct EstimateArgs {
   RunArgs run;
   std::string seq, micro_batch, threads, prompt, new_tokens, beams, cache, attention, lora, qlora, weights, group_size;
   std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
+  std::string offload_optimizer, offload_params;
   std::string samples, tokens, epochs, host_memory;  // estimate's time options
   std::string objective;                             // fit's ranking
   bool json = false;
@@ -148,10 +150,12 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--zero", e.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
   cmd->add_option("--fsdp", e.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
   cmd->add_option("--reduce-bucket-size", e.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
+  cmd->add_option("--offload-optimizer", e.offload_optimizer, "with --zero 1-3: DeepSpeed offload_optimizer device, cpu (ZeRO-Offload) or nvme (ZeRO-Infinity, --zero 3)");
+  cmd->add_option("--offload-params", e.offload_params, "with --zero 3 or --fsdp: cpu keeps the parameter shards on the host (offload_param, CPUOffload)");
   cmd->add_option("--tensor-parallel", e.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2, llama and Hugging Face decoder configs); data-parallel size gpus / T");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
-  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable)");
+  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing)");
   cmd->add_option("--offload", a.offloads, "training on cuda: offload the activations op NAME saves to host memory (repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
 }
@@ -175,6 +179,8 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--fsdp")) a.fsdp = e.fsdp;
   if (cmd->count("--reduce-bucket-size")) a.reduce_bucket_size = e.reduce_bucket_size;
   if (cmd->count("--tensor-parallel")) a.tensor_parallel = e.tensor_parallel;
+  if (cmd->count("--offload-optimizer")) a.offload_optimizer = e.offload_optimizer;
+  if (cmd->count("--offload-params")) a.offload_params = e.offload_params;
   if (cmd->count("--grad-accum")) a.grad_accum = e.grad_accum;
   if (cmd->get_option_no_throw("--samples") && cmd->count("--samples")) a.samples = e.samples;
   if (cmd->get_option_no_throw("--tokens") && cmd->count("--tokens")) a.tokens = e.tokens;
@@ -194,20 +200,17 @@ Result<EstimateOptions> to_options(const EstimateArgs& e, const CLI::App* cmd, R
   return to_estimate_options(run_args(e, cmd), command);
 }
 
-int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::string& emit_deepspeed) {
+int run_estimate(const EstimateArgs& a, const CLI::App* cmd, const std::vector<std::string>& emit, const std::string& emit_deepspeed) {
+  Result<std::vector<EmitRequest>> emits = capture_input_errors([&] { return parse_emit_requests(emit, emit_deepspeed); });
+  if (!emits.ok()) return fail(emits.error());
   Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Estimate);
   if (!o.ok()) return fail(o.error());
   Progress progress("estimating " + a.run.model);
   Result<Estimate> e = estimate(o.value());
   progress.finish();
   if (!e.ok()) return fail(e.error());
-  if (!emit_deepspeed.empty()) {
-    Result<std::string> config = deepspeed_config(e.value());
-    if (!config.ok()) return fail(config.error());
-    Result<int64_t> written = write_file_atomically(emit_deepspeed, config.value());
-    if (!written.ok()) return fail(written.error());
-    say_written(emit_deepspeed, written.value());
-  }
+  Result<int> written = write_emits(emits.value(), [&](EmitKind) { return e; }, say_written);
+  if (!written.ok()) return fail(written.error());
   if (a.trace) {
     std::cout << program_trace(e.value().program);
     return 0;
@@ -398,6 +401,7 @@ int run_pack(const PackArgs& a) {
 // plan --gpus N: the data-parallel layout search (plan/layout_search.h, docs/distributed.md).
 struct LayoutArgs {
   std::string global_batch, interconnect, emit_deepspeed;
+  std::vector<std::string> emit;  // --emit KIND FILE pairs
 };
 
 int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateOptions& o, const LayoutArgs& l,
@@ -405,15 +409,16 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
                      const std::string& strategy) {
   if (!html.empty() || !export_chain.empty() || !budget.empty() || strategy != "auto" || cmd->count("--cost-gpu") ||
       cmd->count("--activation-budget")) {
-    return fail("plan --gpus N takes --gpu NAME, --global-batch, --interconnect and --emit-deepspeed (not --html, --export-chain, --budget, --strategy, --cost-gpu or --activation-budget)");
+    return fail("plan --gpus N takes --gpu NAME, --global-batch, --interconnect and --emit (not --html, --export-chain, --budget, --strategy, --cost-gpu or --activation-budget)");
   }
   Result<LayoutPlan> r = capture_input_errors([&]() -> LayoutPlan {
     LayoutRequest req;
     req.run = o;
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
-    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel or --reduce-bucket-size");
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements ||
+        o.parallel.offload_optimizer || o.parallel.offload_params) {
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);
@@ -424,19 +429,20 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     return p.value();
   });
   if (!r.ok()) return fail(r.error());
-  if (!l.emit_deepspeed.empty()) {
-    const LayoutOption* best = nullptr;
-    for (const LayoutOption& opt : r.value().ranked) {
-      if (opt.parallel.zero_stage && !best) best = &opt;
-    }
-    if (!best) return fail("--emit-deepspeed: no DeepSpeed ZeRO layout fits");
-    Result<Estimate> e = estimate(layout_options(r.value(), *best));
-    if (!e.ok()) return fail(e.error());
-    Result<std::string> config = deepspeed_config(e.value());
-    if (!config.ok()) return fail(config.error());
-    Result<int64_t> written = write_file_atomically(l.emit_deepspeed, config.value());
+  {
+    // Each kind emits the fastest ranked layout its engine runs (accelerate: the fastest of all).
+    Result<std::vector<EmitRequest>> emits = capture_input_errors([&] { return parse_emit_requests(l.emit, l.emit_deepspeed); });
+    if (!emits.ok()) return fail(emits.error());
+    Result<int> written = write_emits(emits.value(), [&](EmitKind kind) -> Result<Estimate> {
+      for (const LayoutOption& opt : r.value().ranked) {
+        const bool runs = kind == EmitKind::Accelerate || (kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value() : opt.parallel.fsdp.has_value());
+        if (runs) return estimate(layout_options(r.value(), opt));
+      }
+      return Result<Estimate>::failure(kind == EmitKind::DeepSpeed ? "--emit deepspeed: no DeepSpeed ZeRO layout fits"
+                                       : kind == EmitKind::Fsdp    ? "--emit fsdp: no FSDP layout fits"
+                                                                   : "--emit accelerate: no layout fits");
+    }, say_written);
     if (!written.ok()) return fail(written.error());
-    say_written(l.emit_deepspeed, written.value());
   }
   std::cout << (a.json ? layout_json(r.value()) : layout_text(r.value()));
   return 0;
@@ -448,8 +454,8 @@ int run_plan_model(const EstimateArgs& a, const CLI::App* cmd, const std::string
   Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Plan);
   if (!o.ok()) return fail(o.error());
   if (o.value().parallel.given()) return run_plan_layouts(a, cmd, o.value(), layout, html, export_chain, budget, strategy);
-  if (!layout.global_batch.empty() || !layout.interconnect.empty() || !layout.emit_deepspeed.empty()) {
-    return fail("--global-batch, --interconnect and --emit-deepspeed apply to plan --gpus N");
+  if (!layout.global_batch.empty() || !layout.interconnect.empty() || !layout.emit_deepspeed.empty() || !layout.emit.empty()) {
+    return fail("--global-batch, --interconnect, --emit and --emit-deepspeed apply to plan --gpus N");
   }
   Result<Plan> r = capture_input_errors([&]() -> Plan {
     PlanRequest req;
@@ -627,7 +633,11 @@ int main_impl(int argc, char** argv) {
   CLI::App* est = app.add_subcommand("estimate", "peak memory of inference or a training step");
   add_estimate_options(est, ea);
   std::string emit_deepspeed;
-  est->add_option("--emit-deepspeed", emit_deepspeed, "with --gpus and --zero: write the layout's DeepSpeed JSON config to FILE");
+  std::vector<std::string> emit;
+  est->add_option("--emit", emit, "with --gpus: KIND FILE writes the layout's engine config: deepspeed (JSON), fsdp (Python) or accelerate (YAML); repeatable")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  est->add_option("--emit-deepspeed", emit_deepspeed, "with --gpus and --zero: --emit deepspeed FILE");
   est->add_option("--host-memory", ea.host_memory, "with --gpu NAME: weights loaded from pageable (default) or pinned host memory");
   est->add_option("--samples", ea.samples, "with --gpu NAME: time a whole run of N samples per epoch");
   est->add_option("--tokens", ea.tokens, "with --gpu NAME: time a whole run of N tokens per epoch (token models)");
@@ -668,7 +678,10 @@ int main_impl(int argc, char** argv) {
   LayoutArgs layout_args;
   planc->add_option("--global-batch", layout_args.global_batch, "--gpus N: samples per optimizer step over all GPUs (default --batch x N)");
   planc->add_option("--interconnect", layout_args.interconnect, "--gpus N: GPU-to-GPU bandwidth per direction, e.g. 100GB/s (default: the GPU's NVLink or PCIe, InfiniBand between machines)");
-  planc->add_option("--emit-deepspeed", layout_args.emit_deepspeed, "--gpus N: write the fastest ZeRO layout's DeepSpeed JSON config to FILE");
+  planc->add_option("--emit", layout_args.emit, "--gpus N: KIND FILE writes the fastest layout's engine config: deepspeed (fastest ZeRO), fsdp (fastest FSDP), accelerate (fastest); repeatable")
+      ->expected(2)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  planc->add_option("--emit-deepspeed", layout_args.emit_deepspeed, "--gpus N: --emit deepspeed FILE");
   std::string plan_html_file;
   planc->add_option("--html", plan_html_file, "MODEL: also write an HTML page: memory over a step per strategy, the budget, decisions");
   PackArgs pa;
@@ -748,7 +761,7 @@ int main_impl(int argc, char** argv) {
     else return fail("completion: unknown shell '" + shell + "' (bash or zsh)");
     return 0;
   }
-  if (*est) return run_estimate(ea, est, emit_deepspeed);
+  if (*est) return run_estimate(ea, est, emit, emit_deepspeed);
   if (*models) return run_models();
   if (*fitc) return run_fit(fa, fitc, vary, serve_args);
   if (*gpus) return run_gpus();

@@ -4,7 +4,9 @@
 #include <map>
 #include <regex>
 
+#include "estimate/offload.h"
 #include "frontends/zoo/registry.h"
+#include "schedule/transformer_blocks.h"
 #include "training/autocast.h"
 #include "util/checked.h"
 #include "util/suggest.h"
@@ -102,6 +104,7 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.sharding = resolve_sharding(o.parallel, o.mode == RunMode::Training, o.device == "cuda",
                                 o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16,
                                 o.zero_grad == ZeroGrad::Zeros);
+  resolve_offload(o.parallel, o.optimizer, o.micro_batch && *o.micro_batch > 0 ? o.batch / *o.micro_batch : 1, s.sharding);
   return s;
 }
 
@@ -116,6 +119,7 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
   e.breakdown_at_peak = sim.at_peak;
   e.op_count = static_cast<int64_t>(g.ops.size());
   e.notes = g.notes;
+  e.block_class = g.block_class;
   if (sim.peak.step >= 0) {
     const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
     e.peak_phase = st.phase;
@@ -183,6 +187,13 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
     return it->second;
   };
   for (const std::string& r : ranges) {
+    if (r == "blocks") {
+      // Every repeated block (HF gradient_checkpointing_enable(): one checkpoint per layer).
+      TransformerBlocks blocks = transformer_blocks(g);
+      if (blocks.segments.empty()) throw InputError("--checkpoint blocks: the model has no repeated blocks (module paths PREFIX.0., PREFIX.1., ...)");
+      for (const CheckpointSegment& s : blocks.segments) plan.checkpoints.push_back(s);
+      continue;
+    }
     size_t dots = r.find("..");
     if (dots == std::string::npos || dots == 0 || dots + 2 >= r.size()) throw InputError("--checkpoint '" + r + "' is not FIRST..LAST");
     OpId first = find(r.substr(0, dots), r), last = find(r.substr(dots + 2), r);

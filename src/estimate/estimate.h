@@ -144,6 +144,7 @@ struct Estimate {
   std::vector<IterationSummary> iterations;
   int64_t op_count = 0;
   std::vector<std::string> notes;
+  std::string block_class;  // Graph::block_class (the engine configs' wrap policy)
   Program program;  // only with EstimateOptions::keep_program
   std::optional<DeviceMemory> device;  // with EstimateOptions::gpu
   // Generation: the KV cache live at the peak, and the forward holding the peak (0 = the

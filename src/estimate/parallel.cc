@@ -18,13 +18,13 @@ std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s) {
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients) {
   Sharding s;
   if (!p.given()) return s;
-  if (p.gpus <= 0) throw InputError("--zero, --fsdp and --reduce-bucket-size need --gpus N");
+  if (p.gpus <= 0) throw InputError("--zero, --fsdp, --reduce-bucket-size and the offload options need --gpus N");
   if (p.zero_stage && p.fsdp) throw InputError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are two engines: give one");
   if (p.zero_stage && (*p.zero_stage < 0 || *p.zero_stage > 3)) {
     throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(*p.zero_stage));
   }
-  if (p.reduce_bucket_elements && !(p.zero_stage && *p.zero_stage >= 2)) {
-    throw InputError("--reduce-bucket-size applies to --zero 2 and 3 (DeepSpeed's ipg bucket)");
+  if (p.reduce_bucket_elements && !(p.zero_stage && (*p.zero_stage >= 2 || p.offload_optimizer))) {
+    throw InputError("--reduce-bucket-size applies to --zero 2 and 3, or 1 with --offload-optimizer (DeepSpeed's ipg bucket)");
   }
   if (p.gpus > 1000000) throw InputError("--gpus " + std::to_string(p.gpus) + " is more than a million GPUs");
   if (p.tensor_parallel < 1) throw InputError("--tensor-parallel must be a positive integer");
@@ -36,7 +36,12 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
     throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
   }
   s.data_parallel = static_cast<int>(p.gpus / p.tensor_parallel);
-  if (!p.zero_stage && !p.fsdp) return s;  // DDP: every rank holds the full program
+  if (!p.zero_stage && !p.fsdp) {
+    // DDP: every rank holds the full program plus the Reducer's buckets. Megatron's tensor
+    // parallelism runs its own DDP (contiguous main_grad buffers), which is not modelled.
+    s.ddp_buckets = s.data_parallel > 1 && p.tensor_parallel == 1;
+    return s;
+  }
   const std::string flag = p.zero_stage ? "--zero" : "--fsdp";
   if (!training) throw InputError(flag + " applies to --mode train (the engines shard training states)");
   if (!cuda) throw InputError(flag + " needs --device cuda");
@@ -65,6 +70,8 @@ std::string describe_layout(const ParallelOptions& p) {
   if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
   else if (p.fsdp) s += std::string("FSDP ") + (*p.fsdp == FsdpStrategy::Full ? "full" : *p.fsdp == FsdpStrategy::GradOp ? "grad-op" : "no-shard");
   else s += "DDP";
+  if (p.offload_optimizer) s += *p.offload_optimizer == OffloadDevice::Nvme ? ", optimizer on NVMe" : ", optimizer on CPU";
+  if (p.offload_params) s += ", parameters on CPU";
   return s + ")";
 }
 
@@ -109,6 +116,8 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
              (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
              "data-parallel " + std::to_string(s.data_parallel) + ", " + what;
+  if (s.optimizer_offloaded()) r.layout += s.offload_optimizer == OffloadDevice::Nvme ? ", optimizer offloaded to NVMe" : ", optimizer offloaded to CPU";
+  if (s.offload_params) r.layout += ", parameters offloaded to CPU";
   // Model states when the last optimizer step begins; in inference, what is live at the end.
   int32_t at = static_cast<int32_t>(program.events.size());
   int last_iteration = 0;
@@ -126,6 +135,7 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
                         sim.at_peak[static_cast<size_t>(Category::Activations)] +
                         sim.at_peak[static_cast<size_t>(Category::ActivationGradients)];
   r.peak_bytes = sim.peak.bytes;
+  for (const HostState& h : program.host) (h.nvme ? r.nvme_bytes : r.host_bytes) += h.bytes;
   return r;
 }
 

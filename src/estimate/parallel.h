@@ -26,7 +26,11 @@ struct ParallelOptions {
   std::optional<FsdpStrategy> fsdp;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
-  bool given() const { return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1; }
+  std::optional<OffloadDevice> offload_optimizer;  // --offload-optimizer cpu|nvme (estimate/offload.h)
+  bool offload_params = false;                     // --offload-params cpu
+  bool given() const {
+    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || offload_optimizer || offload_params;
+  }
 };
 
 struct PerGpu {
@@ -42,6 +46,9 @@ struct PerGpu {
   // Saved activations, other activations and activation gradients at the rank's peak.
   int64_t activations_bytes = 0;
   int64_t peak_bytes = 0;
+  // What the engine keeps off the device for this rank (offloading): host memory and NVMe.
+  int64_t host_bytes = 0;
+  int64_t nvme_bytes = 0;
 };
 
 // InputError for an invalid layout. `training`, `cuda` and `low_precision` (--precision bf16)

@@ -136,6 +136,9 @@ struct Graph {
   // loss behind GradScaler's scaled one, partial losses held in Python variables).
   std::vector<TensorId> loss_terms;
   std::vector<std::string> notes;  // facts a report should state (e.g. "batch norm folded")
+  // The Python class of the model's repeated blocks ("GPT2Block", "LlamaDecoderLayer"), for the
+  // engine configs that wrap or checkpoint per block (report/engine_config.h); "" when unknown.
+  std::string block_class;
   // Generation: storages that are a KV cache (the tensors DynamicCache holds, or the carried-in
   // cache of a graph that starts after the prefill); their buffers are reported as "kv cache".
   std::vector<TensorId> kv_cache;

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "estimate/offload.h"
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
 #include "util/checked.h"
@@ -278,6 +279,15 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     }
     if (a.tensor_parallel) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", *a.tensor_parallel);
     if (a.reduce_bucket_size) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", *a.reduce_bucket_size);
+    if (a.offload_optimizer) {
+      auto d = parse_offload_device(*a.offload_optimizer);
+      if (!d) throw InputError("--offload-optimizer must be cpu or nvme, got '" + *a.offload_optimizer + "'");
+      o.parallel.offload_optimizer = *d;
+    }
+    if (a.offload_params) {
+      if (*a.offload_params != "cpu") throw InputError("--offload-params must be cpu (parameter offload to NVMe is not modelled), got '" + *a.offload_params + "'");
+      o.parallel.offload_params = true;
+    }
     if (a.device != "cuda" && a.device != "cpu") throw InputError("--device must be cuda or cpu, got '" + a.device + "'");
     o.device = a.device;
     if (a.threads) {
@@ -393,6 +403,8 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"zero", [](RunArgs& r, const std::string& v) { r.zero = v; }},
       {"fsdp", [](RunArgs& r, const std::string& v) { r.fsdp = v; }},
       {"reduce_bucket_size", [](RunArgs& r, const std::string& v) { r.reduce_bucket_size = v; }},
+      {"offload_optimizer", [](RunArgs& r, const std::string& v) { r.offload_optimizer = v; }},
+      {"offload_params", [](RunArgs& r, const std::string& v) { r.offload_params = v; }},
       {"tensor_parallel", [](RunArgs& r, const std::string& v) { r.tensor_parallel = v; }},
       {"grad_accum", [](RunArgs& r, const std::string& v) { r.grad_accum = v; }},
       {"samples", [](RunArgs& r, const std::string& v) { r.samples = v; }},

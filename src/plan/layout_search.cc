@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "plan/evaluate.h"
+#include "plan/layout_fit.h"
+#include "plan/offload_traffic.h"
 #include "plan/tensor_parallel_comm.h"
 #include "util/checked.h"
 #include "util/format.h"
@@ -18,6 +20,10 @@ struct Engine {
   std::optional<int> zero_stage;
   std::optional<FsdpStrategy> fsdp;
   int64_t tensor_parallel = 1;
+  // Offload families (estimate/offload.h), tried only when no other family fits.
+  std::optional<OffloadDevice> offload_optimizer = std::nullopt;
+  bool offload_params = false;
+  bool offloads() const { return offload_optimizer.has_value() || offload_params; }
 };
 
 const std::vector<Engine>& engines() {
@@ -28,6 +34,9 @@ const std::vector<Engine>& engines() {
       {"ZeRO-3", DataParallelEngine::Zero3, 3, std::nullopt},
       {"FSDP full", DataParallelEngine::FsdpFull, std::nullopt, FsdpStrategy::Full},
       {"FSDP grad-op", DataParallelEngine::FsdpGradOp, std::nullopt, FsdpStrategy::GradOp},
+      {"ZeRO-2 offload", DataParallelEngine::Zero2, 2, std::nullopt, 1, OffloadDevice::Cpu, false},
+      {"ZeRO-3 offload", DataParallelEngine::Zero3, 3, std::nullopt, 1, OffloadDevice::Cpu, true},
+      {"FSDP offload", DataParallelEngine::FsdpFull, std::nullopt, FsdpStrategy::Full, 1, std::nullopt, true},
   };
   return all;
 }
@@ -63,6 +72,17 @@ std::pair<int64_t, int64_t> parameter_and_gradient_bytes(const Graph& g) {
   return {params, grads};
 }
 
+// Parameter elements and the bytes of one (the graph's parameter dtype).
+std::pair<int64_t, int64_t> parameter_elements(const Graph& g) {
+  int64_t n = 0, elem = 4;
+  for (const Tensor& t : g.tensors) {
+    if (t.role != TensorRole::Parameter || t.tied_to != kNone) continue;
+    n += t.numel();
+    elem = dtype_size(t.dtype);
+  }
+  return {n, elem};
+}
+
 // Micro-batches tried, largest first: the per-GPU batch and its halvings while they divide it.
 std::vector<int64_t> micro_batches(int64_t batch) {
   std::vector<int64_t> m;
@@ -84,6 +104,7 @@ EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& optio
   EstimateOptions o = plan.run;
   o.batch = rank_batch(plan, option.parallel.tensor_parallel);
   o.parallel = option.parallel;
+  o.plan = option.plan;
   if (option.micro_batches > 1) o.micro_batch = option.micro_batch;
   return o;
 }
@@ -113,15 +134,28 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
     plan.link = default_interconnect(*spec, request.interconnect_bytes_per_s);
     plan.run = run;
     plan.run.plan = {};
-    std::vector<Engine> families = engines();
+    // The plain data-parallel engines, then tensor parallelism, then (only when none of those fits)
+    // the offload families.
+    std::vector<Engine> families;
+    for (const Engine& e : engines()) {
+      if (!e.offloads()) families.push_back(e);
+    }
     for (Engine& e : tensor_parallel_engines(request.gpus, plan.link.gpus_per_node, plan.rejected)) families.push_back(e);
+    for (const Engine& e : engines()) {
+      if (e.offloads()) families.push_back(e);
+    }
+    bool plain_fits = false;  // a family without offloading fits
     for (const Engine& engine : families) {
+      const bool offloads = engine.offloads();
+      if (offloads && plain_fits) continue;  // offloading only when nothing else fits
       LayoutOption best;
       best.engine = engine.name;
       best.parallel.gpus = request.gpus;
       best.parallel.tensor_parallel = engine.tensor_parallel;
       best.parallel.zero_stage = engine.zero_stage;
       best.parallel.fsdp = engine.fsdp;
+      best.parallel.offload_optimizer = engine.offload_optimizer;
+      best.parallel.offload_params = engine.offload_params;
       EstimateOptions o = plan.run;
       const int64_t batch = rank_batch(plan, engine.tensor_parallel);
       o.batch = batch;
@@ -141,36 +175,48 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
         }
         continue;
       }
-      bool found = false;
-      int64_t smallest = 0;
-      for (int64_t m : micro_batches(batch)) {
-        Evaluation e = ctx->evaluate(Candidate{{}, m});
-        ++plan.evaluations;
-        smallest = e.peak_bytes;
-        if (!e.feasible) continue;
-        auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(ctx->graph(m));
-        best.micro_batch = m;
-        best.micro_batches = batch / m;
-        best.peak_bytes = e.peak_bytes;
-        best.compute_ms = e.time.total_ms;
+      // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
+      const bool fsdp_offload = engine.fsdp && engine.offload_params;
+      const std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
+      const int64_t data_parallel = request.gpus / engine.tensor_parallel;
+      auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
+        const Graph& g = ctx->graph(m);
+        auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(g);
+        auto [elements, element_bytes] = parameter_elements(g);
+        out.micro_batch = m;
+        out.micro_batches = batch / m;
+        out.peak_bytes = e.peak_bytes;
+        out.compute_ms = e.time.total_ms;
         // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
         Interconnect dp_link = plan.link;
         dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
-        best.comm = step_communication(engine.kind, param_bytes, grad_bytes, request.gpus / engine.tensor_parallel,
-                                       best.micro_batches, dp_link);
-        best.exposed_comm_ms = std::max(0.0, best.comm.ms - e.time.compute_ms * 2.0 / 3.0);
-        best.tensor_comm = tensor_parallel_communication(ctx->graph(m), engine.tensor_parallel, best.micro_batches,
-                                                         activation_element_bytes(plan.run.precision), plan.link);
-        best.step_ms = best.compute_ms + best.exposed_comm_ms + best.tensor_comm.ms;
+        out.comm = step_communication(engine.kind, param_bytes, grad_bytes, data_parallel, out.micro_batches, dp_link);
+        out.exposed_comm_ms = std::max(0.0, out.comm.ms - e.time.compute_ms * 2.0 / 3.0);
+        out.tensor_comm = tensor_parallel_communication(g, engine.tensor_parallel, out.micro_batches,
+                                                        activation_element_bytes(plan.run.precision), plan.link);
+        out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
+                                                   data_parallel, out.micro_batches, element_bytes);
+        out.offload_ms = out.offload_bytes > 0 ? ctx->cost().transfer_ms(out.offload_bytes) : 0;
+        out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms;
+        return out.step_ms;
+      };
+      EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/true, [&](const Evaluation& e, int64_t m) {
+        LayoutOption scratch = best;
+        return step_of(e, m, scratch);
+      });
+      plan.evaluations += fit.evaluations;
+      if (fit.found) {
+        step_of(fit.evaluation, fit.micro_batch, best);
+        best.checkpointed = fit.checkpointed;
+        best.plan = fit.plan;
         best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
-        found = true;
-        break;
-      }
-      if (found) {
         plan.ranked.push_back(best);
+        plain_fits = plain_fits || !offloads;
       } else {
-        plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch 1, over the {} budget",
-                                                          human_bytes(smallest), human_bytes(plan.budget_bytes))});
+        plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
+                                                          human_bytes(fit.smallest_peak_bytes), sizes.back(),
+                                                          fit.evaluations > static_cast<int>(sizes.size()) ? " with every block checkpointed" : "",
+                                                          human_bytes(plan.budget_bytes))});
       }
     }
     std::stable_sort(plan.ranked.begin(), plan.ranked.end(),

@@ -4,8 +4,11 @@
 // one rank's program re-simulated by the planner's PlanContext (the same interpreter, allocator
 // and roofline as estimate and plan), and its communication comes from plan/collectives.h.
 //
-// Ranking: step time = compute (the roofline of the rank's program, all micro-batches) + the
-// communication that the backward pass cannot hide (DDP buckets, ZeRO's overlap_comm and FSDP's
+// Each engine is also tried with every transformer block checkpointed (plan/layout_fit.h), and
+// when no engine fits, the offload families (ZeRO-2 / ZeRO-3 / FSDP with CPU offload).
+//
+// Ranking: step time = compute (the roofline of the rank's program, all micro-batches, recompute
+// included) + the host-link traffic of offloading + the communication that the backward pass cannot hide (DDP buckets, ZeRO's overlap_comm and FSDP's
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
 // taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
 // parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1 over N / T) adds its activation
@@ -45,6 +48,10 @@ struct LayoutOption {
   StepCommunication comm;   // data-parallel collectives (overlap the backward)
   double exposed_comm_ms = 0;
   StepCommunication tensor_comm;  // tensor-parallel all-reduces (never hidden): tensor_parallel_comm.h
+  int64_t offload_bytes = 0;  // host-link traffic per step of an offload family (plan/offload_traffic.h)
+  double offload_ms = 0;
+  bool checkpointed = false;  // every transformer block checkpointed (plan/layout_fit.h)
+  MemoryPlan plan;            // those checkpoints
   double step_ms = 0;
   double samples_per_s = 0;
 };

@@ -124,6 +124,11 @@ std::string estimate_text(const Estimate& e, bool color) {
     const PerGpu& g = *e.per_gpu;
     s += fmt::format("per GPU, {}: model states {} ({} bytes), the rest below is one rank's\n", g.layout,
                      human_bytes(g.model_states_bytes), with_commas(g.model_states_bytes));
+    if (g.host_bytes > 0 || g.nvme_bytes > 0) {
+      s += fmt::format("offloaded per rank: host memory {} ({} bytes)", human_bytes(g.host_bytes), with_commas(g.host_bytes));
+      if (g.nvme_bytes > 0) s += fmt::format(", NVMe {} ({} bytes)", human_bytes(g.nvme_bytes), with_commas(g.nvme_bytes));
+      s += "\n";
+    }
   }
   s += "\n";
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
@@ -264,7 +269,9 @@ std::string estimate_json(const Estimate& e) {
                                 {"zero_stage", g.zero_stage}, {"description", g.layout}}},
                     {"model_states_bytes", g.model_states_bytes},
                     {"activations_bytes", g.activations_bytes},
-                    {"peak_bytes", g.peak_bytes}};
+                    {"peak_bytes", g.peak_bytes},
+                    {"host_bytes", g.host_bytes},
+                    {"nvme_bytes", g.nvme_bytes}};
   }
   j["notes"] = e.notes;
   return j.dump(2) + "\n";

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "util/format.h"
@@ -16,24 +18,34 @@ std::string layout_text(const LayoutPlan& p) {
   if (p.ranked.empty()) {
     s += "No layout fits.\n";
   } else {
-    s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
+    s += fmt::format("{:>4}  {:<21} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
                      "per GPU", "compute", "comm", "step", "samples/s");
     int rank = 0;
     for (const LayoutOption& o : p.ranked) {
-      s += fmt::format("{:>4}  {:<13} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank, o.engine,
+      s += fmt::format("{:>4}  {:<21} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank,
+                       o.engine + (o.checkpointed ? " + ckpt" : ""),
                        fmt::format("{} x {}", o.micro_batch, o.micro_batches), human_bytes(o.peak_bytes), o.compute_ms,
                        o.comm.ms + o.tensor_comm.ms, o.step_ms, o.samples_per_s);
     }
   }
   for (const LayoutRejection& r : p.rejected) s += fmt::format("does not fit: {}: {}\n", r.engine, r.why);
-  s += fmt::format("\nstep = compute + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces; {} simulations.\n",
+  s += fmt::format("\nstep = compute (recompute included) + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces{}; {} simulations.\n",
+                   std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.offload_bytes > 0; })
+                       ? " + host-link copies of offloading (the CPU optimizer step is timed as the GPU's)"
+                       : "",
                    p.evaluations);
+  if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.checkpointed; })) {
+    s += "+ ckpt: every transformer block checkpointed (model.gradient_checkpointing_enable(); estimate --checkpoint blocks).\n";
+  }
   if (!p.ranked.empty()) {
     const LayoutOption& best = p.ranked.front();
     std::string flags = best.parallel.tensor_parallel > 1 ? fmt::format(" --tensor-parallel {}", best.parallel.tensor_parallel) : "";
     flags += best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
                         : best.parallel.fsdp     ? std::string(" --fsdp ") + (*best.parallel.fsdp == FsdpStrategy::Full ? "full" : "grad-op")
                                                  : "";
+    if (best.parallel.offload_optimizer) flags += " --offload-optimizer cpu";
+    if (best.parallel.offload_params) flags += " --offload-params cpu";
+    if (best.checkpointed) flags += " --checkpoint blocks";
     std::string accum = best.micro_batches > 1 ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
                                                : fmt::format(" --batch {}", rank_batch(p, best.parallel.tensor_parallel));
     s += fmt::format("The per-GPU estimate of the first: headroom estimate {} --gpu {} --gpus {}{}{}\n", p.model, p.gpu, p.gpus,
@@ -68,6 +80,9 @@ std::string layout_json(const LayoutPlan& p) {
                       {"exposed_comm_ms", o.exposed_comm_ms},
                       {"tensor_parallel_comm_bytes_per_gpu", o.tensor_comm.bytes_per_gpu},
                       {"tensor_parallel_comm_ms", o.tensor_comm.ms},
+                      {"activation_checkpointing", o.checkpointed},
+                      {"offload_bytes_per_gpu", o.offload_bytes},
+                      {"offload_ms", o.offload_ms},
                       {"step_ms", o.step_ms},
                       {"samples_per_s", o.samples_per_s}});
   }

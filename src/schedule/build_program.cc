@@ -122,13 +122,16 @@ void Interpreter::setup() {
     alloc(b);
     ref(b);  // held by the model or the data loader for the whole run
     buf_of_[static_cast<size_t>(t.id)] = b;
+    if (param_on_host(t)) host_state(host_param_bytes(t), t.name + " (shard, host)");
   }
   deepspeed_setup_states();
+  ddp_setup_buckets();
   end_step();
 }
 
 void Interpreter::forward(int iteration, int micro, Phase phase) {
   const bool grad_mode = phase == Phase::Forward;
+  if (grad_mode && !(iteration == 1 && micro == 1)) ddp_rebuild_buckets(iteration, micro);
   requires_grad_.assign(g_.tensors.size(), false);
   for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.requires_grad();
   nodes_.assign(g_.ops.size(), Node{});
@@ -287,7 +290,8 @@ void Interpreter::deliver(TensorId target, GradValue g, int iteration, int micro
 void Interpreter::accumulate_grad(TensorId param, int, int) {
   GradValue g = grad_[static_cast<size_t>(param)];
   grad_[static_cast<size_t>(param)] = {};
-  if (o_.sharding.grads_sharded() || fsdp_mixed_) {
+  ddp_mark_ready(param);
+  if (o_.sharding.grads_sharded() || fsdp_mixed_ || (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params)) {
     reduce_gradient(param, g);
     return;
   }

@@ -194,6 +194,8 @@ class Interpreter {
   void init_sharding();
   // Bytes of parameter t's storage on this rank (a shard, an fp32 flat parameter, or t itself).
   int64_t stored_param_bytes(const Tensor& t) const;
+  // The shard (or whole parameter) the engine keeps, wherever it is kept.
+  int64_t sharded_param_bytes(const Tensor& t) const;
   // Bytes of a per-parameter optimizer state (and its update temporaries) for parameter t.
   int64_t param_state_bytes(const Tensor& t) const;
   // DeepSpeed's flat fp32 master partition and its optimizer states, built with the engine.
@@ -208,6 +210,30 @@ class Interpreter {
   void reduce_gradient(TensorId param, GradValue g);
   void deepspeed_optimizer_step(int iteration);
 
+  // ---- engine offloading (interpreter_offload.cc) ---------------------------------------------
+  void host_state(int64_t bytes, std::string name, bool nvme = false);
+  // A parameter whose shard the engine keeps on the host: recorded there; its device buffer is empty.
+  bool param_on_host(const Tensor& t) const;
+  int64_t host_param_bytes(const Tensor& t) const;
+  // DeepSpeed offload_optimizer: the fp32 master partition, its gradient and the optimizer
+  // states on the host or NVMe, and what the engine keeps on the device for the copies.
+  void deepspeed_offload_states(int64_t partition_elements);
+  // The gradient's path to the host: DeepSpeed copies the bucket's part into the host
+  // partition, FSDP copies the reduce-scattered shard into _cpu_grad.
+  void offload_gradient(TensorId param, GradValue g);
+  // FSDP CPUOffload: torch.optim on the host parameters (states created at the first step).
+  void host_optimizer_step(int iteration);
+
+  // ---- DDP's gradient buckets (interpreter_ddp.cc) --------------------------------------------
+  bool ddp_buckets() const;
+  void ddp_allocate_buckets(const std::vector<TensorId>& params, bool limited);
+  void ddp_setup_buckets();
+  void ddp_mark_ready(TensorId param);  // the first backward's gradient-ready order
+  void ddp_rebuild_buckets(int iteration, int micro);
+  std::vector<BufferId> ddp_bucket_buffers_;
+  std::vector<TensorId> ddp_ready_order_;
+  bool ddp_rebuilt_ = false;
+
   bool gathers_ = false;                      // ops gather full parameters before they run
   bool fsdp_mixed_ = false;
   bool low_precision_ = false;                // 16-bit parameters (DeepSpeed's fp16/bf16 mode)                   // FSDP keeps fp32 flat parameters, computes in 16-bit
@@ -217,6 +243,7 @@ class Interpreter {
   std::vector<std::vector<BufferId>> gathered_;   // per op: its gathered parameters, while alive
   BufferId ipg_bucket_ = kNone;
   BufferId grad_partition_ = kNone;           // DeepSpeed's grads_in_partition (stage 2/3)
+  std::vector<bool> grad_on_host_;            // per tensor: its gradient went to the host this step
 
   const Graph& g_;
   const ScheduleOptions& o_;

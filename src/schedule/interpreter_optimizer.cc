@@ -12,12 +12,19 @@ namespace headroom::schedule_detail {
 std::vector<TensorId> Interpreter::trainable() const {
   std::vector<TensorId> ps;
   for (const Tensor& t : g_.tensors) {
-    if (t.role == TensorRole::Parameter && t.tied_to == kNone && param_grad_[static_cast<size_t>(t.id)] != kNone) ps.push_back(t.id);
+    if (t.role == TensorRole::Parameter && t.tied_to == kNone &&
+        (param_grad_[static_cast<size_t>(t.id)] != kNone || grad_on_host_[static_cast<size_t>(t.id)])) {
+      ps.push_back(t.id);
+    }
   }
   return ps;
 }
 
 void Interpreter::optimizer_step(int iteration) {
+  if (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params) {
+    host_optimizer_step(iteration);
+    return;
+  }
   std::vector<TensorId> ps = trainable();
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step()");
   record_function();

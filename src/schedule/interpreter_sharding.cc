@@ -25,6 +25,7 @@ TensorId storage_root(const Graph& g, TensorId t) {
 
 void Interpreter::init_sharding() {
   const Sharding& s = o_.sharding;
+  grad_on_host_.assign(g_.tensors.size(), false);
   if (!s.active()) return;
   HEADROOM_CHECK(s.data_parallel >= 1 && s.zero_stage >= 0 && s.zero_stage <= 3, "invalid sharding");
   bool low_precision = false;
@@ -35,7 +36,8 @@ void Interpreter::init_sharding() {
   }
   low_precision_ = low_precision;
   fsdp_mixed_ = s.engine == ShardingEngine::Fsdp && low_precision;
-  gathers_ = s.params_sharded() || fsdp_mixed_;
+  // Offloaded parameters are copied to the device for every op that reads them.
+  gathers_ = s.params_sharded() || fsdp_mixed_ || s.offload_params;
   op_params_.assign(g_.ops.size(), {});
   next_param_op_.assign(g_.ops.size(), kNone);
   gathered_.assign(g_.ops.size(), {});
@@ -54,6 +56,10 @@ void Interpreter::init_sharding() {
 }
 
 int64_t Interpreter::stored_param_bytes(const Tensor& t) const {
+  return param_on_host(t) ? 0 : sharded_param_bytes(t);
+}
+
+int64_t Interpreter::sharded_param_bytes(const Tensor& t) const {
   const Sharding& s = o_.sharding;
   if (!s.active() || t.role != TensorRole::Parameter) return t.bytes();
   const int64_t numel = s.params_sharded() ? s.shard(t.numel()) : t.numel();
@@ -75,6 +81,11 @@ void Interpreter::deepspeed_setup_states() {
   // One flat group of all trainable parameters, partitioned over the ranks
   // (get_data_parallel_partitions); stage 0 keeps the whole group.
   const int64_t part = s.optimizer_sharded() ? s.shard(flat_elements_) : flat_elements_;
+  if (s.optimizer_offloaded()) {
+    deepspeed_offload_states(part);
+    state_created_ = true;
+    return;
+  }
   // single_partition_of_fp32_groups: partition.clone().float() (a copy even for fp32 models).
   // Stage 0 in fp32 wraps no optimizer: the client's optimizer updates the parameters.
   if (s.optimizer_sharded() || low_precision_) state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
@@ -116,7 +127,9 @@ void Interpreter::release_all_gathered() {
 
 void Interpreter::reduce_bucket() {
   const Sharding& s = o_.sharding;
-  if (s.engine != ShardingEngine::DeepSpeed || !s.grads_sharded() || ipg_bucket_ != kNone) return;
+  // ZeRO-Offload forces contiguous_gradients (self.contiguous_gradients = contiguous_gradients or
+  // self.cpu_offload), so stage 1 gets the bucket too.
+  if (s.engine != ShardingEngine::DeepSpeed || !(s.grads_sharded() || s.optimizer_offloaded()) || ipg_bucket_ != kNone) return;
   // DeepSpeedZeroOptimizer.backward(): torch.empty(reduce_bucket_size) in the gradient dtype
   // (contiguous_gradients; one buffer, overlap_comm off).
   int64_t elem = 2;
@@ -135,6 +148,10 @@ void Interpreter::reduce_gradient(TensorId param, GradValue g) {
   const Sharding& s = o_.sharding;
   const Tensor& t = g_.tensor(param);
   BufferId& pg = param_grad_[static_cast<size_t>(param)];
+  if (s.optimizer_offloaded() || (s.engine == ShardingEngine::Fsdp && s.offload_params)) {
+    offload_gradient(param, g);
+    return;
+  }
   if (s.engine == ShardingEngine::DeepSpeed) {
     // The gradient is copied into the ipg bucket and param.grad dropped; when the bucket is
     // reduced, this rank's part lands in grads_in_partition (allocated at the first reduction).
@@ -162,7 +179,12 @@ void Interpreter::deepspeed_optimizer_step(int iteration) {
   // The optimizer reads an fp32 gradient for its partition: get_flat_partition(...).float()
   // (stage 1/2) or _prepare_fp32_grad_for_sub_group (stage 3; one sub-group, sub_group_size 1e9).
   const int64_t part = s.optimizer_sharded() ? s.shard(flat_elements_) : flat_elements_;
-  BufferId fp32_grad = temp(checked_mul(part, 4, "sharded state bytes"), "fp32 gradient partition");
+  // Under offload the step runs on the host (DeepSpeedCPUAdam on the host gradient); stage 1/2
+  // then copies the updated master back: bit16_partitions[partition_id].data.copy_(
+  // fp32_partition.to(current_device)): an fp32 device copy of the partition while it runs.
+  // Stage 3 copies into its 16-bit partitions from the host (the cast happens there).
+  const bool offloaded = s.optimizer_offloaded();
+  BufferId fp32_grad = offloaded ? kNone : temp(checked_mul(part, 4, "sharded state bytes"), "fp32 gradient partition");
   if (grad_partition_ != kNone) {
     // _release_ipg_buffers(): the bucket and grads_in_partition go before the update.
     unref(grad_partition_);
@@ -174,13 +196,15 @@ void Interpreter::deepspeed_optimizer_step(int iteration) {
   }
   // FusedAdam updates the partition in place; the 16-bit parameters are refreshed in place
   // (all-gather into bit16_groups_flat, or the stage-3 partitions).
-  unref(fp32_grad);
+  if (fp32_grad != kNone) unref(fp32_grad);
+  if (offloaded && s.zero_stage < 3) unref(temp(checked_mul(part, 4, "sharded state bytes"), "fp32 partition copied to the device"));
   end_step();
   begin_step(Phase::Optimizer, iteration, 0, kNone, "zero_grad(set_to_none=True)");
   for (TensorId p : ps) {
     BufferId& pg = param_grad_[static_cast<size_t>(p)];
-    if (!s.grads_sharded()) unref(pg);
+    if (!s.grads_sharded() && !grad_on_host_[static_cast<size_t>(p)]) unref(pg);
     pg = kNone;
+    grad_on_host_[static_cast<size_t>(p)] = false;
   }
   end_step();
 }

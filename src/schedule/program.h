@@ -79,11 +79,21 @@ struct Transfer {
   int32_t deadline_step = 0;
 };
 
+// A state that lives in host memory (or on NVMe) for the whole run under ZeRO-Offload /
+// ZeRO-Infinity / FSDP CPU offload: it never touches the device allocator, so it is listed
+// here rather than as a buffer with events.
+struct HostState {
+  int64_t bytes = 0;
+  std::string name;
+  bool nvme = false;  // on the NVMe drive (ZeRO-Infinity), not in host memory
+};
+
 struct Program {
   std::vector<Buffer> buffers;
   std::vector<Event> events;
   std::vector<Step> steps;
   std::vector<Transfer> transfers;  // in issue order; empty without offloading
+  std::vector<HostState> host;      // empty without engine offloading
 };
 
 // Throws std::logic_error when an invariant above is broken.

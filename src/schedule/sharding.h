@@ -26,6 +26,12 @@
 //   after the unit's backward (SHARD_GRAD_OP); _post_backward_hook reduce-scatters the full
 //   gradient into a new fp32 shard and frees it; torch.optim.Adam then holds its state per shard.
 //
+//   offload (schedule/offload.h documents each rule): DeepSpeed's offload_optimizer (cpu: ZeRO-Offload,
+//   nvme: ZeRO-Infinity) moves the fp32 master, its gradient and the optimizer states to the
+//   host (or NVMe) and runs the step there; offload_param (stage 3) and FSDP's
+//   CPUOffload(offload_params=True) keep the parameter shards on the host and gather them to the
+//   device per op. Host-resident states are Program::host entries, never device events.
+//
 // Invariants: data_parallel >= 1; zero_stage in 0..3; a layout with data_parallel == 1 and
 // stage 0 under DeepSpeed in fp32 changes nothing (the program equals PyTorch's).
 #pragma once
@@ -35,6 +41,7 @@
 namespace headroom {
 
 enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp };
+enum class OffloadDevice : uint8_t { None, Cpu, Nvme };
 
 struct Sharding {
   ShardingEngine engine = ShardingEngine::None;  // None: plain PyTorch (DDP keeps a full replica)
@@ -45,7 +52,20 @@ struct Sharding {
   int64_t reduce_bucket_elements = 500000000;
   bool prefetch_forward = true;   // gather the next op's parameters while one computes
   bool prefetch_backward = true;
+  OffloadDevice offload_optimizer = OffloadDevice::None;  // DeepSpeed zero_optimization.offload_optimizer
+  bool offload_params = false;  // DeepSpeed stage 3 offload_param (cpu); FSDP CPUOffload(offload_params=True)
+  // ZeRO-Infinity (offload_optimizer nvme): the optimizer swapper's pinned host buffers,
+  // buffer_count of them, each as large as the largest sub-group (sub_group_size elements at
+  // most). DeepSpeed's defaults (runtime/zero/offload_config.py, config.py).
+  int64_t sub_group_size = 1000000000;
+  int swap_buffer_count = 4;
+  // PyTorch DDP (no engine, data-parallel > 1): the Reducer's gradient buckets
+  // (schedule/interpreter_ddp.cc), _DEFAULT_FIRST_BUCKET_BYTES and bucket_cap_mb.
+  bool ddp_buckets = false;
+  int64_t ddp_first_bucket_bytes = 1024 * 1024;
+  int64_t ddp_bucket_cap_bytes = 25 * 1024 * 1024;
 
+  bool optimizer_offloaded() const { return offload_optimizer != OffloadDevice::None; }
   bool active() const { return engine != ShardingEngine::None; }
   bool params_sharded() const { return active() && zero_stage >= 2 && (zero_stage == 3 || engine == ShardingEngine::Fsdp); }
   bool grads_sharded() const { return active() && zero_stage >= 2; }

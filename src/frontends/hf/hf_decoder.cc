@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "frontends/zoo/losses.h"
@@ -578,6 +579,17 @@ class Forward {
   WeightFormat weights_;
 };
 
+// transformers' decoder layer class of each model_type (modeling_<type>.py).
+std::string decoder_layer_class(const std::string& model_type) {
+  static const std::map<std::string, std::string> classes = {
+      {"llama", "LlamaDecoderLayer"}, {"mistral", "MistralDecoderLayer"}, {"mixtral", "MixtralDecoderLayer"},
+      {"qwen2", "Qwen2DecoderLayer"}, {"gemma", "GemmaDecoderLayer"},     {"gemma2", "Gemma2DecoderLayer"},
+      {"phi3", "Phi3DecoderLayer"},   {"gpt_neox", "GPTNeoXLayer"},       {"falcon", "FalconDecoderLayer"},
+  };
+  auto it = classes.find(model_type);
+  return it == classes.end() ? std::string() : it->second;
+}
+
 AttentionKind resolve_attention(const HfDecoderConfig& c, const BuildConfig& cfg, const std::string& model) {
   AttentionKind a = cfg.attention == AttentionKind::Default ? default_attention(c) : cfg.attention;
   if (a == AttentionKind::Flash && cfg.dtype == DType::F32) {
@@ -640,6 +652,7 @@ Graph build_single(const HfDecoderConfig& c, const std::string& model, const Bui
   }
   Graph g = b.finish();
   if (cfg.lora) freeze_all_but_adapters(g);
+  g.block_class = decoder_layer_class(c.model_type);
   return g;
 }
 
@@ -900,6 +913,7 @@ Graph build_generation(const HfDecoderConfig& c, const std::string& model, const
   GenerationLoop(b, c, cfg).run(fw);
   Graph g = b.finish();
   if (cfg.lora) freeze_all_but_adapters(g);
+  g.block_class = decoder_layer_class(c.model_type);
   return g;
 }
 

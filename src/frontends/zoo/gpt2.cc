@@ -267,7 +267,9 @@ Graph build_gpt2(const Gpt2Config& preset, const ModelSpec& spec, const BuildCon
   b.mark_output(logits);
   b.begin_loss();
   b.set_loss(add_loss(b, logits, LossKind::NextToken, cfg));
-  return b.finish();
+  Graph g = b.finish();
+  g.block_class = "GPT2Block";  // transformers' modeling_gpt2.py
+  return g;
 }
 
 }  // namespace

@@ -363,7 +363,9 @@ Graph build_llama(const std::string& fixed_preset, const ModelSpec& spec, const 
   b.mark_output(logits);
   b.begin_loss();
   b.set_loss(add_loss(b, logits, LossKind::NextToken, cfg));
-  return b.finish();
+  Graph g = b.finish();
+  g.block_class = "LlamaDecoderLayer";  // transformers' modeling_llama.py
+  return g;
 }
 
 }  // namespace

@@ -1,0 +1,253 @@
+// Activation checkpointing per transformer block, in estimate (--checkpoint blocks) and inside the
+// layout search (plan --gpus), and the offload families the search falls back to.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "cli_runner.h"
+#include "estimate/estimate.h"
+#include "frontends/zoo/registry.h"
+#include "options/run_args.h"
+#include "plan/evaluate.h"
+#include "plan/layout_fit.h"
+#include "plan/layout_search.h"
+#include "plan/offload_traffic.h"
+#include "schedule/transformer_blocks.h"
+#include "sim/device_catalog.h"
+
+namespace headroom {
+namespace {
+
+using testing::CliRun;
+using testing::run_cli;
+
+Graph build(const std::string& model, int64_t seq = 64) {
+  BuildConfig c;
+  c.batch = 1;
+  c.seq = seq;
+  return build_model(model, c);
+}
+
+TEST(TransformerBlocks, OneSegmentPerDecoderLayer) {
+  Graph gpt2 = build("gpt2:layers=3");
+  TransformerBlocks b = transformer_blocks(gpt2);
+  EXPECT_EQ(b.container, "transformer.h");
+  ASSERT_EQ(b.segments.size(), 3u);
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const std::string prefix = "transformer.h." + std::to_string(i) + ".";
+    EXPECT_EQ(gpt2.op(b.segments[i].first).name.rfind(prefix, 0), 0u) << gpt2.op(b.segments[i].first).name;
+    EXPECT_EQ(gpt2.op(b.segments[i].last).name.rfind(prefix, 0), 0u) << gpt2.op(b.segments[i].last).name;
+    if (i + 1 < b.segments.size()) {
+      EXPECT_LT(b.segments[i].last, b.segments[i + 1].first);
+    }
+  }
+  EXPECT_EQ(gpt2.block_class, "GPT2Block");
+  Graph llama = build("llama:layers=2,hidden=256,heads=4,ffn=512,vocab=1000");
+  TransformerBlocks l = transformer_blocks(llama);
+  EXPECT_EQ(l.container, "model.layers");
+  EXPECT_EQ(l.segments.size(), 2u);
+  EXPECT_EQ(llama.block_class, "LlamaDecoderLayer");
+}
+
+TEST(TransformerBlocks, CheckpointBlocksIsEverySegment) {
+  // estimate --checkpoint blocks is the memory plan of one segment per block: the same program
+  // as those segments given by hand, with a lower peak than no checkpointing.
+  EstimateOptions o;
+  o.model = "gpt2:layers=4";
+  o.batch = 4;
+  o.seq = 256;
+  Result<Estimate> plain = estimate(o);
+  o.checkpoint_ranges = {"blocks"};
+  Result<Estimate> blocks = estimate(o);
+  o.checkpoint_ranges.clear();
+  o.plan.checkpoints = transformer_blocks(build("gpt2:layers=4", 256)).segments;
+  Result<Estimate> by_hand = estimate(o);
+  ASSERT_TRUE(plain.ok() && blocks.ok() && by_hand.ok()) << plain.error() << blocks.error() << by_hand.error();
+  EXPECT_EQ(blocks.value().peak_bytes, by_hand.value().peak_bytes);
+  EXPECT_LT(blocks.value().peak_bytes, plain.value().peak_bytes);
+  CliRun none = run_cli("estimate mlp:layers=1,dim=8 --checkpoint blocks");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("no repeated blocks"), std::string::npos) << none.err;
+}
+
+TEST(OffloadTraffic, BytesPerStepByFamily) {
+  // 1,000 parameters over 4 ranks: 250 per partition.
+  //   ZeRO-2 + optimizer offload: fp32 gradients down, fp32 partition up: 8 * 250 = 2,000.
+  //   ZeRO-3 + both, bf16, 3 micro-batches: (2 + 2 + 2) * 250 * 3 = 4,500.
+  //   ZeRO-3 + optimizer only, bf16, 3 micro-batches: 2 * 250 * 3 + 2 * 250 = 2,000.
+  //   FSDP CPUOffload: fp32 shard up twice, fp32 gradient down: 12 * 250 = 3,000.
+  EXPECT_EQ(offload_bytes_per_step(DataParallelEngine::Zero2, true, false, 1000, 4, 3, 2), 2000);
+  EXPECT_EQ(offload_bytes_per_step(DataParallelEngine::Zero3, true, true, 1000, 4, 3, 2), 4500);
+  EXPECT_EQ(offload_bytes_per_step(DataParallelEngine::Zero3, true, false, 1000, 4, 3, 2), 2000);
+  EXPECT_EQ(offload_bytes_per_step(DataParallelEngine::FsdpFull, false, true, 1000, 4, 1, 2), 3000);
+  EXPECT_EQ(offload_bytes_per_step(DataParallelEngine::Zero2, false, false, 1000, 4, 1, 2), 0);
+}
+
+LayoutPlan search(const std::string& model, const std::string& gpu_memory, int64_t gpus, int64_t batch, const std::string& seq) {
+  RunArgs a;
+  a.model = model;
+  a.batch = std::to_string(batch);
+  a.seq = seq;
+  a.gpu = "A100-SXM4-40GB";
+  a.gpu_memory = gpu_memory;
+  a.margin = "0%";
+  a.precision = "bf16";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  EXPECT_TRUE(o.ok()) << o.error();
+  LayoutRequest r;
+  r.run = o.value();
+  r.gpus = gpus;
+  Result<LayoutPlan> p = search_layouts(r);
+  EXPECT_TRUE(p.ok()) << p.error();
+  return p.value();
+}
+
+// Every ranked layout, checkpointed or offloaded, is what estimate says for that layout.
+void expect_each_is_its_estimate(const LayoutPlan& p) {
+  for (const LayoutOption& l : p.ranked) {
+    Result<Estimate> e = estimate(layout_options(p, l));
+    ASSERT_TRUE(e.ok()) << e.error();
+    EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
+    EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms) << l.engine;
+    EXPECT_EQ(l.checkpointed, !l.plan.checkpoints.empty()) << l.engine;
+  }
+}
+
+TEST(LayoutFit, CheckpointingWhenNothingElseFitsAndForALargerMicroBatch) {
+  // One engine (ZeRO-2, 2 GPUs, gpt2:layers=4 at seq 512, 4 sequences per GPU). The peaks of the
+  // plain and checkpointed programs are measured with an unlimited budget; the budgets below are
+  // placed between them, so each case's choice follows from the search's rule, not from numbers
+  // written here.
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "4";
+  a.seq = "512";
+  a.gpu = "A100-SXM4-40GB";
+  a.margin = "0%";
+  a.precision = "bf16";
+  a.gpus = "2";
+  a.zero = "2";
+  a.reduce_bucket_size = "1000";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  ASSERT_TRUE(o.ok()) << o.error();
+  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  PlanContext wide(o.value(), int64_t{1} << 50, CostModel(spec));
+  auto peak = [&](int64_t m, bool ckpt) {
+    MemoryPlan plan;
+    if (ckpt) plan.checkpoints = transformer_blocks(wide.graph(m)).segments;
+    return wide.evaluate(Candidate{plan, m}).peak_bytes;
+  };
+  const int64_t plain1 = peak(1, false), ckpt1 = peak(1, true), plain2 = peak(2, false), plain4 = peak(4, false);
+  ASSERT_LT(ckpt1, plain1);
+  ASSERT_LT(peak(4, true), plain4);
+  // Under a budget the caching allocator frees its cache instead of failing, so what fits is
+  // decided in a context with that budget: `fits(budget, m, ckpt)` evaluates there.
+  auto fits = [&](PlanContext& ctx, int64_t m, bool ckpt) {
+    MemoryPlan plan;
+    if (ckpt) plan.checkpoints = transformer_blocks(ctx.graph(m)).segments;
+    return ctx.evaluate(Candidate{plan, m}).feasible;
+  };
+  auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
+  // At the checkpointed peak of micro-batch 1 something fits; when it is checkpointed, the plain
+  // program of that micro-batch does not fit, and no larger micro-batch fits plain.
+  {
+    PlanContext ctx(o.value(), ckpt1, CostModel(spec));
+    EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
+    ASSERT_TRUE(f.found);
+    EXPECT_LE(f.evaluation.peak_bytes, ckpt1);
+    if (f.checkpointed) {
+      EXPECT_EQ(f.plan.checkpoints.size(), 4u);
+      for (int64_t m : {int64_t{4}, int64_t{2}, int64_t{1}}) {
+        if (m >= f.micro_batch) {
+          EXPECT_FALSE(fits(ctx, m, false)) << m;
+        }
+      }
+    } else {
+      EXPECT_TRUE(fits(ctx, f.micro_batch, false));
+    }
+  }
+  // Everything fits plain at the largest micro-batch: no checkpointing is tried.
+  {
+    PlanContext ctx(o.value(), plain4, CostModel(spec));
+    EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
+    EXPECT_FALSE(f.checkpointed);
+    EXPECT_EQ(f.micro_batch, 4);
+    EXPECT_EQ(f.evaluations, 1);
+  }
+  // When micro-batch 4 fits only checkpointed and 2 plain, the step time decides: a step function
+  // that rewards the larger micro-batch keeps the checkpointed 4, one that rewards the smaller 2.
+  // The budget is the first, going down from plain 4's unlimited peak, that separates them.
+  bool separated = false;
+  for (int64_t budget = plain4; budget > plain2 / 2 && !separated; budget -= (plain4 - plain2 / 2) / 16) {
+    PlanContext ctx(o.value(), budget, CostModel(spec));
+    if (fits(ctx, 4, false) || !fits(ctx, 4, true) || !fits(ctx, 2, false)) continue;
+    separated = true;
+    PlanContext a(o.value(), budget, CostModel(spec)), b(o.value(), budget, CostModel(spec));
+    EngineFit larger = fit_engine(a, {4, 2, 1}, true, [](const Evaluation&, int64_t m) { return 100.0 / static_cast<double>(m); });
+    EXPECT_TRUE(larger.checkpointed);
+    EXPECT_EQ(larger.micro_batch, 4);
+    EngineFit smaller = fit_engine(b, {4, 2, 1}, true, [](const Evaluation&, int64_t m) { return static_cast<double>(m); });
+    EXPECT_FALSE(smaller.checkpointed);
+    EXPECT_EQ(smaller.micro_batch, 2);
+  }
+  EXPECT_TRUE(separated) << "no budget separates micro-batches 4 and 2: pick another sequence length";
+}
+
+TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {
+  // With room for everything, each engine's plain peak at micro-batch 1; a budget one byte under
+  // the smallest leaves no plain layout: what ranks is checkpointed or offloaded, and each is
+  // exactly its estimate.
+  // Eight families: the six data-parallel engines, TP 2 x DDP and TP 2 x ZeRO-1 (T = 4, 8 do not
+  // divide 2 GPUs); the offload families are not tried while one of them fits.
+  LayoutPlan roomy = search("gpt2:layers=4", "40GiB", 2, 1, "512");
+  ASSERT_EQ(roomy.ranked.size(), 8u);
+  int64_t smallest = roomy.ranked.front().peak_bytes;
+  for (const LayoutOption& l : roomy.ranked) {
+    EXPECT_FALSE(l.checkpointed) << l.engine;
+    smallest = std::min(smallest, l.peak_bytes);
+  }
+  // Under a budget the allocator frees its cache rather than fail, so a plain layout can still fit
+  // one byte under its unlimited peak: the budget goes down until none does.
+  LayoutPlan tight;
+  int64_t budget = smallest - 1;
+  for (int i = 0; i < 8; ++i) {
+    tight = search("gpt2:layers=4", std::to_string(budget) + "B", 2, 1, "512");
+    int64_t plain = 0;
+    for (const LayoutOption& l : tight.ranked) {
+      if (!l.checkpointed && !l.parallel.offload_optimizer && !l.parallel.offload_params) plain = plain ? std::min(plain, l.peak_bytes) : l.peak_bytes;
+    }
+    if (plain == 0) break;
+    budget = plain - 1;
+  }
+  ASSERT_FALSE(tight.ranked.empty()) << "nothing fits " << budget << " bytes";
+  for (const LayoutOption& l : tight.ranked) {
+    EXPECT_TRUE(l.checkpointed || l.parallel.offload_optimizer || l.parallel.offload_params) << l.engine;
+  }
+  expect_each_is_its_estimate(tight);
+  expect_each_is_its_estimate(roomy);
+}
+
+TEST(LayoutSearch, OffloadFamiliesWhenNothingElseFits) {
+  // gpt2-medium (354M parameters) in bf16 with Adam on 2 GPUs: ZeRO-3's model states alone are
+  // 16 Psi / 2 = 2.8 GB per GPU. A 2.4 GiB budget leaves no family without offload (the smallest,
+  // TP 2 x DDP with bf16 parameters, gradients and Adam states, needs 2.42 GiB with every block
+  // checkpointed); ZeRO-3 with the optimizer and parameters on the CPU keeps no model state on
+  // the device between ops.
+  LayoutPlan p = search("gpt2-medium", "2.4GiB", 2, 1, "128");
+  ASSERT_FALSE(p.ranked.empty());
+  for (const LayoutOption& l : p.ranked) {
+    EXPECT_TRUE(l.parallel.offload_optimizer || l.parallel.offload_params) << l.engine;
+    EXPECT_GT(l.offload_bytes, 0) << l.engine;
+  }
+  expect_each_is_its_estimate(p);
+  CliRun r = run_cli("plan gpt2-medium --seq 128 --precision bf16 --gpus 2 --gpu A100-SXM4-40GB --gpu-memory 2.4GiB --margin 0%");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("offload"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("host-link copies of offloading"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace headroom
