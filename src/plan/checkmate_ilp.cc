@@ -9,8 +9,10 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include "plan/cbc_deadline.h"
+#include "plan/checkmate_start.h"
 #include "plan/milp_form.h"
 
 namespace headroom {
@@ -26,6 +28,8 @@ constexpr int kOne = -2;
 
 struct Program {
   std::vector<std::vector<int>> R, S;  // [t][i]
+  std::vector<std::vector<int>> FREE;  // [t][e] (headroom formulation; -1 where fixed at 0)
+  std::vector<std::vector<int>> U;     // [t][k] for k <= t (headroom formulation)
   Form form;
   double objective_constant = 0;  // in scaled cost units (R[t][t] = 1 as constants)
 };
@@ -148,15 +152,21 @@ Program build_headroom(const CheckmateGraph& g, double budget, const std::vector
   const size_t n = at(T);
   P.R.assign(n, std::vector<int>(n, -1));
   P.S.assign(n, std::vector<int>(n, -1));
-  auto last_reader = [&](int i) { return g.successors[at(i)].empty() ? -1 : g.successors[at(i)].back(); };
+  // reach[i]: the last node that depends on i (i itself when none does). Whatever stage t
+  // computes or holds must lead to node t or to something held into t+1, so in the end to a node
+  // >= t: a node whose dependents all come before t is computed or held in stage t in vain.
+  std::vector<int> reach(n);
+  for (int i = T - 1; i >= 0; --i) {
+    reach[at(i)] = i;
+    for (int j : g.successors[at(i)]) reach[at(i)] = std::max(reach[at(i)], reach[at(j)]);
+  }
   for (int t = 0; t < T; ++t) {
     P.R[at(t)][at(t)] = kOne;
     P.objective_constant += cpu[at(t)];
-    // A node without readers computed again is in vain; held, it is in vain past its last reader.
     for (int i = 0; i < t; ++i)
-      if (last_reader(i) >= 0) P.R[at(t)][at(i)] = f.binary(cpu[at(i)]);
+      if (reach[at(i)] >= t) P.R[at(t)][at(i)] = f.binary(cpu[at(i)]);
     for (int i = 0; i < t; ++i)
-      if (last_reader(i) >= t) P.S[at(t)][at(i)] = f.binary();
+      if (reach[at(i)] >= t) P.S[at(t)][at(i)] = f.binary();
   }
   auto R = [&](int t, int i) { return P.R[at(t)][at(i)]; };
   auto S = [&](int t, int i) { return t < T ? P.S[at(t)][at(i)] : -1; };
@@ -191,7 +201,7 @@ Program build_headroom(const CheckmateGraph& g, double budget, const std::vector
       f.row(e, 'L', 0);
     }
     // FREE[t][(i, k)] for k <= t, one row per hazard; fixed at 0 where a hazard is a constant.
-    std::vector<int> free_e(g.edges.size(), -1);
+    std::vector<int>& free_e = P.FREE.emplace_back(g.edges.size(), -1);
     for (size_t e = 0; e < g.edges.size(); ++e) {
       const auto [i, k] = g.edges[e];
       if (k > t || R(t, k) == -1) continue;
@@ -207,7 +217,7 @@ Program build_headroom(const CheckmateGraph& g, double budget, const std::vector
         if (j > k && j <= t && R(t, j) >= 0) f.row(Expr().add(col, 1).add(R(t, j), 1), 'L', 1);
     }
     // U[t][k] for k <= t (later it only falls), within the budget by its bound.
-    std::vector<int> U;
+    std::vector<int>& U = P.U.emplace_back();
     for (int k = 0; k <= t; ++k) U.push_back(f.col(0, budget, 0, false));
     Expr u0;
     u0.add(U[0], 1);
@@ -236,6 +246,41 @@ CheckmateSchedule decode(const CheckmateGraph& g, const Program& P, const double
     }
   }
   return s;
+}
+
+// The columns of a schedule in the headroom program (a MIP start): R and S as they are, FREE as
+// the accounting frees (checkmate_graph.h), U by its recurrence, in the program's size units.
+void encode(const CheckmateGraph& g, const Program& P, const CheckmateSchedule& s, const std::vector<double>& ram,
+            std::vector<int>* cols, std::vector<double>* vals) {
+  auto put = [&](int col, double v) {
+    if (col >= 0) {
+      cols->push_back(col);
+      vals->push_back(v);
+    }
+  };
+  for (int t = 0; t < g.T; ++t) {
+    const auto& r = s.R[at(t)];
+    const auto& h = s.S[at(t)];
+    for (int i = 0; i < g.T; ++i) {
+      put(P.R[at(t)][at(i)], r[at(i)]);
+      put(P.S[at(t)][at(i)], h[at(i)]);
+    }
+    double u = 0;
+    for (int i = 0; i < t; ++i)
+      if (h[at(i)]) u += ram[at(i)];
+    for (int k = 0; k <= t; ++k) {
+      if (r[at(k)]) u += ram[at(k)];
+      put(P.U[at(t)][at(k)], u);
+      for (int e : g.in_edges[at(k)]) {
+        const int i = g.edges[at(e)].first;
+        bool freed = r[at(k)] && !(t + 1 < g.T && s.S[at(t) + 1][at(i)]);
+        for (int j : g.successors[at(i)])
+          if (j > k && j <= t && r[at(j)]) freed = false;
+        if (freed) u -= ram[at(i)];
+        put(P.FREE[at(t)][at(e)], freed ? 1 : 0);
+      }
+    }
+  }
 }
 
 // A lower bound on any schedule's peak: node t and all its inputs are in U[t][t] (an input read
@@ -293,6 +338,25 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
       return finish();
     }
   }
+  // The greedy start (headroom formulation): when it costs Σ cost_i it is optimal as it stands.
+  std::optional<CheckmateSchedule> start_schedule;
+  int64_t least_cost = 0;
+  for (int64_t c : g.cost) least_cost += c;
+  if (!literal) {
+    start_schedule = checkmate_greedy_start(g, budget_bytes);
+    if (start_schedule) {
+      const CheckmateEvaluation ev = checkmate_evaluate(g, *start_schedule);
+      out.start_cost = ev.cost;
+      if (ev.cost == least_cost) {
+        out.status = CheckmateStatus::Optimal;
+        out.cost = ev.cost;
+        out.bound = static_cast<double>(ev.cost);
+        out.schedule = std::move(*start_schedule);
+        out.solved_without_search = true;
+        return finish();
+      }
+    }
+  }
   const int64_t ram_gcd = gcd_of(g.size_bytes, budget_bytes);
   const int64_t cpu_gcd = gcd_of(g.cost, 0);
   std::vector<double> ram, cpu;
@@ -320,6 +384,12 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
   Cbc_setMaximumSeconds(m, left);
   Cbc_setAllowableGap(m, 1e-7);
   Cbc_setAllowableFractionGap(m, 0);
+  if (start_schedule) {
+    std::vector<int> cols;
+    std::vector<double> vals;
+    encode(g, P, *start_schedule, ram, &cols, &vals);
+    Cbc_setMIPStartI(m, static_cast<int>(cols.size()), cols.data(), vals.data());
+  }
   const CbcOutcome cbc = solve_cbc_with_deadline(m, P.form.columns(), left + kDeadlineGraceS);
   const double scale = static_cast<double>(cpu_gcd);
   if (!cbc.has_solution) {

@@ -16,9 +16,11 @@
 //   row per hazard instead of the aggregated pair (a free is never forced: freeing earlier never
 //   raises U, so the optimum is unchanged); U only up to the stage's own node; and three cuts
 //   that only remove dominated schedules: nothing recomputed that is held (R + S <= 1), nothing
-//   computed or held in vain (it is read in the stage or held into the next). Before CBC, the
-//   store-all schedule: when it fits, its cost Σ cost_i is the least possible and it is returned
-//   as proven optimal without a search; otherwise it is not a start (it does not fit).
+//   computed or held in vain (it is read in the stage or held into the next). Before CBC: the
+//   least peak any schedule has (node t and its inputs) against the budget, a proof of
+//   infeasibility; the store-all schedule and the greedy checkpoint-set start (checkmate_start.h):
+//   one that fits and costs Σ cost_i (every node once) is optimal without a search; otherwise
+//   the greedy's schedule is CBC's first incumbent.
 //
 // Both return the schedule decoded from CBC's solution; checkmate_plan re-evaluates it
 // (checkmate_evaluate) and checks the cost and the budget.
@@ -49,7 +51,8 @@ struct CheckmateIlpResult {
   double bound = 0;      // CBC's lower bound on the optimal cost (the cost when optimal)
   CheckmateSchedule schedule;  // empty without one
   int variables = 0, constraints = 0;
-  bool solved_without_search = false;  // the store-all schedule fitted (headroom formulation)
+  bool solved_without_search = false;  // the store-all or greedy start costs Σ cost_i (headroom)
+  int64_t start_cost = 0;              // the greedy start's cost handed to CBC; 0 without one
   double seconds = 0;
 };
 

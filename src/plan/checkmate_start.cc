@@ -1,0 +1,107 @@
+// The greedy checkpoint-set start of checkmate_start.h.
+#include "plan/checkmate_start.h"
+
+#include <functional>
+
+namespace headroom {
+namespace {
+
+size_t at(int i) { return static_cast<size_t>(i); }
+
+// reach[i]: the last node depending on i (i itself when none does).
+std::vector<int> last_dependents(const CheckmateGraph& g) {
+  std::vector<int> reach(at(g.T));
+  for (int i = g.T - 1; i >= 0; --i) {
+    reach[at(i)] = i;
+    for (int j : g.successors[at(i)]) reach[at(i)] = std::max(reach[at(i)], reach[at(j)]);
+  }
+  return reach;
+}
+
+struct Score {
+  int64_t excess = 0;  // Σ over stages of the peak's excess over the budget
+  int64_t cost = 0;
+};
+
+Score score(const CheckmateGraph& g, const CheckmateSchedule& s, int64_t budget) {
+  Score out;
+  const std::vector<uint8_t> none(at(g.T), 0);
+  for (int t = 0; t < g.T; ++t) {
+    const int64_t peak = checkmate_stage_peak(g, t, s.R[at(t)], s.S[at(t)], t + 1 < g.T ? s.S[at(t) + 1] : none);
+    out.excess += std::max<int64_t>(0, peak - budget);
+    for (int i = 0; i <= t; ++i)
+      if (s.R[at(t)][at(i)]) out.cost += g.cost[at(i)];
+  }
+  return out;
+}
+
+}  // namespace
+
+CheckmateSchedule checkmate_checkpoint_schedule(const CheckmateGraph& g, const std::vector<uint8_t>& checkpointed) {
+  const size_t n = at(g.T);
+  const std::vector<int> reach = last_dependents(g);
+  CheckmateSchedule s{CheckmateMatrix(n, std::vector<uint8_t>(n, 0)), CheckmateMatrix(n, std::vector<uint8_t>(n, 0))};
+  for (int t = 0; t < g.T; ++t) {
+    std::vector<uint8_t>& r = s.R[at(t)];
+    const std::vector<uint8_t>& held = s.S[at(t)];
+    // Inputs before the node: recursion depth is at most T (<= kMaxCheckmateNodes).
+    std::function<void(int)> compute = [&](int v) {
+      if (r[at(v)] || held[at(v)]) return;
+      for (int e : g.in_edges[at(v)]) compute(g.edges[at(e)].first);
+      r[at(v)] = 1;
+    };
+    compute(t);
+    if (t + 1 == g.T) break;
+    for (int c = 0; c <= t; ++c) {
+      if (!checkpointed[at(c)] || !(r[at(c)] || held[at(c)])) continue;
+      bool later = false;  // a node depending on c may still run in stage t+1 or after
+      for (int j : g.successors[at(c)])
+        if (reach[at(j)] >= t + 1) later = true;
+      if (later) s.S[at(t) + 1][at(c)] = 1;
+    }
+  }
+  return s;
+}
+
+std::optional<CheckmateSchedule> checkmate_greedy_start(const CheckmateGraph& g, int64_t budget) {
+  std::vector<uint8_t> checkpointed(at(g.T), 1);
+  CheckmateSchedule s = checkmate_checkpoint_schedule(g, checkpointed);
+  Score now = score(g, s, budget);
+  while (now.excess > 0) {
+    int best = -1;
+    double best_rate = 0;
+    Score best_score;
+    for (int c = 0; c < g.T; ++c) {
+      if (!checkpointed[at(c)] || g.successors[at(c)].empty()) continue;
+      checkpointed[at(c)] = 0;
+      const Score next = score(g, checkmate_checkpoint_schedule(g, checkpointed), budget);
+      checkpointed[at(c)] = 1;
+      if (next.excess >= now.excess) continue;
+      const double rate = static_cast<double>(now.excess - next.excess) /
+                          static_cast<double>(std::max<int64_t>(0, next.cost - now.cost) + 1);
+      if (best < 0 || rate > best_rate) {
+        best = c;
+        best_rate = rate;
+        best_score = next;
+      }
+    }
+    if (best < 0) return std::nullopt;
+    checkpointed[at(best)] = 0;
+    now = best_score;
+  }
+  // Put back every checkpoint that still fits and saves cost (a removal may have become
+  // unnecessary after later ones).
+  for (int c = 0; c < g.T; ++c) {
+    if (checkpointed[at(c)]) continue;
+    checkpointed[at(c)] = 1;
+    const Score next = score(g, checkmate_checkpoint_schedule(g, checkpointed), budget);
+    if (next.excess == 0 && next.cost < now.cost) now = next;
+    else checkpointed[at(c)] = 0;
+  }
+  s = checkmate_checkpoint_schedule(g, checkpointed);
+  const CheckmateEvaluation ev = checkmate_evaluate(g, s);
+  if (!ev.invalid.empty() || ev.peak_bytes > budget) return std::nullopt;
+  return s;
+}
+
+}  // namespace headroom
