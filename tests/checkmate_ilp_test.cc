@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,8 +80,8 @@ TEST(CheckmateIlp, TinyLinearByHand) {
 }
 
 // Random DAGs of 2-7 nodes (edges u < v with probability 0.4), sizes 0-6 bytes, costs 0-5, at
-// budgets from below the least possible peak to the store-all peak: both formulations give the
-// exhaustive search's feasibility and cost.
+// budgets from just below the least possible peak (node t and its inputs) to the store-all peak:
+// both formulations give the exhaustive search's feasibility and cost.
 TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   std::mt19937 rng(17);
   int cases = 0, feasible = 0, recomputing = 0;
@@ -97,7 +98,14 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
     }
     validate_checkmate_graph(g);
     const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
-    for (int64_t budget : {all / 3, all / 2, (2 * all) / 3, all - 1, all}) {
+    int64_t least = 0;  // node t and its inputs: no schedule peaks lower
+    for (int t = 0; t < g.T; ++t) {
+      int64_t need = g.size_bytes[static_cast<size_t>(t)];
+      for (int e : g.in_edges[static_cast<size_t>(t)])
+        need += g.size_bytes[static_cast<size_t>(g.edges[static_cast<size_t>(e)].first)];
+      least = std::max(least, need);
+    }
+    for (int64_t budget : {least - 1, least, (least + all) / 2, all - 1, all}) {
       const testing::CheckmateExhaustive want = testing::checkmate_exhaustive(g, budget);
       ++cases;
       feasible += want.feasible;
@@ -120,8 +128,8 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   }
   // The cases are not vacuous: feasible ones, and among them some that must recompute.
   EXPECT_EQ(cases, 200);
-  EXPECT_GE(feasible, 100);
-  EXPECT_GE(recomputing, 20);
+  EXPECT_GE(feasible, 120);
+  EXPECT_GE(recomputing, 15);
   RecordProperty("feasible", feasible);
   RecordProperty("recomputing", recomputing);
 }
@@ -153,11 +161,11 @@ TEST(CheckmateIlp, TrainingGraphsEqualTheExhaustiveSearch) {
   EXPECT_GE(recomputing, 6);
 }
 
-// Larger training graphs (11-13 nodes; the literal program takes minutes from 21 on): the two
+// Training graphs of 11 nodes (the literal program takes minutes from 21 nodes on): the two
 // formulations prove the same optimum.
 TEST(CheckmateIlp, FormulationsAgreeOnTrainingGraphs) {
   for (auto shape : {bench::CheckmateShape::Linear, bench::CheckmateShape::ResNet, bench::CheckmateShape::UNet}) {
-    for (int n : {5, 6}) {
+    for (int n : {5}) {
       const CheckmateGraph g = bench::checkmate_training_graph(shape, n, 7 + static_cast<uint32_t>(n));
       const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
       for (int64_t budget : {(3 * all) / 5, (4 * all) / 5}) {
