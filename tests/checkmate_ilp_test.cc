@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "checkmate_exhaustive.h"
 #include "plan/checkmate_graph.h"
 #include "plan/checkmate_plan.h"
+#include "plan/checkmate_start.h"
 
 namespace headroom {
 namespace {
@@ -84,7 +86,7 @@ TEST(CheckmateIlp, TinyLinearByHand) {
 // both formulations give the exhaustive search's feasibility and cost.
 TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   std::mt19937 rng(17);
-  int cases = 0, feasible = 0, recomputing = 0;
+  int cases = 0, feasible = 0, recomputing = 0, started = 0;
   for (int trial = 0; trial < 40; ++trial) {
     CheckmateGraph g;
     g.T = 2 + trial % 6;
@@ -112,6 +114,16 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
       int64_t no_recompute = 0;
       for (int64_t c : g.cost) no_recompute += c;
       recomputing += want.feasible && want.cost > no_recompute;
+      // The greedy start, when it has one, is a valid schedule within the budget, never below the
+      // optimum.
+      if (std::optional<CheckmateSchedule> start = checkmate_greedy_start(g, budget)) {
+        const CheckmateEvaluation ev = checkmate_evaluate(g, *start);
+        EXPECT_EQ(ev.invalid, "");
+        EXPECT_LE(ev.peak_bytes, budget);
+        ASSERT_TRUE(want.feasible);
+        EXPECT_GE(ev.cost, want.cost);
+        ++started;
+      }
       for (CheckmateFormulation f : kBoth) {
         Result<CheckmatePlan> got = solve_checkmate(g, budget, opts(f));
         ASSERT_TRUE(got.ok()) << got.error();
@@ -130,8 +142,10 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   EXPECT_EQ(cases, 200);
   EXPECT_GE(feasible, 120);
   EXPECT_GE(recomputing, 15);
+  EXPECT_GE(started, 100);
   RecordProperty("feasible", feasible);
   RecordProperty("recomputing", recomputing);
+  RecordProperty("started", started);
 }
 
 // Checkmate-form training graphs of 7-9 nodes (the exhaustive search's limit): linear, ResNet-

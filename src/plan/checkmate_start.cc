@@ -8,16 +8,6 @@ namespace {
 
 size_t at(int i) { return static_cast<size_t>(i); }
 
-// reach[i]: the last node depending on i (i itself when none does).
-std::vector<int> last_dependents(const CheckmateGraph& g) {
-  std::vector<int> reach(at(g.T));
-  for (int i = g.T - 1; i >= 0; --i) {
-    reach[at(i)] = i;
-    for (int j : g.successors[at(i)]) reach[at(i)] = std::max(reach[at(i)], reach[at(j)]);
-  }
-  return reach;
-}
-
 struct Score {
   int64_t excess = 0;  // Σ over stages of the peak's excess over the budget
   int64_t cost = 0;
@@ -39,27 +29,28 @@ Score score(const CheckmateGraph& g, const CheckmateSchedule& s, int64_t budget)
 
 CheckmateSchedule checkmate_checkpoint_schedule(const CheckmateGraph& g, const std::vector<uint8_t>& checkpointed) {
   const size_t n = at(g.T);
-  const std::vector<int> reach = last_dependents(g);
   CheckmateSchedule s{CheckmateMatrix(n, std::vector<uint8_t>(n, 0)), CheckmateMatrix(n, std::vector<uint8_t>(n, 0))};
+  // Stage t computes node t and, recursively, every input that is not an earlier checkpoint; the
+  // checkpoints it reads are held, each from its own stage up to the last stage that reads it.
+  std::vector<int> last_use(n, -1);
   for (int t = 0; t < g.T; ++t) {
     std::vector<uint8_t>& r = s.R[at(t)];
-    const std::vector<uint8_t>& held = s.S[at(t)];
+    std::vector<uint8_t> reads(n, 0);
     // Inputs before the node: recursion depth is at most T (<= kMaxCheckmateNodes).
     std::function<void(int)> compute = [&](int v) {
-      if (r[at(v)] || held[at(v)]) return;
+      if (r[at(v)] || reads[at(v)]) return;
+      if (v < t && checkpointed[at(v)]) {
+        reads[at(v)] = 1;
+        last_use[at(v)] = t;
+        return;
+      }
       for (int e : g.in_edges[at(v)]) compute(g.edges[at(e)].first);
       r[at(v)] = 1;
     };
     compute(t);
-    if (t + 1 == g.T) break;
-    for (int c = 0; c <= t; ++c) {
-      if (!checkpointed[at(c)] || !(r[at(c)] || held[at(c)])) continue;
-      bool later = false;  // a node depending on c may still run in stage t+1 or after
-      for (int j : g.successors[at(c)])
-        if (reach[at(j)] >= t + 1) later = true;
-      if (later) s.S[at(t) + 1][at(c)] = 1;
-    }
   }
+  for (int c = 0; c < g.T; ++c)
+    for (int t = c + 1; t <= last_use[at(c)]; ++t) s.S[at(t)][at(c)] = 1;
   return s;
 }
 

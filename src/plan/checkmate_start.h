@@ -1,8 +1,7 @@
 // A first incumbent for Checkmate's MILP (checkmate_ilp.h): a checkpoint-set schedule chosen
 // greedily. For a set C of checkpointed nodes, stage t computes node t and, recursively, every
-// input that is neither held nor computed yet in the stage (nodes outside C are recomputed where
-// they are needed); a node of C is held from its own stage while a node depending on it may
-// still run. C starts as every node (the store-all schedule); while the peak is over the budget,
+// input that is not an earlier node of C (nodes outside C are recomputed where they are needed);
+// a node of C is held from its own stage up to the last stage that reads it. C starts as every node (the store-all schedule); while the peak is over the budget,
 // the node whose removal lowers the peak the most per unit of added cost leaves C. The result is
 // checked by checkmate_evaluate, never trusted: it is returned only when valid and within budget.
 #pragma once
