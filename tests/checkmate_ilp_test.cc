@@ -230,3 +230,46 @@ TEST(CheckmateGraph, JsonRoundTrip) {
 
 }  // namespace
 }  // namespace headroom
+
+#include "cli_runner.h"
+
+namespace headroom {
+namespace {
+
+// examples/checkmate-linear.json is tiny_linear() above: 11 at 3 MiB (node 0 recomputed in the
+// last stage), infeasible below; the options that do not apply are errors.
+TEST(CheckmateCli, PlanGraphCheckmate) {
+  const std::string file = std::string(HEADROOM_SOURCE_DIR) + "/examples/checkmate-linear.json";
+  for (const std::string form : {"", " --formulation literal"}) {
+    testing::CliRun ok = testing::run_cli("plan --graph " + file + " --memory-model checkmate --budget 3MiB --json" + form);
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_NE(ok.out.find("\"status\": \"optimal\""), std::string::npos) << ok.out;
+    EXPECT_NE(ok.out.find("\"cost\": 11,"), std::string::npos) << ok.out;
+    EXPECT_NE(ok.out.find("\"peak_bytes\": 3145728,"), std::string::npos) << ok.out;
+  }
+  testing::CliRun text = testing::run_cli("plan --graph " + file + " --memory-model checkmate --budget 3MiB");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("stage 4: compute 0 4; held 3\n"), std::string::npos) << text.out;
+  testing::CliRun no = testing::run_cli("plan --graph " + file + " --memory-model checkmate --budget 2MiB");
+  EXPECT_EQ(no.code, 0) << no.err;
+  EXPECT_NE(no.out.find("status: infeasible"), std::string::npos) << no.out;
+  auto usage = [&](const std::string& args, const std::string& err) {
+    testing::CliRun r = testing::run_cli(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err, "headroom: " + err + "\n") << args;
+  };
+  usage("plan --graph " + file + " --memory-model checkmate --budget 3MiB --slots 10",
+        "--slots does not apply to --memory-model checkmate (sizes are exact bytes)");
+  usage("plan --graph " + file + " --memory-model checkmate --budget 3MiB --persistent",
+        "--persistent does not apply to --memory-model checkmate");
+  usage("plan --graph " + file + " --memory-model chekmate --budget 3MiB", "--memory-model chekmate is not headroom or checkmate");
+  usage("plan --graph " + file + " --budget 3MiB --formulation literal", "--formulation applies to --memory-model checkmate");
+  usage("plan --chain " + file + " --budget 3MiB --memory-model checkmate", "--memory-model and --formulation apply to plan --graph");
+  usage("plan --graph " + file + " --memory-model checkmate --budget 3MiB --formulation fast",
+        "--formulation fast is not literal or headroom");
+  usage("plan --graph " + file + " --memory-model checkmate", "plan --graph needs --budget SIZE");
+}
+
+}  // namespace
+}  // namespace headroom
