@@ -392,6 +392,15 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
   }
   const CbcOutcome cbc = solve_cbc_with_deadline(m, P.form.columns(), left + kDeadlineGraceS);
   const double scale = static_cast<double>(cpu_gcd);
+  if (!cbc.has_solution && !cbc.finished && start_schedule) {
+    // Killed at the deadline (in its root, under load) before CBC recorded the start: the start
+    // stands, checked by checkmate_evaluate; without CBC's bound, the bound is Σ cost_i.
+    out.status = CheckmateStatus::Feasible;
+    out.cost = out.start_cost;
+    out.bound = static_cast<double>(least_cost);
+    out.schedule = std::move(*start_schedule);
+    return finish();
+  }
   if (!cbc.has_solution) {
     out.status = cbc.finished && (cbc.proven_infeasible || cbc.proven_optimal) ? CheckmateStatus::Infeasible
                                                                                  : CheckmateStatus::NoSolution;

@@ -59,14 +59,21 @@ std::optional<CheckmateSchedule> checkmate_greedy_start(const CheckmateGraph& g,
   CheckmateSchedule s = checkmate_checkpoint_schedule(g, checkpointed);
   Score now = score(g, s, budget);
   while (now.excess > 0) {
-    int best = -1;
+    // The removal with the largest drop in excess per unit of added cost; when none lowers the
+    // excess (a removal can pay off only with others), the one that raises it least. Each step
+    // removes a node, so this ends within T steps.
+    int best = -1, least_bad = -1;
     double best_rate = 0;
-    Score best_score;
+    Score best_score, least_bad_score;
     for (int c = 0; c < g.T; ++c) {
       if (!checkpointed[at(c)] || g.successors[at(c)].empty()) continue;
       checkpointed[at(c)] = 0;
       const Score next = score(g, checkmate_checkpoint_schedule(g, checkpointed), budget);
       checkpointed[at(c)] = 1;
+      if (least_bad < 0 || next.excess < least_bad_score.excess) {
+        least_bad = c;
+        least_bad_score = next;
+      }
       if (next.excess >= now.excess) continue;
       const double rate = static_cast<double>(now.excess - next.excess) /
                           static_cast<double>(std::max<int64_t>(0, next.cost - now.cost) + 1);
@@ -75,6 +82,10 @@ std::optional<CheckmateSchedule> checkmate_greedy_start(const CheckmateGraph& g,
         best_rate = rate;
         best_score = next;
       }
+    }
+    if (best < 0) {
+      best = least_bad;
+      best_score = least_bad_score;
     }
     if (best < 0) return std::nullopt;
     checkpointed[at(best)] = 0;
