@@ -218,6 +218,26 @@ TEST(CheckmateGraph, FileErrorsNameTheField) {
   EXPECT_EQ(error(R"({"edges": []})"), "graph: missing field \"T\"");
 }
 
+// 400 nodes and 1,000 edges: 3 * 400^2 + 400 * 1000 = 880,000 variables, within the limit;
+// 5,000 edges: 480,000 + 2,000,000 = 2,480,000, over it (one line, before any program is built).
+TEST(CheckmateIlp, ProgramSizeIsBounded) {
+  CheckmateGraph g;
+  g.T = 400;
+  for (int i = 0; i < g.T; ++i) {
+    g.cost.push_back(1);
+    g.size_bytes.push_back(1);
+    g.kind.push_back(CheckmateNodeKind::Forward);
+  }
+  for (int v = 1; v < g.T && g.edges.size() < 5000; ++v)
+    for (int u = std::max(0, v - 13); u < v && g.edges.size() < 5000; ++u) g.edges.emplace_back(u, v);
+  validate_checkmate_graph(g);
+  Result<CheckmatePlan> over = solve_checkmate(g, 1 << 20, opts(CheckmateFormulation::Literal));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error(),
+            "the graph's 400 nodes and 5000 edges make an integer program of 2480000 variables (3 T^2 + T E), over "
+            "the limit of 2000000");
+}
+
 TEST(CheckmateGraph, JsonRoundTrip) {
   const CheckmateGraph g = bench::checkmate_training_graph(bench::CheckmateShape::UNet, 6, 3);
   Result<CheckmateGraph> back = parse_checkmate_graph_json(checkmate_graph_json(g));

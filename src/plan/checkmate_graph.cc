@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "util/checked.h"
 #include "util/file.h"
 #include "util/json_input.h"
 

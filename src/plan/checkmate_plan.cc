@@ -14,6 +14,12 @@ Result<CheckmatePlan> solve_checkmate(const CheckmateGraph& g, int64_t budget_by
   return capture_input_errors([&]() -> CheckmatePlan {
     if (budget_bytes < 0) throw InputError("budget is " + std::to_string(budget_bytes) + " bytes, it cannot be negative");
     if (!(options.time_limit_s > 0)) throw InputError("the time limit must be a positive number of seconds");
+    const int64_t T = g.T, E = static_cast<int64_t>(g.edges.size());
+    const int64_t variables = 3 * T * T + T * E;  // the literal program's R, S, U and FREE_E
+    if (variables > kMaxCheckmateProgramTerms)
+      throw InputError("the graph's " + std::to_string(T) + " nodes and " + std::to_string(E) +
+                       " edges make an integer program of " + std::to_string(variables) +
+                       " variables (3 T^2 + T E), over the limit of " + std::to_string(kMaxCheckmateProgramTerms));
     const CheckmateIlpResult r = solve_checkmate_ilp(g, budget_bytes, options);
     CheckmatePlan p;
     p.status = r.status;

@@ -32,7 +32,12 @@ struct CheckmatePlan {
   bool has_schedule() const { return status == CheckmateStatus::Optimal || status == CheckmateStatus::Feasible; }
 };
 
-// InputError (a failed Result) for a negative budget or a time limit that is not positive.
+// The programs grow as T (T + E): past this many variables of the literal program, solve_checkmate
+// is one InputError naming the numbers (as plan --graph's kMaxRematProgramTerms).
+inline constexpr int64_t kMaxCheckmateProgramTerms = 2'000'000;
+
+// InputError (a failed Result) for a negative budget, a time limit that is not positive, or a
+// program past kMaxCheckmateProgramTerms.
 Result<CheckmatePlan> solve_checkmate(const CheckmateGraph& graph, int64_t budget_bytes,
                                       const CheckmateIlpOptions& options = {});
 
