@@ -64,6 +64,8 @@ const std::map<std::string, std::vector<std::string>>& fixed_values() {
       {"--emit", {"deepspeed", "fsdp", "accelerate"}},
       {"--vary", {"batch", "seq"}},
       {"--conv-workspace", {"none", "activation"}},
+      {"--memory-model", {"headroom", "checkmate"}},
+      {"--formulation", {"headroom", "literal"}},
       {"--strategy", {"auto", "accumulate", "sqrt", "checkpoint", "offload", "offload+checkpoint", "vdnn-all", "vdnn-conv", "conv"}},
   };
   return values;

@@ -34,6 +34,7 @@
 #include "report/plan_report.h"
 #include "plan/layout_search.h"
 #include "report/layout_report.h"
+#include "plan/checkmate_plan.h"
 #include "plan/remat_plan.h"
 #include "sim/device_catalog.h"
 #include "frontends/zoo/registry.h"
@@ -539,6 +540,35 @@ int run_plan_graph(const std::string& file, const std::string& budget, const std
   return 0;
 }
 
+// plan --graph FILE --memory-model checkmate: Checkmate's graph form and MILP (docs/ilp.md §9).
+int run_plan_checkmate(const std::string& file, const std::string& budget, const std::string& time_limit,
+                       const std::string& formulation, bool json) {
+  Result<CheckmatePlan> r = capture_input_errors([&]() -> CheckmatePlan {
+    if (budget.empty()) throw InputError("plan --graph needs --budget SIZE");
+    const int64_t b = parse_memory_size(budget);
+    CheckmateIlpOptions o;
+    if (formulation == "literal") o.formulation = CheckmateFormulation::Literal;
+    else if (!formulation.empty() && formulation != "headroom")
+      throw InputError("--formulation " + formulation + " is not literal or headroom");
+    if (!time_limit.empty()) {
+      char* end = nullptr;
+      o.time_limit_s = std::strtod(time_limit.c_str(), &end);
+      if (end == time_limit.c_str() || *end != '\0' || !(o.time_limit_s > 0) || o.time_limit_s > 1e6)
+        throw InputError("--time-limit " + time_limit + " is not a positive number of seconds");
+    }
+    Result<CheckmateGraph> g = load_checkmate_graph_file(file);
+    if (!g.ok()) throw InputError(g.error());
+    Progress progress(fmt::format("solving Checkmate's integer program (time limit {} s)", o.time_limit_s));
+    Result<CheckmatePlan> p = solve_checkmate(g.value(), b, o);
+    progress.finish();
+    if (!p.ok()) throw InputError(p.error());
+    return p.value();
+  });
+  if (!r.ok()) return fail(r.error());
+  std::cout << (json ? checkmate_plan_json(r.value()) : checkmate_plan_text(r.value()));
+  return 0;
+}
+
 int run_gpus() {
   std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "aliases");
   for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) {
@@ -675,6 +705,11 @@ int main_impl(int argc, char** argv) {
   planc->add_option("--graph", graph_file, "graph JSON: a chain file plus preds (docs/ilp.md)");
   planc->add_option("--time-limit", graph_time_limit, "--graph: solver time limit in seconds (default 10)");
   planc->add_flag("--persistent", graph_persistent, "--graph: persistent schedules only");
+  std::string memory_model, formulation;
+  planc->add_option("--memory-model", memory_model,
+                    "--graph: headroom (default: a chain file plus preds) or checkmate (Checkmate's graph form and MILP)");
+  planc->add_option("--formulation", formulation,
+                    "--memory-model checkmate: headroom (default, the faster program) or literal (Checkmate's own)");
   LayoutArgs layout_args;
   planc->add_option("--global-batch", layout_args.global_batch, "--gpus N: samples per optimizer step over all GPUs (default --batch x N)");
   planc->add_option("--interconnect", layout_args.interconnect, "--gpus N: GPU-to-GPU bandwidth per direction, e.g. 100GB/s (default: the GPU's NVLink or PCIe, InfiniBand between machines)");
@@ -767,8 +802,18 @@ int main_impl(int argc, char** argv) {
   if (*gpus) return run_gpus();
   if (*planc) {
     if (!plan_html_file.empty() && (!graph_file.empty() || !chain_file.empty())) return fail("--html applies to plan MODEL");
+    if (graph_file.empty() && (!memory_model.empty() || !formulation.empty()))
+      return fail("--memory-model and --formulation apply to plan --graph");
     if (!graph_file.empty()) {
       if (!pla.run.model.empty() || !chain_file.empty()) return fail("give one of MODEL, --chain FILE or --graph FILE");
+      if (memory_model == "checkmate") {
+        if (!chain_slots.empty()) return fail("--slots does not apply to --memory-model checkmate (sizes are exact bytes)");
+        if (graph_persistent) return fail("--persistent does not apply to --memory-model checkmate");
+        return run_plan_checkmate(graph_file, chain_budget, graph_time_limit, formulation, pla.json);
+      }
+      if (!memory_model.empty() && memory_model != "headroom")
+        return fail("--memory-model " + memory_model + " is not headroom or checkmate");
+      if (!formulation.empty()) return fail("--formulation applies to --memory-model checkmate");
       return run_plan_graph(graph_file, chain_budget, chain_slots, graph_time_limit, graph_persistent, pla.json);
     }
     if (!chain_file.empty() || pla.run.model.empty()) {

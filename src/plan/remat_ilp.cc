@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "plan/cbc_deadline.h"
+#include "plan/milp_form.h"
 #include "plan/remat_simulate.h"
 
 namespace headroom {
@@ -21,56 +22,6 @@ size_t at(int i) { return static_cast<size_t>(i); }
 // How long past its own limit CBC may run before it is stopped (it checks its clock between
 // nodes of the search; the margin lets it return its incumbent by itself).
 constexpr double kDeadlineGraceS = 0.25;
-
-// A linear expression over column indices plus a constant; index -1 is a variable fixed at 0.
-struct Expr {
-  std::vector<std::pair<int, double>> terms;
-  double constant = 0;
-  Expr& add(int col, double coef) {
-    if (col >= 0 && coef != 0) terms.emplace_back(col, coef);
-    return *this;
-  }
-  Expr& plus(double c) {
-    constant += c;
-    return *this;
-  }
-};
-
-struct Form {
-  std::vector<double> obj, lb, ub;
-  std::vector<char> integer;
-  std::vector<int> row_start, row_index;
-  std::vector<double> row_value, row_rhs;
-  std::vector<char> row_sense;
-
-  int col(double lo, double hi, double cost, bool is_int) {
-    obj.push_back(cost);
-    lb.push_back(lo);
-    ub.push_back(hi);
-    integer.push_back(is_int ? 1 : 0);
-    return static_cast<int>(obj.size()) - 1;
-  }
-  int binary(double cost = 0) { return col(0, 1, cost, true); }
-  // e (sense) rhs, with e's constant moved to the right. A row with no variable is checked here
-  // (it only arises from fixed variables and must hold).
-  void row(const Expr& e, char sense, double rhs) {
-    const double r = rhs - e.constant;
-    if (e.terms.empty()) {
-      const bool holds = sense == 'L' ? 0 <= r + 1e-9 : sense == 'G' ? 0 >= r - 1e-9 : std::abs(r) < 1e-9;
-      if (!holds) constant_rows_violated = true;
-      return;
-    }
-    row_start.push_back(static_cast<int>(row_index.size()));
-    for (auto [c, v] : e.terms) {
-      row_index.push_back(c);
-      row_value.push_back(v);
-    }
-    row_sense.push_back(sense);
-    row_rhs.push_back(r);
-  }
-  bool constant_rows_violated = false;
-  int rows() const { return static_cast<int>(row_start.size()); }
-};
 
 // The program's variables (column indices, -1 where fixed at 0) and the graph's constants.
 struct Program {
@@ -613,35 +564,7 @@ RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematI
   }
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> model(Cbc_newModel(), Cbc_deleteModel);
   Cbc_Model* m = model.get();
-  // Rows first (empty), then columns with their coefficients, column by column.
-  std::vector<double> row_lo, row_hi;
-  const int nrows = f.rows();
-  std::vector<std::vector<std::pair<int, double>>> by_col(f.obj.size());
-  for (int r = 0; r < nrows; ++r) {
-    const int end = r + 1 < nrows ? f.row_start[at(r) + 1] : static_cast<int>(f.row_index.size());
-    for (int k = f.row_start[at(r)]; k < end; ++k)
-      by_col[at(f.row_index[at(k)])].emplace_back(r, f.row_value[at(k)]);
-  }
-  std::vector<int> starts{0}, index;
-  std::vector<double> value;
-  for (const auto& colv : by_col) {
-    for (auto [r, v] : colv) {
-      index.push_back(r);
-      value.push_back(v);
-    }
-    starts.push_back(static_cast<int>(index.size()));
-  }
-  for (int r = 0; r < nrows; ++r) {
-    const double rhs = f.row_rhs[at(r)];
-    const char sense = f.row_sense[at(r)];
-    row_lo.push_back(sense == 'L' ? -1e30 : rhs);
-    row_hi.push_back(sense == 'G' ? 1e30 : rhs);
-  }
-  Cbc_loadProblem(m, static_cast<int>(f.obj.size()), nrows, starts.data(), index.data(),
-                  value.data(), f.lb.data(), f.ub.data(), f.obj.data(), row_lo.data(),
-                  row_hi.data());
-  for (size_t k = 0; k < f.obj.size(); ++k)
-    if (f.integer[k]) Cbc_setInteger(m, static_cast<int>(k));
+  load_form_into_cbc(f, m);
   Cbc_setLogLevel(m, 0);
   Cbc_setParameter(m, "log", "0");
   Cbc_setParameter(m, "slog", "0");
