@@ -170,6 +170,10 @@ def _build():
     C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False), ("momentum", False)], "blocks", seq=128)
     C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False)], "blocks", seq=128, dropout=False)
     C += checkpointed(BERT_SMALL_VOCAB + ",mask=none", [2], [("sgd", False)], "blocks", seq=128)
+    # nested checkpoint calls (reentrant): an outer call whose function checkpoints inner runs
+    C += checkpointed("mlp", [8], SGD_ADAM, "nested")
+    C += checkpointed("resnet18", [2], [("sgd", False)], "nested")
+    C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "nested", seq=32)
     return C
 
 
