@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <functional>
 
+#include "plan/chain_dp.h"
+#include "plan/chain_simulate.h"
+#include "plan/model_chain.h"
+#include "plan/rotor_regions.h"
 #include "plan/segment_dp.h"
 #include "sim/simulate.h"
 #include "util/error.h"
@@ -38,17 +42,27 @@ StrategyResult not_applicable(std::string name, std::string why) {
 }
 
 // Segments as op ranges. A segment reading only tensors that need no grad (the model's inputs: the
-// first stages) would leave its parameters without gradients in PyTorch, so it starts at the
-// first stage from which it does not (or is dropped).
+// first stages) would leave its parameters without gradients in PyTorch, and one starting with an
+// in-place op on its input (resnet's stem relu_) could not be re-run, so it starts at the first
+// stage from which it can be checkpointed (or is dropped).
 std::vector<CheckpointSegment> to_ops(const Graph& g, const std::vector<Stage>& stages, const std::vector<SegmentRange>& ranges) {
   std::vector<CheckpointSegment> out;
   for (const SegmentRange& r : ranges) {
     const OpId last = stages[static_cast<size_t>(r.last)].last;
     int k = r.first;
-    while (k <= r.last && !checkpoint_gets_gradients(g, stages[static_cast<size_t>(k)].first, last)) ++k;
+    while (k <= r.last && !checkpoint_region_problem(g, {stages[static_cast<size_t>(k)].first, last}).empty()) ++k;
     if (k <= r.last) out.push_back({stages[static_cast<size_t>(k)].first, last});
   }
   return out;
+}
+
+// Checkpointing on top of an offloading base: an op inside a region records no node in the
+// forward, so there is nothing of it to offload (validate_plan rejects such a plan).
+void set_checkpoints(Candidate& c, std::vector<CheckpointSegment> regions) {
+  c.plan.checkpoints = std::move(regions);
+  std::erase_if(c.plan.offload, [&](OpId o) {
+    return std::any_of(c.plan.checkpoints.begin(), c.plan.checkpoints.end(), [&](const CheckpointSegment& r) { return r.first <= o && o <= r.last; });
+  });
 }
 
 // The smallest prefix of `order` (by the monotone-ish memory of applying it) whose candidate
@@ -131,7 +145,7 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     SegmentPlan sp = solve_segments(stats, dp_budget);
     if (!sp.feasible) break;
     Candidate c = base;
-    c.plan.checkpoints = to_ops(ctx.graph(0), stages, sp.segments);
+    set_checkpoints(c, to_ops(ctx.graph(0), stages, sp.segments));
     StrategyResult r = evaluated(name, ctx, c, std::to_string(sp.segments.size()) + " segments");
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     if (r.eval.feasible) break;
@@ -142,8 +156,54 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     Candidate c = base;
     std::vector<SegmentRange> each;
     for (int k = 0; k < static_cast<int>(stages.size()); ++k) each.push_back({k, k});
-    c.plan.checkpoints = to_ops(ctx.graph(0), stages, each);
+    set_checkpoints(c, to_ops(ctx.graph(0), stages, each));
     best = evaluated(name, ctx, c, "every stage checkpointed");
+  }
+  return best;
+}
+
+// Nested regions as op ranges, each started as to_ops starts a segment; a region that still
+// cannot be checkpointed (validate_plan) is dropped, and so is one that the shifted starts made
+// a duplicate of, or partially overlapping with, a region kept before it.
+std::vector<CheckpointSegment> nested_to_ops(const Graph& g, const std::vector<Stage>& stages, const std::vector<SegmentRange>& regions) {
+  std::vector<CheckpointSegment> shifted = to_ops(g, stages, regions);
+  sort_checkpoints(shifted);
+  std::vector<CheckpointSegment> out;
+  for (const CheckpointSegment& r : shifted) {
+    if (!checkpoint_region_problem(g, r).empty()) continue;
+    bool fits = true;
+    for (const CheckpointSegment& k : out) {
+      const bool disjoint = k.last < r.first || r.last < k.first;
+      fits = fits && !(k == r) && (disjoint || k.contains(r));
+    }
+    if (fits) out.push_back(r);
+  }
+  return out;
+}
+
+// Rotor's optimal persistent schedule on the model's chain (chain_dp.h, model_chain.h), realised
+// as nested checkpoint regions (rotor_regions.h) and judged by re-simulation like every
+// candidate. The chain counts the stages' activations and their gradients: the DP gets the
+// budget less what the keep-everything run holds besides them (its peak less the chain's
+// store-all peak), lowered by the overshoot until the re-simulated plan fits.
+StrategyResult rotor_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                                const Evaluation& baseline) {
+  StrategyResult best;
+  best.name = name;
+  best.eval.peak_bytes = -1;
+  const Chain chain = model_chain(ctx, stages);
+  int64_t dp_budget = ctx.budget_bytes() - (baseline.peak_bytes - store_all_peak(chain));
+  for (int attempt = 0; attempt < 8 && dp_budget > 0; ++attempt) {
+    Result<ChainPlan> cp = solve_chain(chain, dp_budget);
+    if (!cp.ok() || !cp.value().feasible) break;
+    std::vector<ChainOp> schedule;
+    for (const std::string& token : cp.value().schedule) schedule.push_back(parse_op_token(token));
+    Candidate c;
+    c.plan.checkpoints = nested_to_ops(ctx.graph(0), stages, rotor_regions(schedule));
+    StrategyResult r = evaluated(name, ctx, c, std::to_string(c.plan.checkpoints.size()) + " nested regions (Rotor)");
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    if (r.eval.feasible) break;
+    dp_budget -= std::max<int64_t>(r.eval.peak_bytes - ctx.budget_bytes(), dp_budget / 100 + 1);
   }
   return best;
 }
@@ -255,7 +315,13 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
       c.plan.checkpoints = to_ops(ctx.graph(0), stages, seg);
       return evaluated(name, ctx, c, std::to_string(seg.size()) + " of " + std::to_string(stages.size()) + " stages' segments");
     }
-    return checkpoint_on(name, ctx, stages, Candidate{}, baseline);
+    StrategyResult segments = checkpoint_on(name, ctx, stages, Candidate{}, baseline);
+    if (baseline.feasible) return segments;
+    // Rotor's nested schedule where it is faster (or fits where the segments do not); the
+    // single-level segments otherwise, so the strategy is never slower than they are.
+    StrategyResult nested = rotor_checkpoint(name, ctx, stages, baseline);
+    if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) return nested;
+    return segments;
   }
   if (name == "vdnn-all" || name == "vdnn-conv") {
     Candidate c;
