@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "plan/chain_dp.h"
 #include "plan/chain_simulate.h"
 #include "plan/model_chain.h"
 #include "plan/rotor_regions.h"
 #include "plan/segment_dp.h"
+#include "schedule/checkpoint_region.h"
 #include "sim/simulate.h"
 #include "util/error.h"
 
@@ -320,7 +323,11 @@ StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std
     // Rotor's nested schedule where it is faster (or fits where the segments do not); the
     // single-level segments otherwise, so the strategy is never slower than they are.
     StrategyResult nested = rotor_checkpoint(name, ctx, stages, baseline);
-    if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) return nested;
+    if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) {
+      nested.note += segments.eval.feasible ? fmt::format("; single-level segments: {:.1f} ms", segments.eval.time.total_ms)
+                                            : "; single-level segments do not fit";
+      return nested;
+    }
     return segments;
   }
   if (name == "vdnn-all" || name == "vdnn-conv") {

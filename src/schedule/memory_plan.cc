@@ -1,5 +1,7 @@
 #include "schedule/memory_plan.h"
 
+#include "schedule/checkpoint_region.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>

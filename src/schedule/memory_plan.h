@@ -53,10 +53,6 @@ struct MemoryPlan {
 // grad, its outputs do not either and 1.13 only warns (torch/utils/checkpoint.py:31).
 bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last);
 
-// Why region r alone cannot be checkpointed (ops, loss ops, in-place writes to its inputs,
-// gradients), or "" when it can.
-std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r);
-
 // Sorts regions into the plan's order (first ascending, then the enclosing region first).
 void sort_checkpoints(std::vector<CheckpointSegment>& regions);
 
