@@ -203,7 +203,12 @@ StrategyResult rotor_checkpoint(const std::string& name, PlanContext& ctx, const
     for (const std::string& token : cp.value().schedule) schedule.push_back(parse_op_token(token));
     Candidate c;
     c.plan.checkpoints = nested_to_ops(ctx.graph(0), stages, rotor_regions(schedule));
-    StrategyResult r = evaluated(name, ctx, c, std::to_string(c.plan.checkpoints.size()) + " nested regions (Rotor)");
+    const std::vector<CheckpointSegment>& rs = c.plan.checkpoints;
+    size_t inner = 0;  // regions inside another (sorted outer first: the one just before, or one of its enclosers)
+    for (size_t i = 0; i < rs.size(); ++i) {
+      inner += static_cast<size_t>(std::any_of(rs.begin(), rs.begin() + static_cast<std::ptrdiff_t>(i), [&](const CheckpointSegment& o) { return o.contains(rs[i]); }));
+    }
+    StrategyResult r = evaluated(name, ctx, c, fmt::format("{} regions, {} nested (Rotor)", rs.size(), inner));
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     if (r.eval.feasible) break;
     dp_budget -= std::max<int64_t>(r.eval.peak_bytes - ctx.budget_bytes(), dp_budget / 100 + 1);
