@@ -177,6 +177,16 @@ TEST(Cli, PlanModelJsonContractAndDeterminism) {
   EXPECT_NE(text.out.find("changes numerics, not applied"), std::string::npos) << text.out;
 }
 
+TEST(Cli, CheckpointRangesNest) {
+  // A range inside another is a nested checkpoint call; a partial overlap is an error.
+  headroom::testing::CliRun ok = headroom::testing::run_cli(
+      "estimate resnet18 --mode train --checkpoint layer1.0.conv1..layer1.1.relu#2 --checkpoint layer1.0.conv1..layer1.0.relu#2");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  expect_usage_error("estimate resnet18 --mode train --checkpoint layer1.0.conv1..layer1.1.conv1 --checkpoint layer1.0.conv2..layer1.1.relu#2",
+                     "--checkpoint: checkpoint regions layer1.0.conv1..layer1.1.conv1 and layer1.0.conv2..layer1.1.relu#2 overlap without one containing the other");
+  expect_usage_error("estimate resnet18 --mode train --checkpoint relu..layer1.0.relu#2", "relu overwrites bn1 in place");
+}
+
 TEST(Cli, PlanModelErrors) {
   expect_usage_error("plan resnet18", "--gpu NAME or --budget SIZE");
   expect_usage_error("plan resnet18 --budget 1GiB --strategy magic", "unknown strategy 'magic'");

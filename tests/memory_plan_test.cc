@@ -135,7 +135,7 @@ TEST(MemoryPlan, CheckpointAndOffloadTogetherStayConsistent) {
   // most once, after its allocation) and end where it started (weights + inputs + targets).
   EstimateOptions o = two_layer_mlp();
   o.model = "mlp:layers=6,dim=8";
-  o.plan.checkpoints = {{0, 3}, {6, 7}};
+  o.plan.checkpoints = {{1, 3}, {6, 7}};  // {0, 3} would read only the model input (validate_plan)
   o.plan.offload = {4, 5, 9};
   o.iterations = 2;
   Result<Estimate> r = estimate(o);

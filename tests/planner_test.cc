@@ -10,6 +10,7 @@
 
 #include "estimate/estimate.h"
 #include "cost/cost_model.h"
+#include "schedule/checkpoint_region.h"
 #include "plan/planner.h"
 #include "plan/segment_dp.h"
 #include "plan/stages.h"
@@ -249,7 +250,11 @@ int64_t activation_peak(int layers, bool sqrt_plan) {
   if (sqrt_plan) {
     std::vector<Stage> stages = chain_stages(g);
     for (const SegmentRange& r : sqrt_segments(static_cast<int>(stages.size()))) {
-      o.plan.checkpoints.push_back({stages[static_cast<size_t>(r.first)].first, stages[static_cast<size_t>(r.last)].last});
+      // As the sqrt strategy places them: a segment reading only the model input would give its
+      // parameters no gradients (validate_plan rejects it), so it starts one stage later.
+      CheckpointSegment seg{stages[static_cast<size_t>(r.first)].first, stages[static_cast<size_t>(r.last)].last};
+      if (!checkpoint_region_problem(g, seg).empty()) seg.first = stages[static_cast<size_t>(r.first) + 1].first;
+      o.plan.checkpoints.push_back(seg);
     }
   }
   Result<Estimate> e = estimate(o);

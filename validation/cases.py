@@ -170,6 +170,13 @@ def _build():
     C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False), ("momentum", False)], "blocks", seq=128)
     C += checkpointed(BERT_SMALL_VOCAB, [2], [("sgd", False)], "blocks", seq=128, dropout=False)
     C += checkpointed(BERT_SMALL_VOCAB + ",mask=none", [2], [("sgd", False)], "blocks", seq=128)
+    # nested checkpoint calls (reentrant): an outer call whose function checkpoints inner runs
+    C += checkpointed("mlp", [8], SGD_ADAM, "nested")
+    C += checkpointed("resnet18", [2], [("sgd", False)], "nested")
+    C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "nested", seq=32)
+    # a 1000-token vocabulary and seq 128 move GPT-2's peak into block 0's backward inside the
+    # outer call's re-run (with the 50,257-token one it is the embedding gradient, after both)
+    C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "nested", seq=128)
     return C
 
 

@@ -11,9 +11,17 @@ require grad, and its parameters would get no gradients.
 
 Schemes:
   mlp     "seg8":   modules 2..9, 10..17, 18..25 of the 32-module Sequential (4 layers each)
+          "nested": modules 2..25 in one call, which checkpoints 2..9 and 10..17 inside it
   resnet  "blocks": every BasicBlock/Bottleneck;  "layers": every layerN (a run of blocks)
+          "nested": every layerN, whose function checkpoints each of its blocks
   gpt2, llama, bert "blocks": every transformer block (HF's gradient_checkpointing loop; BERT's
                     passes the extended attention mask as an input of every segment)
+  gpt2    "nested": all blocks in one call, whose function checkpoints each block
+
+Nested schemes are real nested checkpoint calls (reentrant): in the forward the inner calls run
+under the outer one's no_grad; when the backward reaches the outer call, its re-run with grad
+makes the inner calls checkpoints of their own. Their ranges list the outer range and the inner
+ones (headroom accepts nested --checkpoint ranges).
 """
 import types
 
@@ -21,6 +29,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 MLP_SEGMENTS = ((2, 9), (10, 17), (18, 25))
+MLP_NESTED_OUTER = (2, 25)
+MLP_NESTED_INNER = ((2, 9), (10, 17))
 RESNET_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 
 
@@ -49,6 +59,10 @@ def ranges(model_name, scheme):
     fam = _family(model_name)
     if fam == "mlp" and scheme == "seg8":
         return [f"{a}..{b}" for a, b in MLP_SEGMENTS]
+    if fam == "mlp" and scheme == "nested":
+        return [f"{a}..{b}" for a, b in (MLP_NESTED_OUTER,) + MLP_NESTED_INNER]
+    if fam == "resnet" and scheme == "nested":
+        return ranges(model_name, "layers") + ranges(model_name, "blocks")
     if fam == "resnet" and scheme in ("blocks", "layers"):
         blocks = RESNET_BLOCKS[model_name]
         last_relu = "relu#2" if model_name in ("resnet18", "resnet34") else "relu#3"
@@ -62,6 +76,9 @@ def ranges(model_name, scheme):
     layers = int(_params(model_name).get("layers", 0))
     if fam in ("gpt2", "llama", "bert") and layers <= 0:
         raise ValueError(f"{model_name}: give layers= explicitly for a per-block scheme")
+    if fam == "gpt2" and scheme == "nested":
+        return ([f"transformer.h.0.ln_1..transformer.h.{layers - 1}.add_mlp"] +
+                ranges(model_name, "blocks"))
     if fam == "gpt2" and scheme == "blocks":
         return [f"transformer.h.{i}.ln_1..transformer.h.{i}.add_mlp" for i in range(layers)]
     if fam == "llama" and scheme == "blocks":
@@ -94,6 +111,46 @@ def _mlp_forward(self, x):
     return x
 
 
+def _mlp_nested_forward(self, x):
+    # One checkpoint call over modules 2..25 whose function checkpoints 2..9 and 10..17.
+    mods = list(self)
+    a0, b0 = MLP_NESTED_OUTER
+
+    def run(a, b):
+        def f(h):
+            for m in mods[a:b + 1]:
+                h = m(h)
+            return h
+        return f
+
+    def outer(h):
+        i = a0
+        for a, b in MLP_NESTED_INNER:
+            for m in mods[i:a]:
+                h = m(h)
+            h = checkpoint(run(a, b), h)
+            i = b + 1
+        for m in mods[i:b0 + 1]:
+            h = m(h)
+        return h
+
+    for m in mods[:a0]:
+        x = m(x)
+    x = checkpoint(outer, x)
+    for m in mods[b0 + 1:]:
+        x = m(x)
+    return x
+
+
+def _checkpointed_blocks(blocks):
+    # A function running `blocks` with each one checkpointed (the body of a nested call).
+    def f(h):
+        for block in blocks:
+            h = checkpoint(block, h)
+        return h
+    return f
+
+
 def _resnet_forward(scheme):
     # torchvision 0.14 ResNet._forward_impl, with blocks (or whole layerN) checkpointed.
     def forward(self, x):
@@ -104,6 +161,8 @@ def _resnet_forward(scheme):
         for layer in (self.layer1, self.layer2, self.layer3, self.layer4):
             if scheme == "layers":
                 x = checkpoint(layer, x)
+            elif scheme == "nested":
+                x = checkpoint(_checkpointed_blocks(layer), x)
             else:
                 for block in layer:
                     x = checkpoint(block, x)
@@ -118,11 +177,11 @@ def apply(model, model_name, scheme):
     ranges(model_name, scheme)  # validates the scheme
     fam = _family(model_name)
     if fam == "mlp":
-        model.forward = types.MethodType(_mlp_forward, model)
+        model.forward = types.MethodType(_mlp_nested_forward if scheme == "nested" else _mlp_forward, model)
     elif fam == "resnet":
         model.forward = types.MethodType(_resnet_forward(scheme), model)
     elif fam == "gpt2":
-        model.transformer.gradient_checkpointing = True
+        model.transformer.gradient_checkpointing = "nested" if scheme == "nested" else True
     elif fam == "llama":
         model.model.gradient_checkpointing = True
     elif fam == "bert":

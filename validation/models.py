@@ -486,11 +486,15 @@ class GPT2Model(nn.Module):
         hidden_states = inputs_embeds + position_embeds
         hidden_states = self.drop(hidden_states)
         output_shape = (-1,) + input_shape[1:] + (hidden_states.size(-1),)
-        for block in self.h:
-            if self.gradient_checkpointing:  # HF: torch.utils.checkpoint.checkpoint(block, ...)
-                hidden_states = torch.utils.checkpoint.checkpoint(block, hidden_states)
-            else:
-                hidden_states = block(hidden_states)
+        if self.gradient_checkpointing == "nested":  # ckpt.py: one call over the blocks, each checkpointed
+            import ckpt
+            hidden_states = torch.utils.checkpoint.checkpoint(ckpt._checkpointed_blocks(self.h), hidden_states)
+        else:
+            for block in self.h:
+                if self.gradient_checkpointing:  # HF: torch.utils.checkpoint.checkpoint(block, ...)
+                    hidden_states = torch.utils.checkpoint.checkpoint(block, hidden_states)
+                else:
+                    hidden_states = block(hidden_states)
         hidden_states = self.ln_f(hidden_states)
         hidden_states = hidden_states.view(output_shape)
         return hidden_states

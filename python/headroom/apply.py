@@ -15,7 +15,8 @@ such module covers are kept on the device and reported as not applied; what was 
 returned as headroom --offload op names for the same re-simulation.
 
 Invariants: a segment never contains the model's first op (with reentrant checkpoint, a segment
-none of whose inputs requires grad gives its parameters no gradient); the module's parameters and
+none of whose inputs requires grad gives its parameters no gradient) and never starts with an
+in-place module (its re-run would need the input it overwrote); the module's parameters and
 numerics are unchanged (checkpoint preserves the RNG state, so dropout masks are the same).
 """
 import functools
@@ -82,17 +83,25 @@ def choose(model, mops, recompute):
     def all_recomputed(rng):
         return rng is not None and rng[0] > 0 and all(mops.op_names[i] in recompute for i in range(rng[0], rng[1] + 1))
 
+    def in_place(mod):
+        # nn.ReLU(inplace=True) and the like overwrite their input, which checkpoint keeps for the
+        # re-run: PyTorch refuses in the backward ("a leaf Variable that requires grad is being
+        # used in an in-place operation"), and headroom's validate_plan rejects such a region.
+        return bool(getattr(mod, "inplace", False))
+
     def visit(path, mod):
         rng = mops.of(path)
         if path and all_recomputed(rng):
-            chosen.append(("module", path, None, None))
+            if not in_place(mod):
+                chosen.append(("module", path, None, None))
             return
         children = list(mod.named_children())
         if isinstance(mod, torch.nn.Sequential):
             i = 0
             while i < len(children):
                 j = i
-                while j < len(children) and all_recomputed(mops.of(_join(path, children[j][0]))):
+                while j < len(children) and all_recomputed(mops.of(_join(path, children[j][0]))) and \
+                        not (j == i and in_place(children[j][1])):
                     j += 1
                 if j - i >= 2:
                     chosen.append(("run", path, i, j - 1))

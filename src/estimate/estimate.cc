@@ -204,9 +204,12 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
     }
     plan.checkpoints.push_back({first, last});
   }
-  std::sort(plan.checkpoints.begin(), plan.checkpoints.end(), [](const CheckpointSegment& a, const CheckpointSegment& b) { return a.first < b.first; });
-  for (size_t i = 1; i < plan.checkpoints.size(); ++i) {
-    if (plan.checkpoints[i].first <= plan.checkpoints[i - 1].last) throw InputError("--checkpoint segments overlap");
+  // Ranges may nest (a checkpointed function calling checkpoint); partial overlaps are errors.
+  sort_checkpoints(plan.checkpoints);
+  try {
+    validate_plan(g, plan);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--checkpoint: ") + e.what());
   }
 }
 

@@ -167,8 +167,9 @@ Graph build_graph(const EstimateOptions& options, int64_t batch);
 void apply_freeze(Graph& g, const std::vector<std::string>& patterns);
 ScheduleOptions schedule_options(const EstimateOptions& options);
 Estimate summarize(const EstimateOptions& options, const Graph& g, const Program& p, const SimResult& sim);
-// Resolves "first..last" op-name ranges into plan.checkpoints (sorted); InputError on unknown
-// names, reversed or overlapping ranges, or loss ops.
+// Resolves "first..last" op-name ranges into plan.checkpoints (sorted, outer before inner);
+// ranges may nest. InputError on unknown names, reversed ranges, ranges overlapping without one
+// containing the other, or loss ops.
 void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& ranges, MemoryPlan& plan);
 void add_offload_ops(const Graph& g, const std::vector<std::string>& names, MemoryPlan& plan);
 

@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <functional>
 
+#include <fmt/format.h>
+
+#include "plan/chain_dp.h"
+#include "plan/chain_simulate.h"
+#include "plan/model_chain.h"
+#include "plan/rotor_regions.h"
 #include "plan/segment_dp.h"
+#include "schedule/checkpoint_region.h"
 #include "sim/simulate.h"
 #include "util/error.h"
 
@@ -38,17 +45,27 @@ StrategyResult not_applicable(std::string name, std::string why) {
 }
 
 // Segments as op ranges. A segment reading only tensors that need no grad (the model's inputs: the
-// first stages) would leave its parameters without gradients in PyTorch, so it starts at the
-// first stage from which it does not (or is dropped).
+// first stages) would leave its parameters without gradients in PyTorch, and one starting with an
+// in-place op on its input (resnet's stem relu_) could not be re-run, so it starts at the first
+// stage from which it can be checkpointed (or is dropped).
 std::vector<CheckpointSegment> to_ops(const Graph& g, const std::vector<Stage>& stages, const std::vector<SegmentRange>& ranges) {
   std::vector<CheckpointSegment> out;
   for (const SegmentRange& r : ranges) {
     const OpId last = stages[static_cast<size_t>(r.last)].last;
     int k = r.first;
-    while (k <= r.last && !checkpoint_gets_gradients(g, stages[static_cast<size_t>(k)].first, last)) ++k;
+    while (k <= r.last && !checkpoint_region_problem(g, {stages[static_cast<size_t>(k)].first, last}).empty()) ++k;
     if (k <= r.last) out.push_back({stages[static_cast<size_t>(k)].first, last});
   }
   return out;
+}
+
+// Checkpointing on top of an offloading base: an op inside a region records no node in the
+// forward, so there is nothing of it to offload (validate_plan rejects such a plan).
+void set_checkpoints(Candidate& c, std::vector<CheckpointSegment> regions) {
+  c.plan.checkpoints = std::move(regions);
+  std::erase_if(c.plan.offload, [&](OpId o) {
+    return std::any_of(c.plan.checkpoints.begin(), c.plan.checkpoints.end(), [&](const CheckpointSegment& r) { return r.first <= o && o <= r.last; });
+  });
 }
 
 // The smallest prefix of `order` (by the monotone-ish memory of applying it) whose candidate
@@ -131,7 +148,7 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     SegmentPlan sp = solve_segments(stats, dp_budget);
     if (!sp.feasible) break;
     Candidate c = base;
-    c.plan.checkpoints = to_ops(ctx.graph(0), stages, sp.segments);
+    set_checkpoints(c, to_ops(ctx.graph(0), stages, sp.segments));
     StrategyResult r = evaluated(name, ctx, c, std::to_string(sp.segments.size()) + " segments");
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     if (r.eval.feasible) break;
@@ -142,8 +159,59 @@ StrategyResult checkpoint_on(const std::string& name, PlanContext& ctx, const st
     Candidate c = base;
     std::vector<SegmentRange> each;
     for (int k = 0; k < static_cast<int>(stages.size()); ++k) each.push_back({k, k});
-    c.plan.checkpoints = to_ops(ctx.graph(0), stages, each);
+    set_checkpoints(c, to_ops(ctx.graph(0), stages, each));
     best = evaluated(name, ctx, c, "every stage checkpointed");
+  }
+  return best;
+}
+
+// Nested regions as op ranges, each started as to_ops starts a segment; a region that still
+// cannot be checkpointed (validate_plan) is dropped, and so is one that the shifted starts made
+// a duplicate of, or partially overlapping with, a region kept before it.
+std::vector<CheckpointSegment> nested_to_ops(const Graph& g, const std::vector<Stage>& stages, const std::vector<SegmentRange>& regions) {
+  std::vector<CheckpointSegment> shifted = to_ops(g, stages, regions);
+  sort_checkpoints(shifted);
+  std::vector<CheckpointSegment> out;
+  for (const CheckpointSegment& r : shifted) {
+    if (!checkpoint_region_problem(g, r).empty()) continue;
+    bool fits = true;
+    for (const CheckpointSegment& k : out) {
+      const bool disjoint = k.last < r.first || r.last < k.first;
+      fits = fits && !(k == r) && (disjoint || k.contains(r));
+    }
+    if (fits) out.push_back(r);
+  }
+  return out;
+}
+
+// Rotor's optimal persistent schedule on the model's chain (chain_dp.h, model_chain.h), realised
+// as nested checkpoint regions (rotor_regions.h) and judged by re-simulation like every
+// candidate. The chain counts the stages' activations and their gradients: the DP gets the
+// budget less what the keep-everything run holds besides them (its peak less the chain's
+// store-all peak), lowered by the overshoot until the re-simulated plan fits.
+StrategyResult rotor_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                                const Evaluation& baseline) {
+  StrategyResult best;
+  best.name = name;
+  best.eval.peak_bytes = -1;
+  const Chain chain = model_chain(ctx, stages);
+  int64_t dp_budget = ctx.budget_bytes() - (baseline.peak_bytes - store_all_peak(chain));
+  for (int attempt = 0; attempt < 8 && dp_budget > 0; ++attempt) {
+    Result<ChainPlan> cp = solve_chain(chain, dp_budget);
+    if (!cp.ok() || !cp.value().feasible) break;
+    std::vector<ChainOp> schedule;
+    for (const std::string& token : cp.value().schedule) schedule.push_back(parse_op_token(token));
+    Candidate c;
+    c.plan.checkpoints = nested_to_ops(ctx.graph(0), stages, rotor_regions(schedule));
+    const std::vector<CheckpointSegment>& rs = c.plan.checkpoints;
+    size_t inner = 0;  // regions inside another (sorted outer first: the one just before, or one of its enclosers)
+    for (size_t i = 0; i < rs.size(); ++i) {
+      inner += static_cast<size_t>(std::any_of(rs.begin(), rs.begin() + static_cast<std::ptrdiff_t>(i), [&](const CheckpointSegment& o) { return o.contains(rs[i]); }));
+    }
+    StrategyResult r = evaluated(name, ctx, c, fmt::format("{} regions, {} nested (Rotor)", rs.size(), inner));
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    if (r.eval.feasible) break;
+    dp_budget -= std::max<int64_t>(r.eval.peak_bytes - ctx.budget_bytes(), dp_budget / 100 + 1);
   }
   return best;
 }
@@ -193,123 +261,207 @@ std::vector<OpId> model_ops(const Graph& g, const std::function<bool(const Op&)>
 
 }  // namespace
 
+namespace {
+
+// ---- When a strategy applies ("" = it does; otherwise why not, shown as its row's note) ----
+
+std::string always(PlanContext&, const std::vector<Stage>&) { return ""; }
+
+std::string training(PlanContext& ctx, const std::vector<Stage>&) {
+  return ctx.options().mode == RunMode::Training ? "" : "inference keeps no activations for a backward";
+}
+
+std::string training_with_stages(PlanContext& ctx, const std::vector<Stage>& stages) {
+  std::string why = training(ctx, stages);
+  if (why.empty() && stages.size() < 2) why = "fewer than two stages";
+  return why;
+}
+
+std::string training_with_stages_and_batch(PlanContext& ctx, const std::vector<Stage>& stages) {
+  std::string why = training_with_stages(ctx, stages);
+  if (why.empty() && ctx.options().batch < 2) why = "batch 1 cannot be split";
+  return why;
+}
+
+std::string training_on_cuda(PlanContext& ctx, const std::vector<Stage>& stages) {
+  std::string why = training(ctx, stages);
+  if (why.empty() && ctx.options().device != "cuda") why = "cuDNN workspaces are a CUDA matter";
+  return why;
+}
+
+// ---- The searches ---------------------------------------------------------------------------
+
+StrategyResult search_accumulate(const std::string& name, PlanContext& ctx, const std::vector<Stage>&, const Evaluation&) {
+  const Graph& g = ctx.graph(0);
+  const int64_t batch = ctx.options().batch;
+  // Batch norm normalizes over each micro-batch: accumulation keeps the effective batch of the
+  // gradient, not the statistics.
+  const bool has_bn = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::BatchNorm2d && op.attrs.training; });
+  const std::string bn_note = has_bn ? "; batch-norm statistics per micro-batch" : "";
+  StrategyResult best;
+  best.name = name;
+  best.eval.peak_bytes = -1;
+  for (int64_t m = batch - 1; m >= 1; --m) {
+    if (batch % m != 0) continue;
+    Candidate c;
+    c.micro_batch = m;
+    StrategyResult r = evaluated(name, ctx, c, "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + bn_note);
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    if (r.eval.feasible) break;  // the largest fitting micro-batch is the fastest
+  }
+  if (best.eval.peak_bytes < 0) return not_applicable(name, "batch 1 cannot be split");
+  return best;
+}
+
+StrategyResult search_accumulate_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation&) {
+  // Smaller micro-batches cost launches, checkpointing costs recomputation: the optimal
+  // segments at each micro-batch that divides the batch (largest first, at most 4, until one
+  // fits without segments), fastest wins.
+  const int64_t batch = ctx.options().batch;
+  StrategyResult best;
+  best.eval.peak_bytes = -1;
+  int tried = 0;
+  for (int64_t m = batch / 2; m >= 1 && tried < 4; --m) {
+    if (batch % m != 0) continue;
+    ++tried;
+    Candidate base;
+    base.micro_batch = m;
+    StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+    r.note = "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + ", " + r.note;
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    // Fitting without segments: smaller micro-batches only add launches.
+    if (r.eval.feasible && r.candidate.plan.checkpoints.empty()) break;
+  }
+  return best;
+}
+
+StrategyResult search_sqrt(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation&) {
+  std::vector<SegmentRange> seg = sqrt_segments(static_cast<int>(stages.size()));
+  Candidate c;
+  c.plan.checkpoints = to_ops(ctx.graph(0), stages, seg);
+  return evaluated(name, ctx, c, std::to_string(seg.size()) + " of " + std::to_string(stages.size()) + " stages' segments");
+}
+
+StrategyResult search_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation& baseline) {
+  StrategyResult segments = checkpoint_on(name, ctx, stages, Candidate{}, baseline);
+  if (baseline.feasible) return segments;
+  // Rotor's nested schedule where it is faster (or fits where the segments do not); the
+  // single-level segments otherwise, so the strategy is never slower than they are.
+  StrategyResult nested = rotor_checkpoint(name, ctx, stages, baseline);
+  if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) {
+    nested.note += segments.eval.feasible ? fmt::format("; single-level segments: {:.1f} ms", segments.eval.time.total_ms)
+                                          : "; single-level segments do not fit";
+    return nested;
+  }
+  return segments;
+}
+
+StrategyResult search_vdnn(const std::string& name, PlanContext& ctx, bool convolutions_only) {
+  Candidate c;
+  c.plan.offload = model_ops(ctx.graph(0), [&](const Op& op) { return !convolutions_only || is_convolution_kind(op.kind); });
+  if (c.plan.offload.empty()) return not_applicable(name, "no convolutions");
+  return evaluated(name, ctx, c, std::to_string(c.plan.offload.size()) + " layers offloaded");
+}
+
+StrategyResult search_vdnn_all(const std::string& name, PlanContext& ctx, const std::vector<Stage>&, const Evaluation&) {
+  return search_vdnn(name, ctx, false);
+}
+
+StrategyResult search_vdnn_conv(const std::string& name, PlanContext& ctx, const std::vector<Stage>&, const Evaluation&) {
+  return search_vdnn(name, ctx, true);
+}
+
+// The layers worth offloading, best first, and the candidate of the first k of them.
+struct OffloadOrder {
+  std::vector<OffloadChoice> choices;
+  Candidate first(size_t k) const {
+    Candidate c;
+    for (size_t i = 0; i < k; ++i) c.plan.offload.push_back(choices[i].op);
+    std::sort(c.plan.offload.begin(), c.plan.offload.end());
+    return c;
+  }
+};
+
+StrategyResult search_offload(const std::string& name, PlanContext& ctx, const std::vector<Stage>&, const Evaluation&) {
+  OffloadOrder order{offload_choices(ctx, model_ops(ctx.graph(0), [](const Op&) { return true; }))};
+  if (order.choices.empty()) return not_applicable(name, "no saved activations to offload");
+  return smallest_fitting_prefix(name, ctx, order.choices.size(), [&](size_t k) { return order.first(k); }, "layers offloaded");
+}
+
+StrategyResult search_offload_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation&) {
+  OffloadOrder order{offload_choices(ctx, model_ops(ctx.graph(0), [](const Op&) { return true; }))};
+  if (order.choices.empty()) return not_applicable(name, "no saved activations to offload");
+  size_t hidden = 0;
+  while (hidden < order.choices.size() && order.choices[hidden].exposed_ms == 0) ++hidden;
+  // Copies estimated as hidden one by one still queue on one copy engine; try the hidden set,
+  // halves of it and none (= checkpoint alone), and keep the fastest, so the combination is
+  // never worse than either part.
+  StrategyResult best;
+  best.eval.peak_bytes = -1;
+  for (size_t k : {hidden, hidden / 2, hidden / 4, size_t{0}}) {
+    Candidate base = order.first(k);
+    StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+    r.note = std::to_string(k) + " offloaded layers, " + r.note;
+    if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
+    if (k == 0) break;
+  }
+  return best;
+}
+
+StrategyResult search_conv(const std::string& name, PlanContext& ctx, const std::vector<Stage>&, const Evaluation&) {
+  const Graph& g = ctx.graph(0);
+  Program p = ctx.program(Candidate{});
+  std::vector<int64_t> ws(g.ops.size(), 0);
+  for (const Buffer& b : p.buffers) {
+    if (b.category == Category::Workspaces && b.op != kNone && is_convolution_kind(g.op(b.op).kind)) ws[static_cast<size_t>(b.op)] = std::max(ws[static_cast<size_t>(b.op)], b.bytes);
+  }
+  std::vector<OpId> convs = model_ops(g, [&](const Op& op) { return ws[static_cast<size_t>(op.id)] > 0; });
+  if (convs.empty()) return not_applicable(name, "no convolution borrows a workspace");
+  std::stable_sort(convs.begin(), convs.end(), [&](OpId a, OpId b) { return ws[static_cast<size_t>(a)] > ws[static_cast<size_t>(b)]; });
+  auto make = [&](size_t k) {
+    Candidate c;
+    c.plan.no_conv_workspace.assign(convs.begin(), convs.begin() + static_cast<std::ptrdiff_t>(k));
+    std::sort(c.plan.no_conv_workspace.begin(), c.plan.no_conv_workspace.end());
+    return c;
+  };
+  return smallest_fitting_prefix(name, ctx, convs.size(), make, "convolutions without workspace");
+}
+
+}  // namespace
+
+const std::vector<Strategy>& strategy_registry() {
+  // One line per strategy, in the order the comparison table lists them.
+  static const std::vector<Strategy> registry = {
+      {"accumulate", always, search_accumulate},
+      {"sqrt", training_with_stages, search_sqrt},
+      {"checkpoint", training_with_stages, search_checkpoint},
+      {"accumulate+checkpoint", training_with_stages_and_batch, search_accumulate_checkpoint},
+      {"offload", training, search_offload},
+      {"offload+checkpoint", training_with_stages, search_offload_checkpoint},
+      {"vdnn-all", training, search_vdnn_all},
+      {"vdnn-conv", training, search_vdnn_conv},
+      {"conv", training_on_cuda, search_conv},
+  };
+  return registry;
+}
+
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"accumulate", "sqrt", "checkpoint", "accumulate+checkpoint", "offload",
-                                                 "offload+checkpoint", "vdnn-all", "vdnn-conv", "conv"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Strategy& s : strategy_registry()) out.push_back(s.name);
+    return out;
+  }();
   return names;
 }
 
 StrategyResult run_strategy(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
                             const Evaluation& baseline) {
-  const Graph& g = ctx.graph(0);
-  const bool training = ctx.options().mode == RunMode::Training;
-  if (name == "accumulate") {
-    const int64_t batch = ctx.options().batch;
-    // Batch norm normalizes over each micro-batch: accumulation keeps the effective batch of the
-    // gradient, not the statistics.
-    const bool has_bn = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::BatchNorm2d && op.attrs.training; });
-    const std::string bn_note = has_bn ? "; batch-norm statistics per micro-batch" : "";
-    StrategyResult best;
-    best.name = name;
-    best.eval.peak_bytes = -1;
-    for (int64_t m = batch - 1; m >= 1; --m) {
-      if (batch % m != 0) continue;
-      Candidate c;
-      c.micro_batch = m;
-      StrategyResult r = evaluated(name, ctx, c, "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + bn_note);
-      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
-      if (r.eval.feasible) break;  // the largest fitting micro-batch is the fastest
-    }
-    if (best.eval.peak_bytes < 0) return not_applicable(name, "batch 1 cannot be split");
-    return best;
-  }
-  if (!training) return not_applicable(name, "inference keeps no activations for a backward");
-  if (name == "accumulate+checkpoint") {
-    // Smaller micro-batches cost launches, checkpointing costs recomputation: the optimal
-    // segments at each micro-batch that divides the batch (largest first, at most 4, until one
-    // fits without segments), fastest wins.
-    const int64_t batch = ctx.options().batch;
-    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
-    if (batch < 2) return not_applicable(name, "batch 1 cannot be split");
-    StrategyResult best;
-    best.eval.peak_bytes = -1;
-    int tried = 0;
-    for (int64_t m = batch / 2; m >= 1 && tried < 4; --m) {
-      if (batch % m != 0) continue;
-      ++tried;
-      Candidate base;
-      base.micro_batch = m;
-      StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
-      r.note = "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + ", " + r.note;
-      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
-      // Fitting without segments: smaller micro-batches only add launches.
-      if (r.eval.feasible && r.candidate.plan.checkpoints.empty()) break;
-    }
-    return best;
-  }
-  if (name == "sqrt" || name == "checkpoint") {
-    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
-    if (name == "sqrt") {
-      std::vector<SegmentRange> seg = sqrt_segments(static_cast<int>(stages.size()));
-      Candidate c;
-      c.plan.checkpoints = to_ops(ctx.graph(0), stages, seg);
-      return evaluated(name, ctx, c, std::to_string(seg.size()) + " of " + std::to_string(stages.size()) + " stages' segments");
-    }
-    return checkpoint_on(name, ctx, stages, Candidate{}, baseline);
-  }
-  if (name == "vdnn-all" || name == "vdnn-conv") {
-    Candidate c;
-    c.plan.offload = model_ops(g, [&](const Op& op) { return name == "vdnn-all" || is_convolution_kind(op.kind); });
-    if (c.plan.offload.empty()) return not_applicable(name, "no convolutions");
-    return evaluated(name, ctx, c, std::to_string(c.plan.offload.size()) + " layers offloaded");
-  }
-  if (name == "offload" || name == "offload+checkpoint") {
-    std::vector<OffloadChoice> choices = offload_choices(ctx, model_ops(g, [](const Op&) { return true; }));
-    if (choices.empty()) return not_applicable(name, "no saved activations to offload");
-    auto make = [&](size_t k) {
-      Candidate c;
-      for (size_t i = 0; i < k; ++i) c.plan.offload.push_back(choices[i].op);
-      std::sort(c.plan.offload.begin(), c.plan.offload.end());
-      return c;
-    };
-    if (name == "offload") return smallest_fitting_prefix(name, ctx, choices.size(), make, "layers offloaded");
-    if (stages.size() < 2) return not_applicable(name, "fewer than two stages");
-    size_t hidden = 0;
-    while (hidden < choices.size() && choices[hidden].exposed_ms == 0) ++hidden;
-    // Copies estimated as hidden one by one still queue on one copy engine; try the hidden set,
-    // halves of it and none (= checkpoint alone), and keep the fastest, so the combination is
-    // never worse than either part.
-    StrategyResult best;
-    best.eval.peak_bytes = -1;
-    for (size_t k : {hidden, hidden / 2, hidden / 4, size_t{0}}) {
-      Candidate base = make(k);
-      StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
-      r.note = std::to_string(k) + " offloaded layers, " + r.note;
-      if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
-      if (k == 0) break;
-    }
-    return best;
-  }
-  if (name == "conv") {
-    if (ctx.options().device != "cuda") return not_applicable(name, "cuDNN workspaces are a CUDA matter");
-    Program p = ctx.program(Candidate{});
-    std::vector<int64_t> ws(g.ops.size(), 0);
-    for (const Buffer& b : p.buffers) {
-      if (b.category == Category::Workspaces && b.op != kNone && is_convolution_kind(g.op(b.op).kind)) ws[static_cast<size_t>(b.op)] = std::max(ws[static_cast<size_t>(b.op)], b.bytes);
-    }
-    std::vector<OpId> convs = model_ops(g, [&](const Op& op) { return ws[static_cast<size_t>(op.id)] > 0; });
-    if (convs.empty()) return not_applicable(name, "no convolution borrows a workspace");
-    std::stable_sort(convs.begin(), convs.end(), [&](OpId a, OpId b) { return ws[static_cast<size_t>(a)] > ws[static_cast<size_t>(b)]; });
-    auto make = [&](size_t k) {
-      Candidate c;
-      c.plan.no_conv_workspace.assign(convs.begin(), convs.begin() + static_cast<std::ptrdiff_t>(k));
-      std::sort(c.plan.no_conv_workspace.begin(), c.plan.no_conv_workspace.end());
-      return c;
-    };
-    return smallest_fitting_prefix(name, ctx, convs.size(), make, "convolutions without workspace");
-  }
-  HEADROOM_CHECK(false, "unknown strategy " + name);
-  return {};
+  const std::vector<Strategy>& registry = strategy_registry();
+  auto it = std::find_if(registry.begin(), registry.end(), [&](const Strategy& s) { return s.name == name; });
+  HEADROOM_CHECK(it != registry.end(), "unknown strategy " + name);
+  const std::string why_not = it->applies(ctx, stages);
+  if (!why_not.empty()) return not_applicable(name, why_not);
+  return it->search(name, ctx, stages, baseline);
 }
 
 }  // namespace headroom

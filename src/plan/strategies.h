@@ -4,7 +4,8 @@
 //
 //   accumulate    the largest micro-batch that divides the batch and fits (same effective batch)
 //   sqrt          Chen et al.'s sqrt(n) segments over the model's stages (checkpoint_sequential)
-//   checkpoint    the optimal single-level segments (segment_dp), corrected by re-simulation
+//   checkpoint    Rotor's optimal persistent schedule on the model's chain as nested regions, or
+//                 the optimal single-level segments (segment_dp), whichever re-simulates faster
 //   accumulate+checkpoint  optimal segments at each micro-batch dividing the batch
 //   offload       vDNN-style offloading of the layers whose copies hide best behind compute,
 //                 the smallest such prefix that fits
@@ -38,7 +39,23 @@ bool better(const Evaluation& a, const Evaluation& b);
 // forward of `base`'s program, its boundary bytes, and its forward time on the cost model.
 std::vector<SegmentStage> stage_statistics(PlanContext& ctx, const Candidate& base, const std::vector<Stage>& stages);
 
-// The names --strategy accepts, in the order the comparison table lists them.
+// A strategy: its name (--strategy NAME), whether it applies to the run ("" when it does,
+// otherwise why not: the row's note), and its search, which may still find nothing to do
+// (returned as not applicable, e.g. a model without convolutions for vdnn-conv).
+struct Strategy {
+  using Applies = std::string (*)(PlanContext& ctx, const std::vector<Stage>& stages);
+  using Search = StrategyResult (*)(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                                    const Evaluation& baseline);
+  std::string name;
+  Applies applies;
+  Search search;
+};
+
+// Every strategy, in the order the comparison table lists them (a new one is one entry there:
+// DEVELOPERS.md).
+const std::vector<Strategy>& strategy_registry();
+
+// The names --strategy accepts (the registry's, in its order).
 const std::vector<std::string>& strategy_names();
 
 // REQUIRES: name in strategy_names(); `stages` = chain_stages(ctx.graph(0)).

@@ -3,6 +3,7 @@
 #include "schedule/interpreter.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
   std::vector<ForwardPlan> plans(g_.ops.size());
   grad_plans_.assign(g_.ops.size(), ForwardPlan{});
+  plain_plans_.assign(g_.ops.size(), ForwardPlan{});
   std::vector<bool> saved_storage(g_.tensors.size(), false);
   storage_.resize(g_.tensors.size());
   for (size_t i = 0; i < storage_.size(); ++i) storage_[i] = static_cast<TensorId>(i);
@@ -185,7 +187,8 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     ForwardPlan& gp = grad_plans_[static_cast<size_t>(op.id)];
     gp = forward_plan(context(op, grad_mode));
     ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
-    fp = checkpointed ? forward_plan(context(op, false)) : gp;
+    if (segment_of_[static_cast<size_t>(op.id)] >= 0) plain_plans_[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
+    fp = checkpointed ? plain_plans_[static_cast<size_t>(op.id)] : gp;
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId out = op.outputs[j];
       if (fp.output_alias[j] >= 0) storage_[static_cast<size_t>(out)] = storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
@@ -202,6 +205,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   }
   if (grad_mode) {
     for (size_t s = 0; s < segments_.size(); ++s) {
+      if (parent_[s] >= 0) continue;  // nested: called under no_grad in the forward, keeps nothing
       for (TensorId t : segment_inputs_[s]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
     }
   }
@@ -210,31 +214,16 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     if (!op_runs(op)) continue;
     const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
     begin_step(phase, iteration, micro, op.id, op.name);
-    const int seg = segment_of_[static_cast<size_t>(op.id)];
-    if (grad_mode && seg >= 0 && op.id == segments_[static_cast<size_t>(seg)].first) {
-      // CheckpointFunction keeps the segment's inputs (save_for_backward) for the
-      // recomputation; they are its call's arguments from the start.
-      for (TensorId t : segment_inputs_[static_cast<size_t>(seg)]) {
-        BufferId b = buf_of_[static_cast<size_t>(t)];
-        ref(b);
-        ++saved_refs_[static_cast<size_t>(b)];
-        segment_saved_[static_cast<size_t>(seg)].push_back(b);
-      }
-      // CheckpointFunction.forward: `ctx.fwd_cpu_state = torch.get_rng_state()`
-      // (torch/utils/checkpoint.py:81 in 1.13), before the segment runs. A ctx attribute, not a
-      // saved tensor: release_variables() keeps it, so it lives until the graph is freed.
-      if (o_.device.checkpoint_rng_state_bytes > 0) {
-        BufferId r = new_buffer(o_.device.checkpoint_rng_state_bytes, Category::SavedActivations,
-                                "checkpoint RNG state (" + op.name + ")", op.id);
-        alloc(r);
-        ref(r);
-        graph_held_.push_back(r);
-      }
+    if (grad_mode) {
+      // Outermost regions are checkpoint nodes of the graph; regions nested in them are called
+      // under their no_grad and keep nothing.
+      for (int r : starting_[static_cast<size_t>(op.id)]) enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] < 0, -1, op.name);
     }
     // FSDP forward_prefetch / DeepSpeed's prefetch: the next unit is gathered while this one runs.
     if (gathers_ && o_.sharding.prefetch_forward) gather(next_param_op_[static_cast<size_t>(op.id)]);
     execute(op, fp, uses, saved_storage, /*may_offload=*/grad_mode);
     for (TensorId t : hold_release[static_cast<size_t>(op.id)]) unref(buf_of_[static_cast<size_t>(t)]);
+    leave_calls(op.id);
     release_fresh();
     if (grad_mode) offload_ready();
     end_step();
@@ -325,47 +314,56 @@ void Interpreter::backward(int iteration, int micro) {
                          : "the loss of model '" + g_.model + "' does not depend on any parameter, so it cannot be trained (use --mode infer)");
   }
   reach[static_cast<size_t>(loss.producer)] = true;
-  std::vector<std::vector<bool>> needs(g_.ops.size());
+  // Gradients for a region's inputs meet at its detached copies (one per input tensor) and leave
+  // the region as one gradient each, delivered in the graph holding the region's node (the
+  // enclosing region's re-run, or the outer graph). An edge from op i to a tensor t made by op p
+  // is seen by every region around i that starts after p (innermost first): the innermost gets
+  // it from op i (one per input slot), each further one from the region just inside it (once),
+  // and t's own graph from the outermost of them (once).
+  segment_input_grads_.assign(segments_.size(), {});
+  auto add_input_edge = [&](int r, TensorId t) {
+    std::vector<DetachedInput>& list = segment_input_grads_[static_cast<size_t>(r)];
+    auto it = std::find_if(list.begin(), list.end(), [&](const DetachedInput& d) { return d.tensor == t; });
+    if (it == list.end()) list.push_back({t, {}, 1});
+    else ++it->pending;
+  };
+  std::set<std::pair<int, TensorId>> region_edges;  // (region node, tensor): counted once
   for (int i = static_cast<int>(g_.ops.size()) - 1; i >= 0; --i) {
     if (!reach[static_cast<size_t>(i)]) continue;
     const Op& op = g_.ops[static_cast<size_t>(i)];
     RuleContext c = context(op, true);
-    needs[static_cast<size_t>(i)] = c.input_requires_grad;
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       if (!c.input_requires_grad[k]) continue;
       TensorId in = leaf(op.inputs[k]);
-      ++deps_[static_cast<size_t>(in)];
       OpId prod = g_.tensor(in).producer;
       if (prod != kNone && will_have_node(prod)) reach[static_cast<size_t>(prod)] = true;
+      int node = -1;  // the region whose node delivers to `in` so far; -1: op i itself
+      if (prod != kNone) {
+        for (int r = segment_of_[static_cast<size_t>(i)]; r >= 0 && segments_[static_cast<size_t>(r)].first > prod; r = parent_[static_cast<size_t>(r)]) {
+          if (node < 0) add_input_edge(r, in);
+          else if (region_edges.insert({node, in}).second) add_input_edge(r, in);
+          node = r;
+        }
+      }
+      if (node < 0 || region_edges.insert({node, in}).second) ++deps_[static_cast<size_t>(in)];
     }
   }
-  // Gradients for a segment's inputs from its own nodes meet at the detached copies (one per
-  // input tensor) and leave the segment as one gradient each.
-  segment_input_grads_.assign(segments_.size(), {});
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
-    const int seg = segment_of_[i];
-    if (seg < 0 || !reach[i]) continue;
-    const Op& op = g_.ops[i];
-    for (size_t k = 0; k < op.inputs.size(); ++k) {
-      if (!needs[i][k]) continue;
-      TensorId t = leaf(op.inputs[k]);
-      OpId made = g_.tensor(t).producer;
-      if (made == kNone || made >= segments_[static_cast<size_t>(seg)].first) continue;  // a leaf, or made inside
-      std::vector<DetachedInput>& list = segment_input_grads_[static_cast<size_t>(seg)];
-      auto it = std::find_if(list.begin(), list.end(), [&](const DetachedInput& d) { return d.tensor == t; });
-      if (it == list.end()) list.push_back({t, {}, 1});
-      else ++it->pending;
-    }
-  }
-  for (const std::vector<DetachedInput>& list : segment_input_grads_) {
-    for (const DetachedInput& d : list) deps_[static_cast<size_t>(d.tensor)] -= d.pending - 1;
-  }
-  // The last node of each checkpointed segment to run: after it, the segment's backward returns.
+  // The last node of each region to run (the lowest op reached): after it, its backward returns.
   std::vector<OpId> segment_last_node(segments_.size(), kNone);
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
-    const int seg = segment_of_[i];
-    if (seg >= 0 && reach[i] && segment_last_node[static_cast<size_t>(seg)] == kNone) segment_last_node[static_cast<size_t>(seg)] = static_cast<OpId>(i);
+  for (size_t r = 0; r < segments_.size(); ++r) {
+    for (OpId o = segments_[r].first; o <= segments_[r].last; ++o) {
+      if (reach[static_cast<size_t>(o)]) {
+        segment_last_node[r] = o;
+        break;
+      }
+    }
   }
+  // The regions around op i, outermost first.
+  auto regions_of = [&](int i) {
+    std::vector<int> chain;
+    for (int r = segment_of_[static_cast<size_t>(i)]; r >= 0; r = parent_[static_cast<size_t>(r)]) chain.insert(chain.begin(), r);
+    return chain;
+  };
   auto next_node = [&](int from) {
     for (int j = from; j >= 0; --j) {
       if (reach[static_cast<size_t>(j)]) return j;
@@ -392,9 +390,13 @@ void Interpreter::backward(int iteration, int micro) {
     if (!reach[static_cast<size_t>(i)]) continue;
     const Op& op = g_.ops[static_cast<size_t>(i)];
     const int seg = segment_of_[static_cast<size_t>(i)];
-    if (seg >= 0 && segment_state_[static_cast<size_t>(seg)] == SegmentState::Forward) {
-      for (BufferId b : segment_saved_[static_cast<size_t>(seg)]) need_on_device({b});
-      recompute(seg, iteration, micro);
+    const std::vector<int> regions = regions_of(i);
+    // The backward reaches the regions around op i not re-run yet: the outer one's re-run makes
+    // the inner ones' nodes, whose own re-run then follows.
+    for (int r : regions) {
+      if (segment_state_[static_cast<size_t>(r)] != SegmentState::Forward) continue;
+      for (BufferId b : segment_saved_[static_cast<size_t>(r)]) need_on_device({b});
+      recompute(r, iteration, micro);
     }
     begin_step(Phase::Backward, iteration, micro, op.id, op.name);
     need_on_device(nodes_[static_cast<size_t>(i)].saved);
@@ -465,7 +467,9 @@ void Interpreter::backward(int iteration, int micro) {
       deliver(op.inputs[static_cast<size_t>(bp.grads[gi].input)], outs[gi], iteration, micro);
     }
     running_segment_ = -1;
-    if (seg >= 0 && segment_last_node[static_cast<size_t>(seg)] == i) finish_segment(seg, iteration, micro);
+    for (auto r = regions.rbegin(); r != regions.rend(); ++r) {
+      if (segment_last_node[static_cast<size_t>(*r)] == i) finish_segment(*r, iteration, micro);
+    }
     release_gather(op.id);  // _post_backward_hook reshards; release_sub_module
     end_step();
   }

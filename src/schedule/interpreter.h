@@ -125,6 +125,15 @@ class Interpreter {
   }
 
   // ---- checkpointed segments -----------------------------------------------------------------
+  // A checkpoint call starts at region r's first op. Under grad (a top-level region in the
+  // forward, or a region directly inside the one being re-run) it is a CheckpointFunction node:
+  // it keeps r's inputs and its ctx's RNG state, which lives as long as the graph holding the
+  // node (`owner`'s re-run, or the whole graph when owner < 0). Under no_grad (a region nested
+  // in one running without grad) nothing is kept: its inputs (the call's arguments) and RNG
+  // state live until the call returns (leave_calls after its last op).
+  void enter_call(int r, bool grad_call, int owner, const std::string& where);
+  void leave_calls(OpId o);
+
   // Re-runs segment s's forward with grad, at the point the backward first reaches it.
   void recompute(int s, int iteration, int micro);
 
@@ -265,8 +274,13 @@ class Interpreter {
   DeviceProfile no_workspace_device_;
   std::vector<bool> no_workspace_op_;
   std::vector<bool> offload_op_;
-  std::vector<int> segment_of_;  // segment index of an op, -1 outside checkpoints
-  std::vector<CheckpointSegment> segments_;
+  std::vector<int> segment_of_;  // innermost segment of an op, -1 outside checkpoints
+  std::vector<CheckpointSegment> segments_;  // outer before inner (validate_plan's order)
+  std::vector<int> parent_;                  // per segment: the segment directly enclosing it, or -1
+  std::vector<std::vector<int>> starting_;   // per op: the segments starting there, outer first
+  std::vector<std::vector<BufferId>> call_held_;     // per segment: a no_grad call's arguments and RNG state
+  std::vector<std::vector<BufferId>> region_graph_held_;  // per segment: its re-run's checkpoint nodes' RNG states
+  std::vector<ForwardPlan> plain_plans_;  // per op: the plan without autograd recording (no_grad)
   std::vector<std::vector<TensorId>> segment_inputs_;   // made before the segment, read in it
   std::vector<std::vector<TensorId>> segment_outputs_;  // made in it, read after it
   enum class SegmentState : uint8_t { Forward, Recomputed, Done };

@@ -16,25 +16,25 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
   segment_of_.assign(g.ops.size(), -1);
   offload_op_.assign(g.ops.size(), false);
   no_workspace_op_.assign(g.ops.size(), false);
-  auto valid_op = [&](OpId id) { return id >= 0 && static_cast<size_t>(id) < g.ops.size(); };
-  for (OpId id : plan.offload) {
-    HEADROOM_CHECK(valid_op(id), "offload of an unknown op");
-    offload_op_[static_cast<size_t>(id)] = true;
-  }
-  for (OpId id : plan.no_conv_workspace) {
-    HEADROOM_CHECK(valid_op(id), "workspace choice for an unknown op");
-    no_workspace_op_[static_cast<size_t>(id)] = true;
-  }
-  OpId previous_last = kNone;
+  validate_plan(g, plan);  // InputError on a malformed plan, before anything is built
+  for (OpId id : plan.offload) offload_op_[static_cast<size_t>(id)] = true;
+  for (OpId id : plan.no_conv_workspace) no_workspace_op_[static_cast<size_t>(id)] = true;
+  starting_.assign(g.ops.size(), {});
+  // Outer regions come first, so the innermost region of an op is the last to claim it.
   for (const CheckpointSegment& seg : plan.checkpoints) {
-    HEADROOM_CHECK(valid_op(seg.first) && valid_op(seg.last) && seg.first <= seg.last && seg.first > previous_last,
-                   "checkpoint segments must be valid, sorted and disjoint");
-    previous_last = seg.last;
     const int s = static_cast<int>(segments_.size());
+    int parent = -1;
+    for (int q = s - 1; q >= 0; --q) {
+      if (segments_[static_cast<size_t>(q)].contains(seg)) {
+        parent = q;
+        break;
+      }
+    }
     segments_.push_back(seg);
+    parent_.push_back(parent);
+    starting_[static_cast<size_t>(seg.first)].push_back(s);
     std::vector<TensorId> inputs, outputs;
     for (OpId o = seg.first; o <= seg.last; ++o) {
-      HEADROOM_CHECK(g.op(o).stage == OpStage::Model, "a checkpoint segment holds a loss op: " + g.op(o).name);
       segment_of_[static_cast<size_t>(o)] = s;
       for (TensorId in : g.op(o).inputs) {
         OpId made = g.tensor(in).producer;
@@ -59,6 +59,8 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
     segment_inputs_.push_back(std::move(inputs));
     segment_outputs_.push_back(std::move(outputs));
   }
+  call_held_.assign(segments_.size(), {});
+  region_graph_held_.assign(segments_.size(), {});
   init_sharding();
 }
 
@@ -122,8 +124,46 @@ void Interpreter::release_saved(BufferId b) {
   unref(b);
 }
 
+void Interpreter::enter_call(int r, bool grad_call, int owner, const std::string& where) {
+  const size_t ri = static_cast<size_t>(r);
+  // CheckpointFunction.forward: `ctx.fwd_cpu_state = torch.get_rng_state()` (checkpoint.py:81
+  // in 1.13), before the function runs. A ctx attribute, not a saved tensor: release_variables()
+  // keeps it, so it lives as long as the node; a no_grad call's ctx dies when apply returns.
+  BufferId rng = kNone;
+  if (o_.device.checkpoint_rng_state_bytes > 0) {
+    rng = new_buffer(o_.device.checkpoint_rng_state_bytes, grad_call ? Category::SavedActivations : Category::Temporaries,
+                     "checkpoint RNG state (" + where + ")", segments_[ri].first);
+    alloc(rng);
+    ref(rng);
+  }
+  for (TensorId t : segment_inputs_[ri]) {
+    BufferId b = buf_of_[static_cast<size_t>(t)];
+    ref(b);
+    if (grad_call) {
+      // save_for_backward: the node keeps its inputs for the re-run.
+      ++saved_refs_[static_cast<size_t>(b)];
+      segment_saved_[ri].push_back(b);
+    } else {
+      call_held_[ri].push_back(b);  // the call's arguments (and ctx.to_save until apply returns)
+    }
+  }
+  if (rng == kNone) return;
+  if (!grad_call) call_held_[ri].push_back(rng);
+  else if (owner < 0) graph_held_.push_back(rng);
+  else region_graph_held_[static_cast<size_t>(owner)].push_back(rng);
+}
+
+void Interpreter::leave_calls(OpId o) {
+  for (size_t r = 0; r < segments_.size(); ++r) {
+    if (segments_[r].last != o || call_held_[r].empty()) continue;
+    for (BufferId b : call_held_[r]) unref(b);
+    call_held_[r].clear();
+  }
+}
+
 void Interpreter::recompute(int s, int iteration, int micro) {
-  const CheckpointSegment& seg = segments_[static_cast<size_t>(s)];
+  const size_t si = static_cast<size_t>(s);
+  const CheckpointSegment& seg = segments_[si];
   std::vector<int> uses(g_.tensors.size(), 0);
   std::vector<std::vector<TensorId>> hold_release(g_.ops.size());
   for (OpId o = seg.first; o <= seg.last; ++o) {
@@ -137,7 +177,18 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     hold_release[static_cast<size_t>(std::min(h.until, seg.last))].push_back(h.tensor);
   }
   // The recomputed outputs are held by checkpoint's backward until its nested backward returns.
-  for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) ++uses[static_cast<size_t>(t)];
+  for (TensorId t : segment_outputs_[si]) ++uses[static_cast<size_t>(t)];
+  // Every tensor the re-run writes or rebinds gets its old buffer back afterwards: the forward's
+  // buffers (still referenced as returned outputs or by later ops' nodes), and for a nested
+  // region, the enclosing re-run's buffers of its inputs.
+  std::vector<std::pair<TensorId, BufferId>> restore;
+  // The re-run reads the inputs the node kept (detach_variable of ctx.saved_tensors); for a
+  // nested region they are the enclosing re-run's tensors, not the forward's.
+  for (size_t k = 0; k < segment_inputs_[si].size(); ++k) {
+    const TensorId t = segment_inputs_[si][k];
+    restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
+    buf_of_[static_cast<size_t>(t)] = segment_saved_[si][k];
+  }
   // Tensors from outside the segment (its saved inputs, weights, model inputs) already have
   // buffers; each read by a recomputed op is a reference.
   for (size_t t = 0; t < uses.size(); ++t) {
@@ -148,22 +199,28 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     buf_of_[t] = b;
     ref(b, uses[t]);
   }
+  // The segment's own ops record nodes; ops of regions nested in it run inside their own
+  // checkpoint calls, under no_grad.
+  auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
   std::vector<bool> saved_storage(g_.tensors.size(), false);
-  for (OpId o = seg.first; o <= seg.last; ++o) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
-  // The re-run makes new buffers for the segment's tensors; the forward's (still referenced
-  // as returned outputs or by later ops' nodes) stay what the rest of the run refers to.
-  std::vector<std::pair<TensorId, BufferId>> forward_buffers;
   for (OpId o = seg.first; o <= seg.last; ++o) {
-    for (TensorId t : g_.op(o).outputs) forward_buffers.push_back({t, buf_of_[static_cast<size_t>(t)]});
+    if (own(o)) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
+  }
+  for (size_t r = si + 1; r < segments_.size() && seg.contains(segments_[r]); ++r) {
+    if (parent_[r] != s) continue;
+    for (TensorId t : segment_inputs_[r]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
+  }
+  for (OpId o = seg.first; o <= seg.last; ++o) {
+    for (TensorId t : g_.op(o).outputs) restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
   }
   // CheckpointFunction.backward(ctx, *args) keeps its incoming gradients `args` (and passes them
   // to torch.autograd.backward as grad_tensors) until it returns (checkpoint.py:111,157 in
   // 1.13): the gradient of the segment's output outlives the node that consumes it.
-  for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) {
+  for (TensorId t : segment_outputs_[si]) {
     const GradValue& gv = grad_[static_cast<size_t>(leaf(t))];
     if (gv.buffer == kNone) continue;
     ref(gv.buffer);
-    segment_incoming_[static_cast<size_t>(s)].push_back(gv.buffer);
+    segment_incoming_[si].push_back(gv.buffer);
   }
   // `with torch.random.fork_rng(...)` around the re-run (checkpoint.py:132) takes
   // torch.get_rng_state() on entry and drops it on exit, before the nested backward.
@@ -175,15 +232,21 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
       fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
     }
-    execute(op, grad_plans_[static_cast<size_t>(o)], uses, saved_storage, /*may_offload=*/false);
+    for (int r : starting_[static_cast<size_t>(o)]) {
+      if (r <= s) continue;  // s itself, or a region enclosing it
+      enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] == s, s, "recompute " + op.name);
+    }
+    const ForwardPlan& fp = own(o) ? grad_plans_[static_cast<size_t>(o)] : plain_plans_[static_cast<size_t>(o)];
+    execute(op, fp, uses, saved_storage, /*may_offload=*/false);
     for (TensorId t : hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+    leave_calls(o);
     release_fresh();
     if (o == seg.last && fork_rng != kNone) unref(fork_rng);
     end_step();
   }
-  for (TensorId t : segment_outputs_[static_cast<size_t>(s)]) segment_held_[static_cast<size_t>(s)].push_back(buf_of_[static_cast<size_t>(t)]);
-  for (const auto& [t, b] : forward_buffers) buf_of_[static_cast<size_t>(t)] = b;
-  segment_state_[static_cast<size_t>(s)] = SegmentState::Recomputed;
+  for (TensorId t : segment_outputs_[si]) segment_held_[si].push_back(buf_of_[static_cast<size_t>(t)]);
+  for (auto it = restore.rbegin(); it != restore.rend(); ++it) buf_of_[static_cast<size_t>(it->first)] = it->second;
+  segment_state_[si] = SegmentState::Recomputed;
 }
 
 void Interpreter::finish_segment(int s, int iteration, int micro) {
@@ -194,12 +257,26 @@ void Interpreter::finish_segment(int s, int iteration, int micro) {
   segment_incoming_[si].clear();
   for (BufferId b : segment_saved_[si]) release_saved(b);
   segment_saved_[si].clear();
+  // The re-run's graph goes with `outputs` when the backward returns: the ctx of the checkpoint
+  // nodes recorded in it (their RNG states), and what nested nodes never reached still keep.
+  for (BufferId b : region_graph_held_[si]) unref(b);
+  region_graph_held_[si].clear();
+  for (size_t r = si + 1; r < segments_.size() && segments_[si].contains(segments_[r]); ++r) {
+    if (parent_[r] != s) continue;
+    for (BufferId b : segment_saved_[r]) release_saved(b);
+    segment_saved_[r].clear();
+  }
   segment_state_[si] = SegmentState::Done;
   std::vector<DetachedInput> inputs = std::move(segment_input_grads_[si]);
   segment_input_grads_[si].clear();
+  // CheckpointFunction.backward returns the inputs' gradients to the graph that holds the node:
+  // the enclosing region's re-run, or the outer graph.
+  const int running = running_segment_;
+  running_segment_ = parent_[si];
   for (DetachedInput& d : inputs) {
     if (d.grad.buffer != kNone) deliver(d.tensor, d.grad, iteration, micro);
   }
+  running_segment_ = running;
 }
 
 bool Interpreter::deliver_to_detached_input(TensorId t, GradValue g) {

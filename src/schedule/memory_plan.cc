@@ -1,8 +1,14 @@
 #include "schedule/memory_plan.h"
 
+#include "schedule/checkpoint_region.h"
+
+#include <algorithm>
+#include <string>
 #include <vector>
 
+#include "ir/op_kind.h"
 #include "training/op_rules.h"
+#include "util/error.h"
 
 namespace headroom {
 
@@ -28,6 +34,107 @@ bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
     }
   }
   return false;
+}
+
+void sort_checkpoints(std::vector<CheckpointSegment>& regions) {
+  std::sort(regions.begin(), regions.end(), [](const CheckpointSegment& a, const CheckpointSegment& b) {
+    return a.first != b.first ? a.first < b.first : a.last > b.last;
+  });
+}
+
+namespace {
+
+bool valid_op(const Graph& g, OpId id) { return id >= 0 && static_cast<size_t>(id) < g.ops.size(); }
+
+std::string range_name(const Graph& g, const CheckpointSegment& r) { return g.op(r.first).name + ".." + g.op(r.last).name; }
+
+}  // namespace
+
+std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r) {
+  if (!valid_op(g, r.first) || !valid_op(g, r.last)) {
+    return "checkpoint region " + std::to_string(r.first) + ".." + std::to_string(r.last) + ": no such op (the graph has " +
+           std::to_string(g.ops.size()) + ")";
+  }
+  if (r.first > r.last) return "checkpoint region " + range_name(g, r) + ": the first op runs after the last";
+  for (OpId o = r.first; o <= r.last; ++o) {
+    const Op& op = g.op(o);
+    if (op.stage != OpStage::Model) return "checkpoint region " + range_name(g, r) + " holds the loss op " + op.name;
+    // The re-run reads the region's inputs as they were kept: an op overwriting one in place
+    // (relu_ on the region's input) would re-run on the overwritten value (PyTorch refuses:
+    // the detached input is a leaf that requires grad).
+    if (op.attrs.inplace && !op.inputs.empty()) {
+      const Tensor& x = g.tensor(op.inputs[0]);
+      if (x.producer == kNone || x.producer < r.first) {
+        return "checkpoint region " + range_name(g, r) + ": " + op.name + " overwrites " + x.name +
+               " in place, made before the region, so the region cannot be re-run from its inputs";
+      }
+    }
+  }
+  if (!checkpoint_gets_gradients(g, r.first, r.last)) {
+    return "checkpoint region " + range_name(g, r) +
+           ": no input of the region requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters";
+  }
+  return "";
+}
+
+namespace {
+
+void validate_region(const Graph& g, const CheckpointSegment& r) {
+  const std::string problem = checkpoint_region_problem(g, r);
+  if (!problem.empty()) throw InputError(problem);
+}
+
+}  // namespace
+
+void validate_plan(const Graph& g, const MemoryPlan& plan) {
+  const std::vector<CheckpointSegment>& rs = plan.checkpoints;
+  for (const CheckpointSegment& r : rs) validate_region(g, r);
+  // Well nested and in order: a stack of the regions enclosing the current one.
+  std::vector<CheckpointSegment> open;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (i > 0 && rs[i] == rs[i - 1]) throw InputError("checkpoint region " + range_name(g, rs[i]) + " is listed twice");
+    if (i > 0 && (rs[i].first < rs[i - 1].first || (rs[i].first == rs[i - 1].first && rs[i].last > rs[i - 1].last))) {
+      throw InputError("checkpoint regions are not in order: " + range_name(g, rs[i]) + " comes after " + range_name(g, rs[i - 1]));
+    }
+    while (!open.empty() && open.back().last < rs[i].first) open.pop_back();
+    if (!open.empty() && !open.back().contains(rs[i])) {
+      throw InputError("checkpoint regions " + range_name(g, open.back()) + " and " + range_name(g, rs[i]) +
+                       " overlap without one containing the other");
+    }
+    open.push_back(rs[i]);
+  }
+  std::vector<bool> in_region(g.ops.size(), false);
+  for (const CheckpointSegment& r : rs) {
+    for (OpId o = r.first; o <= r.last; ++o) in_region[static_cast<size_t>(o)] = true;
+  }
+  std::vector<bool> seen(g.ops.size(), false);
+  for (OpId id : plan.offload) {
+    if (!valid_op(g, id)) throw InputError("offload of op " + std::to_string(id) + ": no such op");
+    const Op& op = g.op(id);
+    if (op.stage != OpStage::Model) throw InputError("offload of " + op.name + ": a loss op's activations are not offloaded");
+    if (in_region[static_cast<size_t>(id)]) {
+      throw InputError("offload of " + op.name + ": it is inside a checkpoint region, so its forward keeps nothing to offload");
+    }
+    if (seen[static_cast<size_t>(id)]) throw InputError("offload of " + op.name + " is listed twice");
+    seen[static_cast<size_t>(id)] = true;
+  }
+  for (OpId id : plan.no_conv_workspace) {
+    if (!valid_op(g, id)) throw InputError("workspace choice for op " + std::to_string(id) + ": no such op");
+    if (!is_convolution_kind(g.op(id).kind)) throw InputError("workspace choice for " + g.op(id).name + ": not a convolution");
+  }
+}
+
+std::string plan_text(const Graph& g, const MemoryPlan& plan) {
+  std::string s;
+  std::vector<CheckpointSegment> open;
+  for (const CheckpointSegment& r : plan.checkpoints) {
+    while (!open.empty() && !open.back().contains(r)) open.pop_back();
+    s += std::string(2 * open.size(), ' ') + "checkpoint " + range_name(g, r) + "\n";
+    open.push_back(r);
+  }
+  for (OpId o : plan.offload) s += "offload " + g.op(o).name + "\n";
+  for (OpId o : plan.no_conv_workspace) s += "no-workspace " + g.op(o).name + "\n";
+  return s;
 }
 
 }  // namespace headroom
