@@ -163,6 +163,9 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
       std::optional<PlanContext> ctx;
       try {
         ctx.emplace(o, plan.budget_bytes, CostModel(*spec));
+        // The rank's graph at the largest micro-batch (the first tried, then cached): a split
+        // the frontend refuses is found here.
+        ctx->graph(batch);
       } catch (const InputError& e) {
         // A rank graph that cannot be built (no Megatron split, T not dividing the heads) rules out
         // every engine at that T: one line for it, none repeated.
