@@ -25,6 +25,11 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
     if (options.lora) throw InputError("--lora applies to Hugging Face decoder configs; " + what + " is not one");
     if (options.weights != WeightFormat::Default) throw InputError("--weights applies to Hugging Face decoder configs; " + what + " is not one");
   }
+  if (kind != ModelSourceKind::Onnx && !source.loss.empty() && source.loss != "cross-entropy" &&
+      source.loss != "next-token" && source.loss != "mse") {
+    throw InputError("--loss must be cross-entropy, next-token or mse, got '" + source.loss +
+                     "' (loss expressions apply to ONNX files; " + what + " is not one)");
+  }
   switch (kind) {
     case ModelSourceKind::Captured:
       if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");
@@ -55,6 +60,10 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       io.dims = source.dims;
       io.allow_unknown = source.allow_unknown;
       io.infer_inplace = true;
+      if (!source.loss.empty()) {
+        io.loss_spec = parse_onnx_loss_spec(source.loss);
+        if (options.mode != RunMode::Training) throw InputError("--loss applies to --mode train");
+      }
       if (std::optional<OnnxExportFacts> facts = inspect_onnx_export(options.model)) {
         if (facts->fixed_batch && *facts->fixed_batch != options.batch) {
           if (source.batch_given) throw InputError(fixed_batch_message(options.model, *facts, options.batch));
