@@ -1,4 +1,4 @@
-// --loss for ONNX models as an expression (src/frontends/onnx/onnx_losses.h): per-pixel,
+// --loss for ONNX models as an expression (src/frontends/onnx_losses.h): per-pixel,
 // per-token and pointwise losses on named or indexed graph outputs, weighted sums over several
 // outputs, `none` for an export that computes its own loss, and the standalone
 // NegativeLogLikelihoodLoss node. Each loss is the builder call the built-in models' losses make
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "frontends/onnx/onnx_import.h"
-#include "frontends/onnx/onnx_losses.h"
+#include "frontends/onnx_losses.h"
 #include "onnx_test_models.h"
 #include "util/error.h"
 

@@ -5,6 +5,7 @@
 #include "frontends/onnx/onnx_export_kind.h"
 #include "frontends/onnx/onnx_import.h"
 #include "frontends/onnx/onnx_weights.h"
+#include "frontends/onnx_losses.h"
 #include "util/error.h"
 
 namespace headroom {

@@ -31,7 +31,7 @@
 #include <string>
 #include <string_view>
 
-#include "frontends/onnx/onnx_losses.h"
+#include "frontends/onnx_losses.h"
 #include "frontends/zoo/model_spec.h"
 #include "ir/graph.h"
 #include "util/error.h"

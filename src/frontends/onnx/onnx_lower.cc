@@ -47,7 +47,7 @@
 
 #include "frontends/onnx/onnx_const.h"
 #include "frontends/onnx/onnx_patterns.h"
-#include "frontends/onnx/onnx_losses.h"
+#include "frontends/onnx_losses.h"
 #include "frontends/zoo/losses.h"
 #include "ir/builder.h"
 #include "util/checked.h"

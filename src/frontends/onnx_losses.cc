@@ -1,4 +1,4 @@
-#include "frontends/onnx/onnx_losses.h"
+#include "frontends/onnx_losses.h"
 
 #include <charconv>
 #include <string_view>

@@ -12,6 +12,9 @@
 //   weight := a positive decimal number
 // Without ":output" a term takes the first floating-point graph output.
 //
+// It reads no ONNX (the IR and the zoo's losses only), so it sits beside model_source, which
+// parses --loss before a file is opened; the ONNX lowering builds the terms.
+//
 // Invariants: parsing never looks at a model (a spec is checked for syntax alone; outputs and
 // shapes are checked when the graph is built); every problem is one InputError line.
 #pragma once
