@@ -9,8 +9,9 @@ large is written) and removed after.
 Training-mode exports that 1.13 cannot make: torchvision's stochastic depth
 (torchvision.ops.stochastic_depth: bernoulli_ on an empty tensor) stops the exporter with
 "ONNX export of operator Bernoulli, out parameter is not supported": convnext_*, efficientnet_*,
-efficientnet_v2_*, swin_*, swin_v2_* and maxvit_t. Those are checked to fail with exactly that
-error, so that an exporter that learns it makes the test ask for the import.
+efficientnet_v2_*, swin_* and maxvit_t. swin_v2_* exports in neither mode ("Exporting the operator
+'aten::zero' to ONNX opset version 14 is not supported"). Those are checked to fail with exactly
+that error, so that an exporter that learns it makes the test ask for the import.
 
 Every run covers a fixed subset (SUBSET: about two minutes on a 2-core machine). The whole
 catalog (about 45 minutes there) runs with HEADROOM_ONNX_CATALOG=full.
@@ -36,7 +37,10 @@ AUX = {"fcn_resnet50", "fcn_resnet101", "deeplabv3_resnet50", "deeplabv3_resnet1
        "deeplabv3_mobilenet_v3_large"}
 # adaptive_avg_pool2d exports only when its output size divides the input's: AlexNet's 6x6 and
 # VGG's 7x7 pools need the 224x224 image.
-SIDE = {"inception_v3": 299, "alexnet": 224, **{n: 224 for n in CLASSIFICATION if n.startswith("vgg")}}
+# maxvit_t partitions 7x7 windows of a 224x224 image.
+SIDE = {"inception_v3": 299, "alexnet": 224, "maxvit_t": 224, **{n: 224 for n in CLASSIFICATION if n.startswith("vgg")}}
+# swin_v2_*'s relative position bias calls aten::zero_, which torch 1.13 cannot export at any mode.
+NO_EXPORT = ("swin_v2_",)
 # One of each family the importer treats differently, small enough for every run.
 SUBSET = [
     ("resnet18", "eval"), ("resnet18", "train"),
@@ -100,6 +104,10 @@ def export(model, name, mode, path):
 def test_export_imports(name, mode, tmp_path):
     model = build(name)
     path = str(tmp_path / f"{name}_{mode}.onnx")
+    if name.startswith(NO_EXPORT):
+        with pytest.raises(Exception, match="Exporting the operator 'aten::zero' to ONNX opset version 14 is not supported"):
+            export(model, name, mode, path)
+        return
     if mode == "train" and name.startswith(STOCHASTIC_DEPTH):
         with pytest.raises(Exception, match="Bernoulli, out parameter is not supported"):
             export(model, name, mode, path)
