@@ -21,6 +21,16 @@ inline std::vector<int64_t> allocs(const std::vector<LocalEvent>& ev, const Back
   return out;
 }
 
+// A forward plan's events with its extra buffers by their bytes too (an AllocExtra is otherwise
+// read as 0, like a free).
+inline std::vector<int64_t> allocs(const ForwardPlan& p) {
+  std::vector<int64_t> out = allocs(p.events);
+  for (size_t i = 0; i < p.events.size(); ++i) {
+    if (p.events[i].kind == LocalEvent::Kind::AllocExtra) out[i] = p.extras[static_cast<size_t>(p.events[i].index)].bytes;
+  }
+  return out;
+}
+
 // A backward plan's own events.
 inline std::vector<int64_t> allocs(const BackwardPlan& b) { return allocs(b.events, &b); }
 

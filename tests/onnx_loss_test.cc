@@ -69,17 +69,33 @@ TEST(OnnxLoss, LossOptionDoesNotApplyToAnInGraphLoss) {
   EXPECT_EQ(g.error().find('\n'), std::string::npos);
 }
 
-TEST(OnnxLoss, UnmodelledCrossEntropyFormsAreOneLine) {
+TEST(OnnxLoss, PerPositionSoftmaxCrossEntropyIsModelled) {
+  // Scores [batch,4,3] against labels [batch,3] (class dimension 1): log_softmax, then
+  // nll_loss_nd's views to [2,4,1,3] and [2,1,3] and nll_loss2d.
   testing::OnnxModel m;
   m.input("x", {"batch", 4, 3});
   m.input("t", {"batch", 3}, onnx::TensorProto::INT64);
   m.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"loss"}).s("reduction", "mean");
   m.output("loss");
+  Result<Graph> r = import_onnx_bytes(m.bytes(), testing::batch_options(2), "m.onnx");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(count_kind(r.value(), OpKind::LogSoftmax), 1);
+  EXPECT_EQ(count_kind(r.value(), OpKind::NllLoss), 1);
+  EXPECT_EQ(r.value().tensor(r.value().ops.back().inputs[0]).shape, (std::vector<int64_t>{2, 4, 1, 3}));
+  EXPECT_EQ(r.value().loss, r.value().outputs.at(0));
+}
+
+TEST(OnnxLoss, UnmodelledCrossEntropyFormsAreOneLine) {
+  testing::OnnxModel m;
+  m.input("x", {"batch", 4, 3});
+  m.input("t", {"batch", 3}, onnx::TensorProto::INT64);
+  m.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"loss"}).s("reduction", "none");
+  m.output("loss");
   OnnxImportOptions o;
   o.batch = 2;
   Result<Graph> r = import_onnx_bytes(m.bytes(), o, "m.onnx");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().find("only [N, C]"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("reduction 'none' is not modelled"), std::string::npos) << r.error();
   EXPECT_EQ(r.error().find('\n'), std::string::npos);
 }
 

@@ -51,5 +51,5 @@ def test_per_pixel_cross_entropy_trains_and_checks_its_targets():
     e = headroom.estimate(net, x, loss_fn=lambda out: F.cross_entropy(out, y), device="cpu", optimizer="sgd")
     assert e["peak_phase"] == "backward"
     wrong = torch.randint(0, 4, (2, 8, 7))
-    with pytest.raises(headroom.Error, match=r"\[N,C,H,W\] and \[N,H,W\], got \[2,4,8,8\] and \[2,8,7\]"):
+    with pytest.raises(headroom.Error, match=r"class targets for scores \[2,4,8,8\] must be \[2,8,8\] \(class dimension 1\), got \[2,8,7\]"):
         headroom.estimate(net, x, loss_fn=lambda out: F.cross_entropy(out, wrong), device="cpu", optimizer="sgd")

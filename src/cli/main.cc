@@ -130,7 +130,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--device", a.device, "cuda or cpu kernels' memory behaviour (default cuda)");
   cmd->add_option("--threads", e.threads, "--device cpu: intra-op threads, torch.set_num_threads (default 1)");
   cmd->add_option("--dropout", a.dropout, "on or off (off: every dropout is identity)");
-  cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's)");
+  cmd->add_option("--loss", a.loss, "cross-entropy, next-token or mse (default: the model's); ONNX files: an expression such as \"ce:out+0.5*ce:aux\", bce, l1, smooth-l1, pixel-ce, token-ce, or none (docs/onnx.md)");
   cmd->add_option("--zero-grad", a.zero_grad, "training: none (set_to_none=True, default) or zeros (keeps gradients, PyTorch < 2.0)");
   cmd->add_option("--framework", a.framework, "hf-trainer: a Hugging Face Trainer loop of PyTorch < 2.0 (adamw, no foreach, --zero-grad zeros)");
   cmd->add_option("--top", a.top, "how many of the largest buffers at the peak to list (default 10)");

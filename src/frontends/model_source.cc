@@ -3,6 +3,7 @@
 #include "frontends/hf/hf_config.h"
 #include "frontends/hf/hf_frontend.h"
 #include "frontends/onnx_frontend.h"
+#include "frontends/onnx_losses.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -25,6 +26,11 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
   }
   if ((kind == ModelSourceKind::Onnx || kind == ModelSourceKind::Captured) && options.parallel.tensor_parallel != 1) {
     throw InputError("--tensor-parallel needs a model with a Megatron split (gpt2, llama, a Hugging Face decoder config.json); " + what + " has none");
+  }
+  if (kind != ModelSourceKind::Onnx && !source.loss.empty() && source.loss != "cross-entropy" &&
+      source.loss != "next-token" && source.loss != "mse") {
+    throw InputError("--loss must be cross-entropy, next-token or mse, got '" + source.loss +
+                     "' (loss expressions apply to ONNX files; " + what + " is not one)");
   }
   switch (kind) {
     case ModelSourceKind::Captured:
@@ -56,6 +62,10 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       io.dims = source.dims;
       io.allow_unknown = source.allow_unknown;
       io.infer_inplace = true;
+      if (!source.loss.empty()) {
+        io.loss_spec = parse_onnx_loss_spec(source.loss);
+        if (options.mode != RunMode::Training) throw InputError("--loss applies to --mode train");
+      }
       const OnnxFrontend& onnx = onnx_frontend();
       if (std::optional<OnnxExportFacts> facts = onnx.inspect_export(options.model)) {
         if (facts->fixed_batch && *facts->fixed_batch != options.batch) {

@@ -26,6 +26,9 @@ struct ModelSourceOptions {
   std::map<std::string, int64_t> dims;
   // ONNX: unknown ops become elementwise Opaque ops (--allow-unknown).
   bool allow_unknown = false;
+  // --loss as written, when given. ONNX files take an expression (onnx_losses.h: "ce:out+0.4*ce:aux",
+  // "none", ...); other models only cross-entropy, next-token or mse (EstimateOptions::loss).
+  std::string loss;
   // A program captured from an nn.Module (python/headroom/recorder.py): builds the graph for each
   // run's BuildConfig. Set, it is the model source and the model argument is its display name.
   std::function<Graph(const BuildConfig&)> captured;

@@ -774,21 +774,36 @@ TensorId GraphBuilder::packed_parameter(const std::string& name, std::vector<int
 
 TensorId GraphBuilder::cross_entropy(const std::string& name, TensorId logits, TensorId target, double weight) {
   // nn.CrossEntropyLoss is log_softmax over the class dimension followed by nll_loss: two calls,
-  // two autograd nodes, and the log-probabilities stay saved. Per-pixel logits [N,C,H,W] with
-  // targets [N,H,W] take the same two calls (nll_loss2d for the second).
+  // two autograd nodes, and the log-probabilities stay saved.
   (void)weight;
   const std::vector<int64_t>& ls = shape(logits);
-  const std::vector<int64_t>& ts = shape(target);
-  bool per_row = ls.size() == 2 && ts.size() == 1 && ts[0] == ls[0];
-  bool per_pixel = ls.size() == 4 && ts == std::vector<int64_t>{ls[0], ls[2], ls[3]};
-  if (!per_row && !per_pixel) {
-    throw InputError(name + ": cross-entropy expects logits [N,C] and targets [N], or [N,C,H,W] and [N,H,W], got " +
-                     shape_text(ls) + " and " + shape_text(ts));
+  if (ls.size() < 2) throw InputError(name + ": cross-entropy expects logits [N,C] or [N,C,d1,...], got " + shape_text(ls));
+  check_class_targets(name, ls, shape(target));
+  return nll_loss(name, log_softmax(name + ".log_softmax", logits, 1), target);
+}
+
+void GraphBuilder::check_class_targets(const std::string& name, const std::vector<int64_t>& ls,
+                                       const std::vector<int64_t>& ts) const {
+  std::vector<int64_t> want = {ls[0]};
+  want.insert(want.end(), ls.begin() + 2, ls.end());
+  if (ts != want) {
+    throw InputError(name + ": class targets for scores " + shape_text(ls) + " must be " + shape_text(want) +
+                     " (class dimension 1), got " + shape_text(ts));
   }
-  TensorId logp = log_softmax(name + ".log_softmax", logits, 1);
-  OpId op = add_op(OpKind::NllLoss, name, {logp, target}, {});
-  TensorId out = add_output(op, {}, tensor(logits).dtype);
-  finish_op(op, tensor(logits).numel());
+}
+
+TensorId GraphBuilder::nll_loss(const std::string& name, TensorId log_probs, TensorId target) {
+  std::vector<int64_t> ls = shape(log_probs);
+  if (ls.size() < 2) throw InputError(name + ": nll_loss expects log-probabilities [N,C] or [N,C,d1,...], got " + shape_text(ls));
+  check_class_targets(name, ls, shape(target));
+  if (ls.size() == 3 || ls.size() > 4) {
+    // nll_loss_nd: input.contiguous().view({N, C, 1, -1}), target.contiguous().view({N, 1, -1}).
+    log_probs = view(name + ".input_view", contiguous(name + ".input_contiguous", log_probs), {ls[0], ls[1], 1, -1});
+    target = view(name + ".target_view", contiguous(name + ".target_contiguous", target), {ls[0], 1, -1});
+  }
+  OpId op = add_op(OpKind::NllLoss, name, {log_probs, target}, {});
+  TensorId out = add_output(op, {}, tensor(log_probs).dtype);
+  finish_op(op, tensor(log_probs).numel());
   return out;
 }
 
@@ -797,6 +812,30 @@ TensorId GraphBuilder::mse_loss(const std::string& name, TensorId out_t, TensorI
   TensorId out = add_output(op, {}, tensor(out_t).dtype);
   finish_op(op, checked_mul(tensor(out_t).numel(), 3, name));
   return out;
+}
+
+TensorId GraphBuilder::pointwise_loss(OpKind kind, const std::string& name, TensorId out_t, TensorId target,
+                                      int flops_per_element) {
+  if (shape(out_t) != shape(target)) {
+    throw InputError(name + ": " + std::string(op_kind_name(kind)) + " needs a target shaped like its input " +
+                     shape_text(shape(out_t)) + ", got " + shape_text(shape(target)));
+  }
+  OpId op = add_op(kind, name, {out_t, target}, {});
+  TensorId out = add_output(op, {}, tensor(out_t).dtype);
+  finish_op(op, checked_mul(tensor(out_t).numel(), flops_per_element, name));
+  return out;
+}
+
+TensorId GraphBuilder::bce_with_logits_loss(const std::string& name, TensorId out_t, TensorId target) {
+  return pointwise_loss(OpKind::BceWithLogitsLoss, name, out_t, target, 8);
+}
+
+TensorId GraphBuilder::l1_loss(const std::string& name, TensorId out_t, TensorId target) {
+  return pointwise_loss(OpKind::L1Loss, name, out_t, target, 3);
+}
+
+TensorId GraphBuilder::smooth_l1_loss(const std::string& name, TensorId out_t, TensorId target) {
+  return pointwise_loss(OpKind::SmoothL1Loss, name, out_t, target, 4);
 }
 
 Graph GraphBuilder::finish() {

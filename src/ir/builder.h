@@ -173,8 +173,19 @@ class GraphBuilder {
 
   // Losses: everything from here on is the loss stage.
   void begin_loss();
+  // F.cross_entropy (mean): log_softmax over dimension 1, then nll_loss. Logits [N,C] with
+  // targets [N], or [N,C,d1..dk] with [N,d1..dk] (per pixel / per position, class dimension 1).
   TensorId cross_entropy(const std::string& name, TensorId logits, TensorId target, double weight = 1.0);
+  // F.nll_loss (mean) of log-probabilities, shapes as cross_entropy's. PyTorch 1.13's
+  // nll_loss_nd calls nll_loss for [N,C], nll_loss2d for [N,C,H,W], and for any other rank
+  // views the input as [N,C,1,-1] (after .contiguous()) and the target as [N,1,-1] first.
+  TensorId nll_loss(const std::string& name, TensorId log_probs, TensorId target);
   TensorId mse_loss(const std::string& name, TensorId out, TensorId target);
+  // F.binary_cross_entropy_with_logits, F.l1_loss and F.smooth_l1_loss (mean; beta 1): a float
+  // target shaped like `out`.
+  TensorId bce_with_logits_loss(const std::string& name, TensorId out, TensorId target);
+  TensorId l1_loss(const std::string& name, TensorId out, TensorId target);
+  TensorId smooth_l1_loss(const std::string& name, TensorId out, TensorId target);
   void set_loss(TensorId loss) { g_.loss = loss; }
   void mark_output(TensorId t) { g_.outputs.push_back(t); }
   void note(std::string text) { g_.notes.push_back(std::move(text)); }
@@ -266,6 +277,11 @@ class GraphBuilder {
                       bool contiguous = true);
   TensorId elementwise(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs = {});
   TensorId unary(OpKind kind, const std::string& name, TensorId x, OpAttrs attrs = {}, int64_t flops_per_elem = 1);
+  // Targets of class scores [N,C,d...] must be [N,d...]; InputError otherwise.
+  void check_class_targets(const std::string& name, const std::vector<int64_t>& scores,
+                           const std::vector<int64_t>& targets) const;
+  // A loss with a 0-dim output over an input and a target of the same shape.
+  TensorId pointwise_loss(OpKind kind, const std::string& name, TensorId out, TensorId target, int flops_per_element);
   std::string unique_name(const std::string& name);
   void finish_op(OpId op, int64_t flops);
   // Whether t is computed from a parameter (so autograd would track it). Memoized in tracked_.

@@ -24,6 +24,8 @@ constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"}, {OpKind::Split, "split"},
     {OpKind::Contiguous, "contiguous"}, {OpKind::Cat, "cat"},
     {OpKind::NllLoss, "nll_loss"}, {OpKind::MseLoss, "mse_loss"},
+    {OpKind::BceWithLogitsLoss, "binary_cross_entropy_with_logits"}, {OpKind::L1Loss, "l1_loss"},
+    {OpKind::SmoothL1Loss, "smooth_l1_loss"},
     {OpKind::Opaque, "opaque"}, {OpKind::QuantLinear, "quant_linear"},
 };
 

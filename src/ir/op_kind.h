@@ -29,8 +29,8 @@ enum class OpKind : uint8_t {
   Dropout,
   // Data movement: views alias their input's storage, the rest copy.
   View, Permute, Transpose, Slice, Select, Expand, Split, Contiguous, Cat,
-  // Losses.
-  NllLoss, MseLoss,
+  // Losses (mean reduction).
+  NllLoss, MseLoss, BceWithLogitsLoss, L1Loss, SmoothL1Loss,
   // A unknown op from an importer treated as elementwise (allowed by the user).
   Opaque,
   // x @ W^T with W stored quantized (bitsandbytes int8 / nf4, GPTQ int4): inputs x and the

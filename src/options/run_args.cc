@@ -87,6 +87,7 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
     src.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
   }
   src.allow_unknown = a.allow_unknown;
+  if (a.loss != "default") src.loss = a.loss;
   src.captured = a.captured;
   src.precision_given = a.precision_given;
   src.batch_given = a.batch_given || a.grad_accum.has_value();
@@ -303,7 +304,8 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     else if (a.loss == "cross-entropy") o.loss = LossKind::CrossEntropy;
     else if (a.loss == "next-token") o.loss = LossKind::NextToken;
     else if (a.loss == "mse") o.loss = LossKind::Mse;
-    else throw InputError("--loss must be cross-entropy, next-token or mse, got '" + a.loss + "'");
+    // Anything else is a loss expression for ONNX files (onnx_losses.h), which the frontend
+    // parses; other models refuse it there.
     if (!a.framework.empty()) {
       // Defaults of the loop; options given explicitly still win.
       if (a.framework != "hf-trainer") throw InputError("--framework must be hf-trainer, got '" + a.framework + "'");

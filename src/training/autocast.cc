@@ -22,7 +22,10 @@ Policy policy_of(OpKind k) {
     case OpKind::Rsqrt:
     case OpKind::Sum:
     case OpKind::NllLoss:
-    case OpKind::MseLoss: return Policy::Fp32;
+    case OpKind::MseLoss:
+    case OpKind::BceWithLogitsLoss:
+    case OpKind::L1Loss:
+    case OpKind::SmoothL1Loss: return Policy::Fp32;
     default: return Policy::Promote;
   }
 }

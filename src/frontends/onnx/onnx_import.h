@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 
+#include "frontends/onnx_losses.h"
 #include "frontends/zoo/model_spec.h"
 #include "ir/graph.h"
 #include "util/error.h"
@@ -79,6 +80,8 @@ struct OnnxImportOptions {
   LossKind loss = LossKind::Default;
   // The graph output the loss is computed on; "" picks the first floating-point output.
   std::string loss_output;
+  // --loss as an expression (onnx_losses.h): wins over `loss` and `loss_output`.
+  std::optional<OnnxLossSpec> loss_spec;
   // Graph::model; "" uses the file name without its directory and extension.
   std::string model_name;
 };

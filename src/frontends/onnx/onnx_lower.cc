@@ -29,6 +29,7 @@
 //   RandomUniform(Like), RandomNormal(Like)      rand/randn(_like): a factory of the shape
 //   Resize, Upsample 4-D (H, W) upsample_nearest2d / upsample_bilinear2d, the size folded
 //   SoftmaxCrossEntropyLoss    cross_entropy (log_softmax, nll_loss): the training loss
+//   NegativeLogLikelihoodLoss  nll_loss: the training loss
 //   Shape, Size, Constant, ConstantOfShape, Range, and shape arithmetic on constants: folded
 //   Opaque (fresh output, inputs saved): Erf alone, HardSigmoid, HardSwish, LeakyRelu, Elu, Selu,
 //     Softplus, Log, Abs, Sin, Cos, PRelu, Min/Max, Mod, comparisons and logic, Pad, Tile,
@@ -46,6 +47,7 @@
 
 #include "frontends/onnx/onnx_const.h"
 #include "frontends/onnx/onnx_patterns.h"
+#include "frontends/onnx_losses.h"
 #include "frontends/zoo/losses.h"
 #include "ir/builder.h"
 #include "util/checked.h"
@@ -187,7 +189,9 @@ class Lowerer {
       outs.push_back(t);
     }
     write_notes();
-    if (opts_.with_loss && !in_graph_loss_.empty()) {
+    if (opts_.with_loss && opts_.loss_spec) {
+      use_loss_spec(*opts_.loss_spec, outs);
+    } else if (opts_.with_loss && !in_graph_loss_.empty()) {
       use_in_graph_loss();
     } else if (opts_.with_loss) {
       add_default_loss(outs);
@@ -817,26 +821,40 @@ class Lowerer {
     emit_opaque(c, runtime_inputs(c), {{b_.shape(data), b_.tensor(data).dtype}});
   }
   // SoftmaxCrossEntropyLoss: F.cross_entropy (torch 1.13 also writes nll_loss(log_softmax(x, 1))
-  // this way) computed inside the graph, [N, C] scores against [N] labels, mean or sum, no class
-  // weights: log_softmax then nll_loss, as eager runs it. In training the graph's loss is this
-  // output: it opens the loss stage, and no loss is attached after the graph (in_graph_loss_).
+  // this way) computed inside the graph, [N, C] or [N, C, d1, ...] scores against [N] or
+  // [N, d1, ...] labels, mean or sum, no class weights: log_softmax then nll_loss, as eager runs
+  // it. In training the graph's loss is this output: it opens the loss stage, and no loss is
+  // attached after the graph (in_graph_loss_).
   void op_softmax_cross_entropy(NodeCtx& c) {
-    TensorId scores = tensor(c, 0), labels = tensor(c, 1);
-    const std::string reduction = c.attrs.s("reduction", "mean");
-    if (input_present(c, 2))
-      throw InputError("SoftmaxCrossEntropyLoss with class weights is not modelled");
-    if (reduction != "mean" && reduction != "sum")
-      throw InputError("SoftmaxCrossEntropyLoss with reduction '" + reduction +
-                       "' is not modelled (mean or sum)");
-    if (b_.shape(scores).size() != 2)
-      throw InputError("SoftmaxCrossEntropyLoss on scores " + shape_text(b_.shape(scores)) +
-                       " is not modelled (only [N, C])");
+    check_in_graph_loss(c);
     if (opts_.with_loss) b_.begin_loss();
-    TensorId loss = b_.cross_entropy(c.name, scores, labels);
+    TensorId loss = b_.cross_entropy(c.name, tensor(c, 0), tensor(c, 1));
     if (opts_.with_loss) in_graph_loss_.push_back(loss);
     set(c, 0, loss);
     for (int k = 1; k < c.node.output_size(); ++k)
       unavailable(c, k, "the log-probabilities of SoftmaxCrossEntropyLoss");
+  }
+  // NegativeLogLikelihoodLoss: F.nll_loss of log-probabilities (the export of
+  // nll_loss(log_softmax(x, 1), y) at opsets that keep the two apart), shapes as above; the
+  // LogSoftmax before it is the model's log_softmax. Like SoftmaxCrossEntropyLoss, the graph's loss.
+  void op_nll_loss(NodeCtx& c) {
+    check_in_graph_loss(c);
+    if (opts_.with_loss) b_.begin_loss();
+    TensorId loss = b_.nll_loss(c.name, tensor(c, 0), tensor(c, 1));
+    if (opts_.with_loss) in_graph_loss_.push_back(loss);
+    set(c, 0, loss);
+  }
+  // What both in-graph losses refuse: class weights (a weighted mean, not modelled) and
+  // reduction none (a per-element loss tensor).
+  void check_in_graph_loss(NodeCtx& c) {
+    const std::string& op = c.node.op_type();
+    const std::string reduction = c.attrs.s("reduction", "mean");
+    if (input_present(c, 2)) throw InputError(op + " with class weights is not modelled");
+    if (reduction != "mean" && reduction != "sum")
+      throw InputError(op + " with reduction '" + reduction + "' is not modelled (mean or sum)");
+    if (b_.shape(tensor(c, 0)).size() < 2)
+      throw InputError(op + " on scores " + shape_text(b_.shape(tensor(c, 0))) +
+                       " is not modelled ([N, C] or [N, C, d1, ...])");
   }
   // Shape-computation ops reach here only when an input is not a compile-time constant.
   void op_compile_time(NodeCtx& c) {
@@ -1669,12 +1687,32 @@ class Lowerer {
   void use_in_graph_loss() {
     if (in_graph_loss_.size() > 1)
       throw InputError("the graph computes " + std::to_string(in_graph_loss_.size()) +
-                       " losses (SoftmaxCrossEntropyLoss); headroom models one");
+                       " losses (" + in_graph_loss_op() + "); sum them into one output and use --loss none");
     if (opts_.loss != LossKind::Default || !opts_.loss_output.empty())
       throw InputError(
-          "the graph computes its own loss (SoftmaxCrossEntropyLoss), so --loss does "
+          "the graph computes its own loss (" + in_graph_loss_op() + "), so --loss does "
           "not apply: leave it out");
     b_.set_loss(in_graph_loss_[0]);
+  }
+  // --loss as an expression (onnx_losses.h): `none` takes the graph's scalar output, anything
+  // else is built after the graph, which must then compute no loss of its own.
+  void use_loss_spec(const OnnxLossSpec& spec, const std::vector<TensorId>& outs) {
+    std::vector<OnnxLossOutput> named;
+    for (int i = 0; i < g_.output_size(); ++i) named.push_back({g_.output(i).name(), outs[static_cast<size_t>(i)]});
+    if (spec.none) {
+      b_.set_loss(graph_scalar_loss(b_, spec, named));
+      return;
+    }
+    if (!in_graph_loss_.empty())
+      throw InputError("the graph computes its own loss (" + in_graph_loss_op() +
+                       "), so a --loss to add does not apply: use --loss none or leave it out");
+    b_.set_loss(build_onnx_loss(b_, spec, named));
+  }
+  std::string in_graph_loss_op() const {
+    for (const onnx::NodeProto& n : g_.node()) {
+      if (n.op_type() == "SoftmaxCrossEntropyLoss" || n.op_type() == "NegativeLogLikelihoodLoss") return n.op_type();
+    }
+    return "a loss node";
   }
   void add_default_loss(const std::vector<TensorId>& outs) {
     TensorId out = kNone;
@@ -1819,6 +1857,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     add({"Resize", "Upsample"}, &Lowerer::op_resize);
     add({"ScatterND", "ScatterElements"}, &Lowerer::op_scatter);
     add({"SoftmaxCrossEntropyLoss"}, &Lowerer::op_softmax_cross_entropy);
+    add({"NegativeLogLikelihoodLoss"}, &Lowerer::op_nll_loss);
     add({"ConvTranspose", "GlobalMaxPool", "LpPool", "InstanceNormalization", "GroupNormalization",
          "LpNormalization", "ArgMax", "ArgMin", "TopK", "GatherElements", "GatherND", "CumSum",
          "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth"},

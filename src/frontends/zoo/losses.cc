@@ -25,7 +25,13 @@ TensorId add_loss(GraphBuilder& b, TensorId output, LossKind fallback, const Bui
         TensorId t = b.view(prefix + ".target_view", target, {s[0] * s[1]});
         return b.cross_entropy(prefix, flat, t);
       }
-      throw InputError("cross-entropy loss needs logits [N,C] or [B,S,V], the model output is rank " +
+      if (s.size() >= 4) {
+        // Per pixel: F.cross_entropy on [N,C,d1..dk] (class dimension 1) with targets [N,d1..dk].
+        std::vector<int64_t> ts = {s[0]};
+        ts.insert(ts.end(), s.begin() + 2, s.end());
+        return b.cross_entropy(prefix, output, b.target(prefix + ".target", ts, DType::I64));
+      }
+      throw InputError("cross-entropy loss needs logits [N,C], [B,S,V] or [N,C,H,W,...], the model output is rank " +
                        std::to_string(s.size()));
     }
     case LossKind::NextToken: {
