@@ -7,8 +7,6 @@
 // silent fallback.
 #include <coin/Cbc_C_Interface.h>
 
-#include <mutex>
-
 #include "util/plugins.h"
 
 namespace {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <mutex>
 #include <string>
 #include <vector>
 
