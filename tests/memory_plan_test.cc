@@ -7,6 +7,7 @@
 #include "estimate/estimate.h"
 #include "graph_dsl.h"
 #include "report/estimate_report.h"
+#include "tiny_mlp_options.h"
 
 namespace headroom {
 namespace {
@@ -14,19 +15,7 @@ namespace {
 // mlp:layers=2,dim=4, batch 2, fp32, SGD, no cuBLAS workspace. Ops: 0 linear, 1 GELU,
 // 2 linear, 3 GELU, then the MSE loss. Persistent: input 32 + W0 64 + b0 16 + W1 64 + b1 16 +
 // target 32 = 224. Every activation is 2x4 fp32 = 32 bytes.
-EstimateOptions two_layer_mlp() {
-  EstimateOptions o;
-  o.model = "mlp:layers=2,dim=4";
-  o.batch = 2;
-  o.mode = RunMode::Training;
-  o.optimizer = OptimizerKind::Sgd;
-  o.foreach = false;
-  o.device = "cuda";
-  o.cublas_workspace_bytes = 0;
-  o.iterations = 1;
-  o.keep_program = true;
-  return o;
-}
+EstimateOptions two_layer_mlp() { return testing::tiny_mlp_sgd_options(2); }
 
 int count_steps(const Program& p, bool recompute) {
   return static_cast<int>(std::count_if(p.steps.begin(), p.steps.end(), [&](const Step& s) { return s.recompute == recompute; }));

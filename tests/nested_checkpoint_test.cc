@@ -8,6 +8,7 @@
 #include "estimate/estimate.h"
 #include "graph_dsl.h"
 #include "schedule/memory_plan.h"
+#include "tiny_mlp_options.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -17,19 +18,7 @@ namespace {
 // MLP, one layer deeper). Ops: 0 linear, 1 GELU, 2 linear, 3 GELU, 4 linear, 5 GELU, then the MSE
 // loss. Persistent: input 32 + 3 x (W 64 + b 16) + target 32 = 304. Every activation is 2x4
 // fp32 = 32 bytes.
-EstimateOptions three_layer_mlp() {
-  EstimateOptions o;
-  o.model = "mlp:layers=3,dim=4";
-  o.batch = 2;
-  o.mode = RunMode::Training;
-  o.optimizer = OptimizerKind::Sgd;
-  o.foreach = false;
-  o.device = "cuda";
-  o.cublas_workspace_bytes = 0;
-  o.iterations = 1;
-  o.keep_program = true;
-  return o;
-}
+EstimateOptions three_layer_mlp() { return testing::tiny_mlp_sgd_options(3); }
 
 std::vector<std::string> recompute_labels(const Program& p) {
   std::vector<std::string> out;
