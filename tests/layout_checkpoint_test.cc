@@ -9,6 +9,7 @@
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/zoo/registry.h"
+#include "layout_search_args.h"
 #include "options/run_args.h"
 #include "plan/evaluate.h"
 #include "plan/layout_fit.h"
@@ -94,14 +95,7 @@ LayoutPlan search(const std::string& model, const std::string& gpu_memory, int64
   a.gpu_memory = gpu_memory;
   a.margin = "0%";
   a.precision = "bf16";
-  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
-  EXPECT_TRUE(o.ok()) << o.error();
-  LayoutRequest r;
-  r.run = o.value();
-  r.gpus = gpus;
-  Result<LayoutPlan> p = search_layouts(r);
-  EXPECT_TRUE(p.ok()) << p.error();
-  return p.value();
+  return testing::search_layouts_for(a, gpus);
 }
 
 // Every ranked layout, checkpointed or offloaded, is what estimate says for that layout.

@@ -12,6 +12,7 @@
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/model_source.h"
+#include "layout_search_args.h"
 #include "options/run_args.h"
 #include "plan/layout_search.h"
 #include "plan/tensor_parallel_comm.h"
@@ -95,14 +96,7 @@ LayoutPlan search(const std::string& model, const std::string& gpu, int64_t gpus
   a.batch = std::to_string(batch);
   a.gpu = gpu;
   a.margin = "0%";
-  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
-  EXPECT_TRUE(o.ok()) << o.error();
-  LayoutRequest r;
-  r.run = o.value();
-  r.gpus = gpus;
-  Result<LayoutPlan> p = search_layouts(r);
-  EXPECT_TRUE(p.ok()) << p.error();
-  return p.value();
+  return testing::search_layouts_for(a, gpus);
 }
 
 TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
