@@ -21,6 +21,7 @@
 
 #include "estimate/estimate.h"
 #include "frontends/onnx/onnx_import.h"
+#include "validation_cases.h"
 
 namespace headroom {
 namespace {
@@ -49,21 +50,6 @@ struct Row {
   double error = 0;  // (onnx - measured) / measured
 };
 
-EstimateOptions options_for(const nlohmann::json& c) {
-  EstimateOptions o;
-  o.batch = c.at("batch").get<int64_t>();
-  o.mode = c.at("mode") == "train" ? RunMode::Training : RunMode::Inference;
-  if (o.mode == RunMode::Training) {
-    o.optimizer = *parse_optimizer(c.at("optimizer").get<std::string>());
-    o.foreach = c.at("foreach").get<bool>();
-  }
-  o.dropout = c.at("dropout").get<bool>();
-  o.precision = *parse_precision(c.at("precision").get<std::string>());
-  o.device = "cpu";
-  if (c.contains("threads")) o.threads = c.at("threads").get<int>();
-  return o;
-}
-
 TEST(OnnxCapturedValidation, ExportsPredictTheMeasuredCapturedCases) {
   std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/captured.json");
   ASSERT_TRUE(f.good()) << "validation/captured.json is missing";
@@ -77,7 +63,7 @@ TEST(OnnxCapturedValidation, ExportsPredictTheMeasuredCapturedCases) {
     const int before = static_cast<int>(rows.size());
     for (const nlohmann::json& c : cases) {
       if (c.at("model") != x.model) continue;
-      EstimateOptions o = options_for(c);
+      EstimateOptions o = testing::options_for_case(c, "cpu");
       o.model = x.file;
       o.graph_loader = onnx_graph_loader(dir + x.file, import);
       Row r;

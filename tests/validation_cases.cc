@@ -19,6 +19,8 @@ EstimateOptions options_for_case(const nlohmann::json& c, const std::string& dev
   o.dropout = c.at("dropout").get<bool>();
   o.precision = *parse_precision(c.at("precision").get<std::string>());
   o.device = device;
+  // The captured suite measures some cases with 2 intra-op threads (validation/captured.py).
+  if (c.contains("threads")) o.threads = c.at("threads").get<int>();
   // Checkpointing cases: the headroom op ranges equivalent to what the harness checkpoints.
   if (c.contains("checkpoint")) o.checkpoint_ranges = c.at("checkpoint").get<std::vector<std::string>>();
   return o;
