@@ -170,7 +170,8 @@ TEST(OnnxControlFlow, BranchPassingAnOuterTensorThroughBecomesIdentity) {
   EXPECT_EQ(output_shape(one.value()), (std::vector<int64_t>{2, 1, 8}));  // the initializer
 }
 
-TEST(OnnxControlFlow, RuntimeConditionIsOneLineNamingTheNode) {
+// `if x.sum() > 0:` scripted into the graph: an If on a value known only at run time.
+OnnxModel runtime_condition_model() {
   OnnxModel m;
   m.input("x", {"batch", 1, 8});
   m.node("ReduceSum", {"x"}, {"sum"}).i("keepdims", 0);
@@ -180,6 +181,11 @@ TEST(OnnxControlFlow, RuntimeConditionIsOneLineNamingTheNode) {
       .graph("then_branch", squeeze_branch())
       .graph("else_branch", identity_branch());
   m.output("y");
+  return m;
+}
+
+TEST(OnnxControlFlow, RuntimeConditionIsOneLineNamingTheNode) {
+  OnnxModel m = runtime_condition_model();
   Result<Graph> r = import_bytes(m, 2);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(),
@@ -418,15 +424,7 @@ TEST(OnnxControlFlow, ValidationLlamaExportImports) {
 // Through the CLI: a runtime condition is a usage error (exit 2, one line, nothing on stdout);
 // the Llama export estimates in both modes.
 TEST(OnnxControlFlow, CliRefusesARuntimeConditionAndEstimatesTheLlama) {
-  OnnxModel m;
-  m.input("x", {"batch", 1, 8});
-  m.node("ReduceSum", {"x"}, {"sum"}).i("keepdims", 0);
-  m.constant("zero", OnnxModel::float_scalar(0.0f));
-  m.node("Greater", {"sum", "zero"}, {"cond"});
-  m.node("If", {"cond"}, {"y"}, "/gate/If")
-      .graph("then_branch", squeeze_branch())
-      .graph("else_branch", identity_branch());
-  m.output("y");
+  OnnxModel m = runtime_condition_model();
   const std::string path = ::testing::TempDir() + "/if_runtime_cond.onnx";
   m.save(path);
   testing::expect_usage_error("estimate " + path + " --mode infer",
