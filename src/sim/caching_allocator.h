@@ -162,9 +162,10 @@ class CachingAllocator final : public HeapAlgorithm {
   };
   using FreeKey = std::tuple<int64_t, int64_t, int32_t>;  // (size, address, block)
   // The cached blocks of one pool in FreeKey order (best fit is the first at or after a key): an
-  // ordered set whose nodes come from a pool the list owns, since a replay makes hundreds of
-  // thousands of inserts and erases that would otherwise cost a heap allocation each. Erasing
-  // keeps the other iterators valid.
+  // ordered set whose nodes come from a pool the list owns, so that the two or three inserts and
+  // erases of each allocation and free take no heap allocation (measured no faster than a plain
+  // std::set on a resnet50 replay, nor was a sorted vector). Erasing keeps the other iterators
+  // valid.
   class FreeList {
    public:
     using Set = std::pmr::set<FreeKey>;
