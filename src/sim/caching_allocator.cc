@@ -84,7 +84,7 @@ void CachingAllocator::delete_block(int32_t i) {
 
 void CachingAllocator::insert_free(int32_t i) {
   const Block& b = blk(i);
-  bool inserted = free_[pool_of(i)].insert({b.size, b.addr, i});
+  bool inserted = free_[pool_of(i)].insert({b.size, b.addr, i}).second;
   HEADROOM_CHECK(inserted, "block cached twice");
 }
 
@@ -157,7 +157,7 @@ void CachingAllocator::alloc(BufferId id, int64_t bytes) {
 }
 
 int32_t CachingAllocator::get_free_block(Pool pool, int64_t size) {
-  FreeList& cache = free_[pool];
+  std::set<FreeKey>& cache = free_[pool];
   auto it = cache.lower_bound(
       {size, std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::min()});
   if (it == cache.end()) return -1;
@@ -287,7 +287,7 @@ bool CachingAllocator::release_available_cached_blocks(Pool pool, int64_t size) 
   // PyTorch would cudaFree an expandable block here (and trip an assertion); under expandable
   // segments only release_cached_blocks returns memory in this model.
   if (options_.expandable_segments) return false;
-  FreeList& cache = free_[pool];
+  std::set<FreeKey>& cache = free_[pool];
   const int64_t key = std::max(size, max_split);
   auto it = cache.lower_bound(
       {key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::min()});

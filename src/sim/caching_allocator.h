@@ -44,8 +44,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <memory_resource>
 #include <set>
 #include <string>
 #include <tuple>
@@ -161,29 +159,6 @@ class CachingAllocator final : public HeapAlgorithm {
     int64_t size = 0;  // cudaMalloc size, or the reserved address range when expandable
   };
   using FreeKey = std::tuple<int64_t, int64_t, int32_t>;  // (size, address, block)
-  // The cached blocks of one pool in FreeKey order (best fit is the first at or after a key): an
-  // ordered set whose nodes come from a pool the list owns, so that the two or three inserts and
-  // erases of each allocation and free take no heap allocation (measured no faster than a plain
-  // std::set on a resnet50 replay, nor was a sorted vector). Erasing keeps the other iterators
-  // valid.
-  class FreeList {
-   public:
-    using Set = std::pmr::set<FreeKey>;
-    using const_iterator = Set::const_iterator;
-    FreeList() : pool_(std::make_unique<std::pmr::unsynchronized_pool_resource>()), keys_(pool_.get()) {}
-    bool insert(const FreeKey& k) { return keys_.insert(k).second; }  // false when k is there
-    size_t erase(const FreeKey& k) { return keys_.erase(k); }
-    const_iterator erase(const_iterator it) { return keys_.erase(it); }
-    size_t count(const FreeKey& k) const { return keys_.count(k); }
-    const_iterator lower_bound(const FreeKey& k) const { return keys_.lower_bound(k); }
-    const_iterator begin() const { return keys_.begin(); }
-    const_iterator end() const { return keys_.end(); }
-    size_t size() const { return keys_.size(); }
-
-   private:
-    std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool_;  // outlives keys_; moves with it
-    Set keys_;
-  };
 
   int32_t new_block(const Block& b);
   void delete_block(int32_t i);
@@ -220,7 +195,7 @@ class CachingAllocator final : public HeapAlgorithm {
   std::vector<Block> blocks_;
   std::vector<int32_t> free_slots_;
   std::vector<Segment> segments_;
-  FreeList free_[2];  // cached (mapped, unallocated) blocks per pool
+  std::set<FreeKey> free_[2];  // cached (mapped, unallocated) blocks per pool
   std::set<std::pair<int64_t, int32_t>> unmapped_[2];  // (address, block) of unmapped ranges
   std::vector<int32_t> buffer_block_;                  // BufferId -> block, -1 = none
   int64_t next_address_ = 1LL << 32;
