@@ -75,7 +75,7 @@ std::vector<NodeProto> taken_branch(const NodeProto& node, bool then, const std:
       pass_through.emplace_back(dst, src);
   }
   rename_all(branch, rename);
-  for (onnx::TensorProto& t : *branch.mutable_initializer()) *top.add_initializer() = std::move(t);
+  for (const onnx::TensorProto& t : branch.initializer()) add_initializer_once(top, t);
   std::vector<NodeProto> nodes(branch.node().begin(), branch.node().end());
   for (const auto& [dst, src] : pass_through) {
     if (src.empty()) throw InputError(label + ": a branch output has an empty name");

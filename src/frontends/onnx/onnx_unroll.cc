@@ -188,6 +188,13 @@ void rename_all(GraphProto& g, const std::unordered_map<std::string, std::string
   for (onnx::ValueInfoProto& o : *g.mutable_output()) fix(o.mutable_name());
 }
 
+void add_initializer_once(onnx::GraphProto& top, const onnx::TensorProto& t) {
+  for (const onnx::TensorProto& have : top.initializer()) {
+    if (have.name() == t.name() && have.SerializeAsString() == t.SerializeAsString()) return;
+  }
+  *top.add_initializer() = t;
+}
+
 std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const std::string& label,
                                      int64_t opset, GraphProto& top, int64_t& budget) {
   const GraphProto& body = body_of(node, label);
@@ -211,7 +218,7 @@ std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const
   if (body.sparse_initializer_size() != 0)
     throw InputError(label + ": sparse initializers in a loop body are not supported");
   spend(trips, total_nodes(body), 2 + scans, label, budget);
-  for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
+  for (const onnx::TensorProto& t : body.initializer()) add_initializer_once(top, t);
 
   const std::string base = !node.output(0).empty() ? node.output(0) : node.name() + "/loop";
   std::vector<std::string> state;
@@ -296,7 +303,7 @@ std::vector<NodeProto> unrolled_scan(const NodeProto& node, const TypeTable& typ
     throw InputError(label + ": zero iterations leave its scan outputs without a shape");
   spend(trips, total_nodes(body), static_cast<int64_t>(ms) * 2 + static_cast<int64_t>(k_out) + 1,
         label, budget);
-  for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
+  for (const onnx::TensorProto& t : body.initializer()) add_initializer_once(top, t);
 
   const std::string base = !node.output(0).empty() ? node.output(0) : node.name() + "/scan";
   std::vector<std::string> state(node.input().begin(), node.input().begin() + n_state);
