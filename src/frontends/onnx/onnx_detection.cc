@@ -153,7 +153,7 @@ class Bounder {
                                    " branch is taken");
         continue;
       }
-      if (!reads_dependent || op == "Loop" || op == "Scan") continue;
+      if (op == "Loop" || op == "Scan") continue;
       bool all_static = true;
       for (const std::string& o : node.output()) all_static = all_static && (o.empty() || static_type(types, o));
       if (all_static) continue;
@@ -161,7 +161,7 @@ class Bounder {
       // (a Min, a ReduceMin, a Cast of a Shape): written in as constants.
       for (int k = 0; k < node.input_size(); ++k) {
         const std::string in = node.input(k);
-        if (in.empty() || initializers.count(in) || !dependent.count(in)) continue;
+        if (in.empty() || initializers.count(in)) continue;
         auto p = producer_op.find(in);
         if (p != producer_op.end() && p->second == "Constant") continue;
         const ConstTensor* v = pass.value(in);
@@ -236,12 +236,16 @@ class Bounder {
 bool is_data_dependent_op(const std::string& op) { return op == "NonZero" || op == "NonMaxSuppression"; }
 
 void bound_data_dependent_sizes(onnx::ModelProto& model, int64_t opset, DetectionBounds& bounds) {
-  bool any = false;
+  // TopK's k is often min(k, n) of a size (torchvision's _topk_min), which shape inference
+  // cannot evaluate even without a data-dependent count before it: such models run the pass too.
+  bool counted = false, topk = false;
   for (const NodeProto& n : model.graph().node()) {
-    any = any || (is_default_domain(n.domain()) && is_data_dependent_op(n.op_type()));
+    if (!is_default_domain(n.domain())) continue;
+    counted = counted || is_data_dependent_op(n.op_type());
+    topk = topk || n.op_type() == "TopK";
   }
-  if (!any) return;
-  bounds.has_data_dependent_ops = true;
+  if (!counted && !topk) return;
+  bounds.has_data_dependent_ops = bounds.has_data_dependent_ops || counted;
   Bounder b(model, opset, bounds);
   for (int r = 0; r < kMaxRounds; ++r) {
     if (!b.round()) return;

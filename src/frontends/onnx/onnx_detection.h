@@ -13,7 +13,9 @@
 //   what follows       (TopK's k = min(k, n), Slice ends, Reshape/Expand/ConstantOfShape/Range
 //                      sizes) is shape arithmetic on the bounded sizes: it is folded and written
 //                      into the file as constants, so that ONNX shape inference gives static
-//                      shapes downstream. The file's own limits (torchvision's
+//                      shapes downstream. (The same is done for any node without a static
+//                      output in a file with NonZero, NonMaxSuppression or TopK nodes: the
+//                      RPN's k = min(pre_nms_top_n, anchors) folds without any bound.) The file's own limits (torchvision's
 //                      detections_per_img as a Slice end, rpn_post_nms_top_n as a TopK k) then
 //                      apply as written.
 //   If                 a condition that depends on a bounded size (`boxes.numel() == 0`) folds
