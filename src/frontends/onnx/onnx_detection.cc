@@ -1,6 +1,8 @@
 #include "frontends/onnx/onnx_detection.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -40,6 +42,18 @@ bool is_integer_elem(int32_t elem) {
     default:
       return false;
   }
+}
+
+// Inputs that give an output's size (not its data): the only ones written in as constants.
+bool shape_giving_slot(const std::string& op, int slot) {
+  static const std::unordered_map<std::string, std::vector<int>> kSlots = {
+      {"Reshape", {1}}, {"Expand", {1}},    {"Tile", {1}},      {"ConstantOfShape", {0}},
+      {"Range", {0, 1, 2}}, {"TopK", {1}}, {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}},
+      {"Unsqueeze", {1}}, {"Split", {1}},   {"Pad", {1}},       {"Resize", {1, 2, 3}},
+      {"OneHot", {1}},  {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}},
+      {"ReduceMin", {1}}, {"ReduceProd", {1}}};
+  auto it = kSlots.find(op);
+  return it != kSlots.end() && std::find(it->second.begin(), it->second.end(), slot) != it->second.end();
 }
 
 bool static_type(const TypeTable& types, const std::string& name) {
@@ -96,6 +110,9 @@ class Bounder {
   // One round; returns whether the file changed.
   bool round() {
     GraphProto& g = *model_.mutable_graph();
+    if (const char* dump = std::getenv("HEADROOM_DEBUG_ROUND")) {  // DEBUG-REMOVE
+      std::ofstream(dump, std::ios::binary) << model_.SerializeAsString();
+    }
     TypeTable types = infer_types(model_);
     ConstantPass pass(g, opset_, types);
     std::unordered_set<std::string> initializers;
@@ -161,7 +178,7 @@ class Bounder {
       // (a Min, a ReduceMin, a Cast of a Shape): written in as constants.
       for (int k = 0; k < node.input_size(); ++k) {
         const std::string in = node.input(k);
-        if (in.empty() || initializers.count(in)) continue;
+        if (in.empty() || initializers.count(in) || !shape_giving_slot(op, k)) continue;
         auto p = producer_op.find(in);
         if (p != producer_op.end() && p->second == "Constant") continue;
         const ConstTensor* v = pass.value(in);
@@ -210,7 +227,9 @@ class Bounder {
     if (node.input_size() > 2 && !node.input(2).empty()) {
       const ConstTensor* m = pass.value(node.input(2));
       if (m != nullptr && m->known && m->size() == 1) {
-        per_class = static_cast<int64_t>(std::max(0.0, m->as_double(0)));
+        // An integer tensor: its value as written (torchvision writes INT64_MAX).
+        per_class = m->is_float() ? static_cast<int64_t>(std::clamp(m->floats[0], 0.0, 9.0e18))
+                                  : std::max<int64_t>(0, m->ints[0]);
         limit = "max_output_boxes_per_class " + std::to_string(per_class);
       } else {
         per_class = std::numeric_limits<int64_t>::max();
