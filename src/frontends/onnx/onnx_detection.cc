@@ -1,8 +1,6 @@
 #include "frontends/onnx/onnx_detection.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -110,9 +108,6 @@ class Bounder {
   // One round; returns whether the file changed.
   bool round() {
     GraphProto& g = *model_.mutable_graph();
-    if (const char* dump = std::getenv("HEADROOM_DEBUG_ROUND")) {  // DEBUG-REMOVE
-      std::ofstream(dump, std::ios::binary) << model_.SerializeAsString();
-    }
     TypeTable types = infer_types(model_);
     ConstantPass pass(g, opset_, types);
     std::unordered_set<std::string> initializers;

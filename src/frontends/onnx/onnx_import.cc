@@ -1,8 +1,6 @@
 #include "frontends/onnx/onnx_import.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <cctype>
 #include <filesystem>
 #include <functional>
@@ -36,9 +34,6 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
     // The taken branches' and unrolled bodies' nodes are top-level nodes now: the same checks as the file's own.
     check_supported_ops(model.graph(), options.allow_unknown);
     st = check_structure(model);
-  }
-  if (const char* dump = std::getenv("HEADROOM_DEBUG_DUMP")) {  // DEBUG-REMOVE
-    std::ofstream(dump, std::ios::binary) << model.SerializeAsString();
   }
   TypeTable types = infer_types(model);
   std::string name = options.model_name.empty() ? default_name : options.model_name;
