@@ -92,8 +92,8 @@ TEST(OnnxDetection, NonZeroTakesItsInputsSizeAndTheNonEmptyBranchIsTaken) {
   EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{5}));
   EXPECT_NE(find_op(g, "/post/Relu"), nullptr) << "the non-empty (else) branch runs";
   EXPECT_TRUE(has_note(g, "this estimate is an upper bound")) << all_notes(g);
-  EXPECT_TRUE(has_note(g, "NonZero bounded at 16 (every element of its [2, 8] input nonzero): "
-                          "/post/NonZero"))
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 16 (every element of its [2,8] input nonzero): "
+                          "node '/post/NonZero' (NonZero)"))
       << all_notes(g);
   EXPECT_TRUE(has_note(g, "/post/If") && has_note(g, "else branch is taken")) << all_notes(g);
 }

@@ -115,7 +115,8 @@ class Bounder {
     std::unordered_map<std::string, std::string> producer_op;
     std::vector<TensorProto> added;
     std::vector<std::pair<std::string, std::pair<int32_t, std::vector<int64_t>>>> pins;
-    std::unordered_set<std::string> dependent;  // tensors whose size comes from a bounded count
+    // Tensors whose size or value comes from a bounded count (constants written in for them too).
+    std::unordered_set<std::string> dependent(dependent_constants_.begin(), dependent_constants_.end());
     bool changed = false;
     for (int i = 0; i < g.node_size(); ++i) {
       pass.run_until(i + 1);
@@ -183,6 +184,7 @@ class Bounder {
           added.push_back(to_initializer(*v, name));
           initializers.insert(name);
         }
+        if (dependent.count(in)) dependent_constants_.insert(name);
         node.set_input(k, name);
         changed = true;
       }
@@ -243,6 +245,7 @@ class Bounder {
   DetectionBounds& out_;
   std::unordered_set<std::string> stated_;
   std::unordered_set<std::string> decided_;
+  std::unordered_set<std::string> dependent_constants_;
 };
 
 }  // namespace
