@@ -179,7 +179,7 @@ OnnxModel roi_align_model() {
   return m;
 }
 
-TEST(OnnxDetection, RoiAlignIsOneOpThatKeepsOnlyTheRois) {
+TEST(OnnxDetection, RoiAlignIsOneOpOfShapeRoisByChannelsByOutputSize) {
   Result<Graph> r = import_onnx_bytes(roi_align_model().bytes(), OnnxImportOptions{}, "roi.onnx");
   ASSERT_TRUE(r.ok()) << r.error();
   const Graph& g = r.value();
