@@ -148,14 +148,10 @@ SIZED = {"fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_fpn", "retina
 
 def export_detection(name, path):
     kwargs = dict(min_size=320, max_size=320) if name in SIZED else {}
-    saved = {n: getattr(torch.nn.init, n) for n in _INITS}
-    try:
-        for n in _INITS:
-            setattr(torch.nn.init, n, lambda t, *a, **k: t)
-        model = torchvision.models.get_model(name, weights=None, weights_backbone=None, **kwargs)
-    finally:
-        for n, f in saved.items():
-            setattr(torch.nn.init, n, f)
+    # Initialized as torchvision does (not skipped as build() skips it): the trace runs the
+    # postprocessing on real scores, and uninitialized weights (NaN scores) trace another graph.
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, weights=None, weights_backbone=None, **kwargs)
     model.eval()
     buf = io.BytesIO()
     torch.onnx.export(model, ([torch.rand(3, 320, 320)],), buf, opset_version=13,
