@@ -326,6 +326,30 @@ TEST(OnnxControlFlow, LoopBodyWithANestedInitializerUnrolls) {
   EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{2, 8}));
 }
 
+// torchvision's scripted mask pasting (Mask and Keypoint R-CNN): the Loop's condition input is an
+// outer constant true, and the body's continue condition is Identity of that same outer tensor,
+// not of its own condition input: a `for` all the same, unrolled.
+TEST(OnnxControlFlow, LoopWhoseBodyPassesOnTheLoopsOwnTrueConditionUnrolls) {
+  OnnxModel body;
+  body.input("i", {}, TensorProto::INT64);
+  body.input("cond_in", {}, TensorProto::BOOL);
+  body.input_without_shape("v_in");
+  body.node("Identity", {"go"}, {"cond_out"});
+  body.node("Relu", {"v_in"}, {"v_out"}, "/loop/Relu");
+  body.output("cond_out", TensorProto::BOOL);
+  body.output("v_out");
+  OnnxModel m;
+  m.input("x", {"batch", 8});
+  m.constant("trips", OnnxModel::int64s({4}, true));
+  m.constant("one", OnnxModel::int64s({1}, true));
+  m.node("Cast", {"one"}, {"go"}).i("to", TensorProto::BOOL);
+  m.node("Loop", {"trips", "go", "x"}, {"v_final"}, "/Loop").graph("body", body.proto().graph());
+  m.output("v_final");
+  Result<Graph> r = import_bytes(m, 2);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(count_ops(r.value(), OpKind::Relu), 4);
+}
+
 TEST(OnnxControlFlow, LoopTripCountFoldsFromABoundDimension) {
   Result<Graph> r = import_bytes(loop_model({"batch", "n"}, true), 2, {{"n", 5}});
   ASSERT_TRUE(r.ok()) << r.error();
