@@ -289,6 +289,67 @@ TEST(OnnxControlFlow, LoopWithAConstantTripCountUnrolls) {
   EXPECT_EQ(g.tensor(g.outputs[1]).shape, (std::vector<int64_t>{3, 2, 8}));  // stacked
 }
 
+// A loop body holding an If whose taken branch has its own initializer (a bias `w` [8]): every
+// unrolled copy of the If brings the same `w`, which becomes one graph initializer (before the
+// fix, the second copy was "defined twice").
+TEST(OnnxControlFlow, LoopBodyWithANestedInitializerUnrolls) {
+  OnnxModel then_b;
+  then_b.initializer("w", {8});
+  then_b.node("Add", {"v_in", "w"}, {"biased"}, "/loop/branch/Add");
+  then_b.output("biased");
+  OnnxModel else_b;
+  else_b.node("Identity", {"v_in"}, {"same"}, "/loop/branch/Identity");
+  else_b.output("same");
+  OnnxModel body;
+  body.input("i", {}, TensorProto::INT64);
+  body.input("cond_in", {}, TensorProto::BOOL);
+  body.input_without_shape("v_in");
+  body.node("Identity", {"cond_in"}, {"cond_out"});
+  body.constant("yes", OnnxModel::int64s({1}, true));
+  body.node("Cast", {"yes"}, {"take"}).i("to", TensorProto::BOOL);
+  body.node("If", {"take"}, {"v_out"}, "/loop/If")
+      .graph("then_branch", then_b.proto().graph())
+      .graph("else_branch", else_b.proto().graph());
+  body.output("cond_out", TensorProto::BOOL);
+  body.output("v_out");
+  OnnxModel m;
+  m.input("x", {"batch", 8});
+  m.constant("trips", OnnxModel::int64s({3}, true));
+  m.node("Loop", {"trips", "", "x"}, {"v_final"}, "/Loop").graph("body", body.proto().graph());
+  m.output("v_final");
+  Result<Graph> r = import_bytes(m, 2);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Graph& g = r.value();
+  // Three iterations, each x + w; w is one [8] fp32 parameter (8 values), not three.
+  EXPECT_EQ(count_ops(g, OpKind::Add), 3);
+  EXPECT_EQ(g.parameter_count(), 8);
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{2, 8}));
+}
+
+// torchvision's scripted mask pasting (Mask and Keypoint R-CNN): the Loop's condition input is an
+// outer constant true, and the body's continue condition is Identity of that same outer tensor,
+// not of its own condition input: a `for` all the same, unrolled.
+TEST(OnnxControlFlow, LoopWhoseBodyPassesOnTheLoopsOwnTrueConditionUnrolls) {
+  OnnxModel body;
+  body.input("i", {}, TensorProto::INT64);
+  body.input("cond_in", {}, TensorProto::BOOL);
+  body.input_without_shape("v_in");
+  body.node("Identity", {"go"}, {"cond_out"});
+  body.node("Relu", {"v_in"}, {"v_out"}, "/loop/Relu");
+  body.output("cond_out", TensorProto::BOOL);
+  body.output("v_out");
+  OnnxModel m;
+  m.input("x", {"batch", 8});
+  m.constant("trips", OnnxModel::int64s({4}, true));
+  m.constant("one", OnnxModel::int64s({1}, true));
+  m.node("Cast", {"one"}, {"go"}).i("to", TensorProto::BOOL);
+  m.node("Loop", {"trips", "go", "x"}, {"v_final"}, "/Loop").graph("body", body.proto().graph());
+  m.output("v_final");
+  Result<Graph> r = import_bytes(m, 2);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(count_ops(r.value(), OpKind::Relu), 4);
+}
+
 TEST(OnnxControlFlow, LoopTripCountFoldsFromABoundDimension) {
   Result<Graph> r = import_bytes(loop_model({"batch", "n"}, true), 2, {{"n", 5}});
   ASSERT_TRUE(r.ok()) << r.error();

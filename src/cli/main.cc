@@ -159,6 +159,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing)");
   cmd->add_option("--offload", a.offloads, "training on cuda: offload the activations op NAME saves to host memory (repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
+  cmd->add_option("--max-detections", a.max_detections, "ONNX: upper bound on every data-dependent count (NonZero, NonMaxSuppression: detections); default their bounds in the file");
 }
 
 // The shared options as parsed, with the options given only sometimes filled in.

@@ -36,11 +36,13 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
     case ModelSourceKind::Captured:
       if (!source.dims.empty()) throw InputError("--dim applies to ONNX files, not to a captured module");
       if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files, not to a captured module");
+      if (source.max_detections) throw InputError("--max-detections applies to ONNX files, not to a captured module");
       options.graph_loader = source.captured;
       return;
     case ModelSourceKind::HuggingFace: {
       if (!source.dims.empty()) throw InputError("--dim applies to ONNX files; '" + options.model + "' is a Hugging Face config");
       if (source.allow_unknown) throw InputError("--allow-unknown applies to ONNX files; '" + options.model + "' is a Hugging Face config");
+      if (source.max_detections) throw InputError("--max-detections applies to ONNX files; '" + options.model + "' is a Hugging Face config");
       HfLoader l = hf_graph_loader(options.model);
       options.graph_loader = l.load;
       if (!source.precision_given && l.torch_dtype) {
@@ -56,11 +58,15 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       if (source.allow_unknown) {
         throw InputError("--allow-unknown applies to ONNX files; '" + options.model + "' is a built-in model");
       }
+      if (source.max_detections) {
+        throw InputError("--max-detections applies to ONNX files; '" + options.model + "' is a built-in model");
+      }
       return;
     case ModelSourceKind::Onnx: {
       OnnxImportOptions io;
       io.dims = source.dims;
       io.allow_unknown = source.allow_unknown;
+      io.max_detections = source.max_detections;
       io.infer_inplace = true;
       if (!source.loss.empty()) {
         io.loss_spec = parse_onnx_loss_spec(source.loss);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "estimate/estimate.h"
@@ -26,6 +27,8 @@ struct ModelSourceOptions {
   std::map<std::string, int64_t> dims;
   // ONNX: unknown ops become elementwise Opaque ops (--allow-unknown).
   bool allow_unknown = false;
+  // ONNX: upper bound on every data-dependent count (--max-detections; onnx_detection.h).
+  std::optional<int64_t> max_detections;
   // --loss as written, when given. ONNX files take an expression (onnx_losses.h: "ce:out+0.4*ce:aux",
   // "none", ...); other models only cross-entropy, next-token or mse (EstimateOptions::loss).
   std::string loss;

@@ -675,6 +675,22 @@ TensorId GraphBuilder::roll(const std::string& name, TensorId x) {
   return out;
 }
 
+TensorId GraphBuilder::roi_align(const std::string& name, TensorId features, TensorId rois,
+                                  TensorId batch_indices, int64_t out_h, int64_t out_w) {
+  const std::vector<int64_t> f = shape(features);
+  const std::vector<int64_t> r = shape(rois);
+  if (f.size() != 4 || r.empty() || out_h <= 0 || out_w <= 0) {
+    throw InputError(name + ": roi_align needs [N,C,H,W] features, [K,...] rois and a positive "
+                     "output size");
+  }
+  std::vector<TensorId> ins = {features, rois};
+  if (batch_indices != kNone) ins.push_back(batch_indices);
+  OpId op = add_op(OpKind::RoiAlign, name, ins, {});
+  TensorId out = add_output(op, {r[0], f[1], out_h, out_w}, tensor(features).dtype);
+  finish_op(op, 0);
+  return out;
+}
+
 std::vector<TensorId> GraphBuilder::split(const std::string& name, TensorId x, int64_t split_size, int64_t dim) {
   const std::vector<int64_t> s = shape(x);
   int64_t d = norm_dim(dim, s.size(), name);

@@ -137,6 +137,10 @@ class GraphBuilder {
   TensorId pad(const std::string& name, TensorId x, std::vector<int64_t> pads);
   // torch.roll: a new tensor of x's shape.
   TensorId roll(const std::string& name, TensorId x);
+  // torchvision.ops.roi_align / roi_pool of `features` [N,C,H,W] at `rois` [K,4] (and their
+  // batch indices [K], kNone when the rois carry them): a new [K, C, out_h, out_w] tensor.
+  TensorId roi_align(const std::string& name, TensorId features, TensorId rois,
+                     TensorId batch_indices, int64_t out_h, int64_t out_w);
   // torch.split(x, size, dim): views, one autograd node whose backward makes one gradient.
   std::vector<TensorId> split(const std::string& name, TensorId x, int64_t split_size, int64_t dim);
   TensorId cat(const std::string& name, const std::vector<TensorId>& xs, int64_t dim);

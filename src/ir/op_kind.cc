@@ -18,7 +18,7 @@ constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::MatMul, "matmul"}, {OpKind::Mean, "mean"}, {OpKind::Sum, "sum"},
     {OpKind::MaxPool2d, "max_pool2d"}, {OpKind::AvgPool2d, "avg_pool2d"},
     {OpKind::AdaptiveAvgPool2d, "adaptive_avg_pool2d"}, {OpKind::Upsample2d, "upsample2d"},
-    {OpKind::Pad, "pad"}, {OpKind::Roll, "roll"},
+    {OpKind::Pad, "pad"}, {OpKind::Roll, "roll"}, {OpKind::RoiAlign, "roi_align"},
     {OpKind::Dropout, "dropout"},
     {OpKind::View, "view"}, {OpKind::Permute, "permute"}, {OpKind::Transpose, "transpose"},
     {OpKind::Slice, "slice"}, {OpKind::Select, "select"}, {OpKind::Expand, "expand"}, {OpKind::Split, "split"},

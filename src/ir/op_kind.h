@@ -25,6 +25,10 @@ enum class OpKind : uint8_t {
   // F.pad (constant) and torch.roll: a new output; the backward needs only the sizes and makes a
   // new gradient of the input (constant_pad_nd_backward narrows and clones, roll rolls back).
   Pad, Roll,
+  // torchvision.ops.roi_align / roi_pool (inputs: features [N,C,H,W], rois [K,4], batch indices
+  // [K]): a new [K,C,oh,ow] output; the backward (torchvision's _roi_align_backward) takes the
+  // rois and the features' sizes, not the features, so only the rois are kept.
+  RoiAlign,
   // Regularization.
   Dropout,
   // Data movement: views alias their input's storage, the rest copy.

@@ -87,6 +87,7 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
     src.dims[d.substr(0, eq)] = parse_positive("--dim " + d.substr(0, eq), d.substr(eq + 1));
   }
   src.allow_unknown = a.allow_unknown;
+  if (!a.max_detections.empty()) src.max_detections = parse_positive("--max-detections", a.max_detections);
   if (a.loss != "default") src.loss = a.loss;
   src.captured = a.captured;
   src.precision_given = a.precision_given;
@@ -447,6 +448,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
        }},
       {"dim", [](RunArgs& r, const std::string& v) { r.dims.push_back(v); }},
       {"allow_unknown", [](RunArgs& r, const std::string& v) { r.allow_unknown = parse_flag("allow_unknown", v); }},
+      {"max_detections", [](RunArgs& r, const std::string& v) { r.max_detections = v; }},
       {"checkpoint", [](RunArgs& r, const std::string& v) { r.checkpoints.push_back(v); }},
       {"offload", [](RunArgs& r, const std::string& v) { r.offloads.push_back(v); }},
   };

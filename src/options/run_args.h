@@ -80,6 +80,8 @@ struct RunArgs {
   // ONNX files
   std::vector<std::string> dims;  // NAME=VALUE
   bool allow_unknown = false;
+  // Upper bound on every data-dependent count (NonZero, NonMaxSuppression), as written.
+  std::string max_detections;
   std::vector<std::string> checkpoints;
   std::vector<std::string> offloads;  // op names whose saved activations go to host memory
   // A program captured from PyTorch (the Python package's capture): builds the graph for a run's

@@ -377,6 +377,13 @@ ForwardPlan forward_plan(const RuleContext& c) {
       // upsample_{nearest,bilinear}2d_backward, constant_pad_nd_backward and roll's backward take
       // the sizes only (derivatives.yaml); each makes a new gradient (the default backward).
       return fresh_outputs(c);
+    case OpKind::RoiAlign: {
+      // torchvision's roi_align backward (_roi_align_backward, ops/roi_align.py's autograd
+      // function) reads the rois and the input's sizes; the features are not kept.
+      ForwardPlan p = fresh_outputs(c);
+      if (p.creates_node) save_input(p, 1);
+      return p;
+    }
     case OpKind::AdaptiveAvgPool2d: {
       ForwardPlan p = fresh_outputs(c);
       if (mean_scalar_temps(c)) {

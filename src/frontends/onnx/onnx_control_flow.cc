@@ -10,6 +10,7 @@
 
 #include "frontends/onnx/onnx_attr_check.h"
 #include "frontends/onnx/onnx_const.h"
+#include "frontends/onnx/onnx_const_pass.h"
 #include "frontends/onnx/onnx_model.h"
 #include "frontends/onnx/onnx_unroll.h"
 #include "util/error.h"
@@ -40,80 +41,6 @@ const GraphProto& branch_of(const NodeProto& node, bool then, const std::string&
   }
   throw InputError(label + " has no " + name + " graph");
 }
-
-// The values of the top-level graph known at import time, computed in node order: constants,
-// inline initializers, and what fold_node derives from them and from static shapes (Shape and
-// Size of any tensor whose shape inference gives a static shape), as the lowering folds them.
-class ConstantPass {
- public:
-  ConstantPass(const GraphProto& g, int64_t opset, const TypeTable& types)
-      : g_(g), opset_(opset), types_(types) {
-    for (const onnx::TensorProto& t : g.initializer()) initializers_.emplace(t.name(), &t);
-  }
-
-  // Evaluates the nodes before index `end` not evaluated yet (each node once, in order).
-  void run_until(int end) {
-    for (; next_ < end; ++next_) eval(g_.node(next_), next_);
-  }
-
-  // A folded node output or an initializer (known when its data is inline and small); nullptr
-  // for a runtime tensor.
-  const ConstTensor* value(const std::string& name) {
-    auto it = values_.find(name);
-    if (it != values_.end()) return &it->second;
-    auto init = initializers_.find(name);
-    if (init == initializers_.end()) return nullptr;
-    ConstTensor c = decode_tensor(*init->second, "initializer '" + name + "'");
-    return &values_.emplace(name, std::move(c)).first->second;
-  }
-
- private:
-  // A stand-in carrying only the static shape of a runtime tensor (for Shape and Size).
-  const ConstTensor* shape_of(const std::string& name) {
-    if (const ConstTensor* v = value(name)) return v;
-    auto t = types_.find(name);
-    if (t == types_.end() || !t->second.static_shape()) return nullptr;
-    ConstTensor s;
-    s.elem = t->second.elem != 0 ? t->second.elem : static_cast<int32_t>(onnx::TensorProto::FLOAT);
-    s.shape = t->second.dims;
-    shapes_.push_back(std::move(s));
-    return &shapes_.back();
-  }
-
-  void eval(const NodeProto& node, int index) {
-    if (!is_default_domain(node.domain()) || is_if(node) || is_loop(node) || is_scan(node)) return;
-    const bool shape_only = node.op_type() == "Shape" || node.op_type() == "Size";
-    std::vector<const ConstTensor*> ins;
-    for (const std::string& in : node.input()) {
-      if (in.empty()) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      const ConstTensor* v = shape_only ? shape_of(in) : value(in);
-      if (v == nullptr) return;  // a runtime input: the node does not fold
-      ins.push_back(v);
-    }
-    std::optional<std::vector<ConstTensor>> r;
-    try {
-      r = fold_node(node, opset_, ins);
-    } catch (const InputError& e) {
-      throw InputError(node_label(node, static_cast<size_t>(index)) + ": " + e.what());
-    }
-    if (!r) return;
-    for (size_t k = 0; k < r->size() && k < static_cast<size_t>(node.output_size()); ++k) {
-      const std::string& out = node.output(static_cast<int>(k));
-      if (!out.empty()) values_[out] = std::move((*r)[k]);
-    }
-  }
-
-  const GraphProto& g_;
-  int64_t opset_;
-  const TypeTable& types_;
-  std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
-  std::unordered_map<std::string, ConstTensor> values_;
-  std::deque<ConstTensor> shapes_;  // stable addresses
-  int next_ = 0;
-};
 
 // The nodes that replace `node` (an If) when it takes `then`: the branch's nodes with its
 // outputs renamed to the If's, plus an Identity per output the branch passes through.
@@ -148,7 +75,7 @@ std::vector<NodeProto> taken_branch(const NodeProto& node, bool then, const std:
       pass_through.emplace_back(dst, src);
   }
   rename_all(branch, rename);
-  for (onnx::TensorProto& t : *branch.mutable_initializer()) *top.add_initializer() = std::move(t);
+  for (const onnx::TensorProto& t : branch.initializer()) add_initializer_once(top, t);
   std::vector<NodeProto> nodes(branch.node().begin(), branch.node().end());
   for (const auto& [dst, src] : pass_through) {
     if (src.empty()) throw InputError(label + ": a branch output has an empty name");
@@ -187,10 +114,12 @@ void check_branches(const GraphProto& g, int64_t opset) {
   }
 }
 
-int resolve_control_flow(onnx::ModelProto& model, int64_t opset) {
+int resolve_control_flow(onnx::ModelProto& model, int64_t opset,
+                         const std::function<void(onnx::ModelProto&)>& before_round) {
   int resolved = 0;
   int64_t budget = kMaxUnrolledNodes;
   for (;;) {
+    if (before_round) before_round(model);
     GraphProto& g = *model.mutable_graph();
     std::vector<int> flow;
     for (int i = 0; i < g.node_size(); ++i) {

@@ -17,6 +17,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <functional>
 
 namespace headroom::onnx_import {
 
@@ -39,6 +40,9 @@ inline constexpr int64_t kMaxUnrolledNodes = 100000;
 // check_branches passed and the symbolic dimensions are bound (bind_dims). InputError naming the
 // first node that cannot be resolved (a condition or trip count on runtime values, a value that
 // is not a single number, a body that does not match its Loop, more than kMaxUnrolledNodes).
-int resolve_control_flow(onnx::ModelProto& model, int64_t opset);
+// `before_round`, when given, runs on the model at the start of every round, before shape
+// inference (onnx_detection.h bounds data-dependent sizes there, so that conditions on them fold).
+int resolve_control_flow(onnx::ModelProto& model, int64_t opset,
+                         const std::function<void(onnx::ModelProto&)>& before_round = {});
 
 }  // namespace headroom::onnx_import

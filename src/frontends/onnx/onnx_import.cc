@@ -8,6 +8,7 @@
 
 #include "frontends/onnx/onnx_attr_check.h"
 #include "frontends/onnx/onnx_control_flow.h"
+#include "frontends/onnx/onnx_detection.h"
 #include "frontends/onnx/onnx_lower.h"
 #include "frontends/onnx/onnx_model.h"
 #include "util/format.h"
@@ -25,14 +26,21 @@ Graph import_model(std::string_view bytes, const OnnxImportOptions& options,
   check_attributes(model.graph());  // before any of ONNX's shape inference runs
   check_branches(model.graph(), st.opset);
   DimBinding dims = bind_dims(model, st, options);
-  if (resolve_control_flow(model, st.opset) > 0) {
+  DetectionBounds bounds;
+  bounds.max_detections = options.max_detections;
+  const int64_t opset = st.opset;
+  auto bound = [&](onnx::ModelProto& m) { bound_data_dependent_sizes(m, opset, bounds); };
+  if (resolve_control_flow(model, st.opset, bound) > 0 || bounds.has_data_dependent_ops) {
     // The taken branches' and unrolled bodies' nodes are top-level nodes now: the same checks as the file's own.
     check_supported_ops(model.graph(), options.allow_unknown);
     st = check_structure(model);
   }
   TypeTable types = infer_types(model);
   std::string name = options.model_name.empty() ? default_name : options.model_name;
-  return lower_model(model, st, dims, types, options, name);
+  std::vector<std::string> bound_notes = detection_notes(bounds);
+  Graph g = lower_model(model, st, dims, types, options, name);
+  g.notes.insert(g.notes.end(), bound_notes.begin(), bound_notes.end());
+  return g;
 }
 
 // Names in a file are arbitrary bytes: control characters in a message are escaped so that it

@@ -59,6 +59,10 @@ struct OnnxImportOptions {
   // op type with its count; true records them as Opaque elementwise ops (output shapes from shape
   // inference, else the broadcast of the inputs) and lists them in Graph::notes.
   bool allow_unknown = false;
+  // Upper bound on every data-dependent count (a NonZero's or NonMaxSuppression's number of
+  // results; onnx_detection.h). Unset: each takes the bound the file implies (its input's size,
+  // the NMS node's max_output_boxes_per_class). Set for a model without such nodes: InputError.
+  std::optional<int64_t> max_detections;
   // ONNX ops are functional. true: a Relu (or an Add of same-shaped tensors) whose input is a
   // fresh activation that nothing else reads and that its producer does not keep for backward is
   // recorded in place (relu_, add_), as torchvision writes ReLU(inplace=True) and `out +=

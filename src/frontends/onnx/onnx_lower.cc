@@ -25,6 +25,8 @@
 //   Expand                     expand            Cast, CastLike           to (alias if same)
 //   Where                      where             Dropout                         dropout
 //   MaxPool, AveragePool 2-D   max/avg_pool2d    GlobalAveragePool 2-D    adaptive_avg_pool2d
+//   RoiAlign, MaxRoiPool       torchvision.ops.roi_align / roi_pool (keeps the rois only)
+//   NonZero, NonMaxSuppression Opaque of the upper-bound shape onnx_detection.h gives them
 //   Identity                   alias
 //   RandomUniform(Like), RandomNormal(Like)      rand/randn(_like): a factory of the shape
 //   Resize, Upsample 4-D (H, W) upsample_nearest2d / upsample_bilinear2d, the size folded
@@ -104,6 +106,7 @@ bool settings_slot(const std::string& op, int slot) {
 bool non_differentiable_slot(const std::string& op, int slot) {
   if (settings_slot(op, slot)) return true;
   if (op == "Where") return slot == 0;
+  if (op == "RoiAlign" || op == "MaxRoiPool") return slot >= 1;  // rois and batch indices
   if (op == "Gather" || op == "GatherElements" || op == "GatherND" || op == "ScatterND" ||
       op == "ScatterElements") {
     return slot == 1;
@@ -389,6 +392,25 @@ class Lowerer {
     c.check_shapes = !w.ceil_mode;
     set(c, 0, b_.max_pool2d_with(c.name, x, w));
     for (int i = 1; i < c.node.output_size(); ++i) unavailable(c, i, "the indices of MaxPool");
+  }
+  // RoiAlign (opset 10+: features, rois [K,4], batch indices [K]) and MaxRoiPool (rois [K,5]
+  // carrying the batch index): torchvision.ops.roi_align / roi_pool, a new [K,C,oh,ow] output.
+  void op_roi_align(NodeCtx& c) {
+    TensorId x = tensor(c, 0);
+    TensorId rois = tensor(c, 1);
+    int64_t oh = 1, ow = 1;
+    TensorId batch_indices = kNone;
+    if (c.node.op_type() == "MaxRoiPool") {
+      std::optional<std::vector<int64_t>> pooled = c.attrs.ints("pooled_shape");
+      if (!pooled || pooled->size() != 2) throw InputError("MaxRoiPool needs a pooled_shape of 2 values");
+      oh = (*pooled)[0];
+      ow = (*pooled)[1];
+    } else {
+      oh = c.attrs.i("output_height", 1);
+      ow = c.attrs.i("output_width", 1);
+      if (input_present(c, 2)) batch_indices = tensor(c, 2);
+    }
+    set(c, 0, b_.roi_align(c.name, x, rois, batch_indices, oh, ow));
   }
   void op_avg_pool(NodeCtx& c) {
     TensorId x = tensor(c, 0);
@@ -1804,6 +1826,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     add({"LayerNormalization"}, &Lowerer::op_layer_norm);
     add({"MaxPool"}, &Lowerer::op_max_pool);
     add({"AveragePool"}, &Lowerer::op_avg_pool);
+    add({"RoiAlign", "MaxRoiPool"}, &Lowerer::op_roi_align);
     add({"GlobalAveragePool"}, &Lowerer::op_global_avg_pool);
     add({"Dropout"}, &Lowerer::op_dropout);
     add({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -1860,7 +1883,7 @@ const std::unordered_map<std::string, Handler>& handlers() {
     add({"NegativeLogLikelihoodLoss"}, &Lowerer::op_nll_loss);
     add({"ConvTranspose", "GlobalMaxPool", "LpPool", "InstanceNormalization", "GroupNormalization",
          "LpNormalization", "ArgMax", "ArgMin", "TopK", "GatherElements", "GatherND", "CumSum",
-         "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth"},
+         "Trilu", "OneHot", "DepthToSpace", "SpaceToDepth", "NonZero", "NonMaxSuppression"},
         &Lowerer::op_opaque_inferred);
     add({"Shape", "Size", "Constant", "ConstantOfShape", "Range"}, &Lowerer::op_compile_time);
     add({"RandomUniformLike", "RandomNormalLike"}, &Lowerer::op_random_like);

@@ -35,13 +35,19 @@ NodeProto constant_node(const std::string& name, const std::string& output, int3
 
 // Whether the body's continue condition is the incoming one (cond_in passed through, directly or
 // by an Identity) or a constant true: a `for` loop, which only the trip count ends.
-bool continues_unconditionally(const GraphProto& body, int64_t opset) {
+// `start_cond`: the Loop's own condition input (outer scope), which the caller has folded to
+// true: a body that passes that outer tensor on (torchvision's scripted mask pasting in Mask and
+// Keypoint R-CNN: Identity of the outer constant true) continues as well.
+bool continues_unconditionally(const GraphProto& body, int64_t opset, const std::string& start_cond) {
   const std::string& cond_in = body.input(1).name();
   const std::string& cond_out = body.output(0).name();
-  if (cond_out == cond_in) return true;
+  if (cond_out == cond_in || (!start_cond.empty() && cond_out == start_cond)) return true;
   for (const NodeProto& n : body.node()) {
     if (n.output_size() == 0 || n.output(0) != cond_out) continue;
-    if (n.op_type() == "Identity" && n.input_size() == 1 && n.input(0) == cond_in) return true;
+    if (n.op_type() == "Identity" && n.input_size() == 1 &&
+        (n.input(0) == cond_in || (!start_cond.empty() && n.input(0) == start_cond))) {
+      return true;
+    }
     if (n.op_type() != "Constant") return false;
     std::optional<std::vector<ConstTensor>> v = fold_node(n, opset, {});
     return v && v->at(0).known && v->at(0).size() == 1 && v->at(0).as_double(0) != 0.0;
@@ -188,6 +194,13 @@ void rename_all(GraphProto& g, const std::unordered_map<std::string, std::string
   for (onnx::ValueInfoProto& o : *g.mutable_output()) fix(o.mutable_name());
 }
 
+void add_initializer_once(onnx::GraphProto& top, const onnx::TensorProto& t) {
+  for (const onnx::TensorProto& have : top.initializer()) {
+    if (have.name() == t.name() && have.SerializeAsString() == t.SerializeAsString()) return;
+  }
+  *top.add_initializer() = t;
+}
+
 std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const std::string& label,
                                      int64_t opset, GraphProto& top, int64_t& budget) {
   const GraphProto& body = body_of(node, label);
@@ -201,7 +214,8 @@ std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const
                      std::to_string(node.output_size()) + " outputs)");
   }
   const int scans = body.output_size() - 1 - carried;
-  if (trips > 0 && !continues_unconditionally(body, opset)) {
+  const std::string start_cond = node.input_size() > 1 ? node.input(1) : std::string();
+  if (trips > 0 && !continues_unconditionally(body, opset, start_cond)) {
     throw InputError(label + ": its body's continue condition '" + body.output(0).name() +
                      "' depends on runtime values (only loops that the trip count ends unroll)");
   }
@@ -211,7 +225,7 @@ std::vector<NodeProto> unrolled_loop(const NodeProto& node, int64_t trips, const
   if (body.sparse_initializer_size() != 0)
     throw InputError(label + ": sparse initializers in a loop body are not supported");
   spend(trips, total_nodes(body), 2 + scans, label, budget);
-  for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
+  for (const onnx::TensorProto& t : body.initializer()) add_initializer_once(top, t);
 
   const std::string base = !node.output(0).empty() ? node.output(0) : node.name() + "/loop";
   std::vector<std::string> state;
@@ -296,7 +310,7 @@ std::vector<NodeProto> unrolled_scan(const NodeProto& node, const TypeTable& typ
     throw InputError(label + ": zero iterations leave its scan outputs without a shape");
   spend(trips, total_nodes(body), static_cast<int64_t>(ms) * 2 + static_cast<int64_t>(k_out) + 1,
         label, budget);
-  for (const onnx::TensorProto& t : body.initializer()) *top.add_initializer() = t;
+  for (const onnx::TensorProto& t : body.initializer()) add_initializer_once(top, t);
 
   const std::string base = !node.output(0).empty() ? node.output(0) : node.name() + "/scan";
   std::vector<std::string> state(node.input().begin(), node.input().begin() + n_state);

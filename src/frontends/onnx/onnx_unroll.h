@@ -19,6 +19,12 @@ namespace headroom::onnx_import {
 // Renames every occurrence of a tensor name in `g` and the subgraphs below it.
 void rename_all(onnx::GraphProto& g, const std::unordered_map<std::string, std::string>& to);
 
+// Adds a subgraph's initializer `t` to `top` unless `top` already holds one of that name with the
+// same bytes: each unrolled copy of a body holding a nested initializer (in an If branch or an
+// inner loop's body) brings the same constant again, and one constant serves every copy. A
+// same-named initializer with other contents is added, for check_structure to report twice.
+void add_initializer_once(onnx::GraphProto& top, const onnx::TensorProto& t);
+
 // The nodes that replace `node` (a Loop) when it runs `trips` iterations. `budget`: how many
 // nodes unrolling may still add (decremented); InputError naming `label` when the body does not
 // match the Loop, its continue condition is computed (a `while`), or the budget runs out. Body

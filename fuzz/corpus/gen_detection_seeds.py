@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Writes the ONNX seeds for data-dependent sizes bounded at import (issue 22,
+src/frontends/onnx/onnx_detection.h): score thresholding (NonZero) feeding a TopK whose k is
+min(k, n) and an If on numel() == 0 (torchvision's postprocessing), NonMaxSuppression with its
+box limit and the Gather of the kept indices, RoiAlign on a feature map, and an If on a runtime
+value after a NonZero (still refused in one line).
+Run with Debian's python3-onnx: /usr/bin/python3 gen_detection_seeds.py"""
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_seed import save
+
+N = helper.make_node
+
+
+def i64(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def f32(name, values):
+    return numpy_helper.from_array(np.array(values, np.float32), name)
+
+
+def branch(nodes, out):
+    o = helper.make_tensor_value_info(out, TensorProto.FLOAT, None)
+    return helper.make_graph(nodes, "branch", [], [o])
+
+
+# x [batch, 8]: keep = NonZero(x > 0.5); k = Min(n, 5); TopK(flat x, k); If(numel == 0, ., Relu).
+save("detect_threshold_topk.onnx", [
+    N("Greater", ["x", "half"], ["mask"]),
+    N("NonZero", ["mask"], ["keep"]),
+    N("Shape", ["keep"], ["ks"]),
+    N("Slice", ["ks", "one", "two"], ["n"]),
+    N("Min", ["n", "five"], ["k"]),
+    N("Reshape", ["x", "flat"], ["fx"]),
+    N("TopK", ["fx", "k"], ["vals", "idx"]),
+    N("Size", ["vals"], ["count"]),
+    N("Equal", ["count", "zero"], ["empty"]),
+    N("If", ["empty"], ["y"], then_branch=branch([N("Identity", ["vals"], ["e"])], "e"),
+      else_branch=branch([N("Relu", ["vals"], ["r"])], "r")),
+], [f32("half", 0.5), i64("one", [1]), i64("two", [2]), i64("five", [5]), i64("flat", [-1]),
+    i64("zero", 0)], ["batch", 8])
+
+# x [batch, 20, 4] boxes; scores from a ReduceSum; NMS with a limit of 3; Gather column 2.
+save("detect_nms.onnx", [
+    N("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+    N("Slice", ["xt", "zero1", "one1", "one1"], ["scores"]),
+    N("NonMaxSuppression", ["x", "scores", "limit", "iou"], ["sel"]),
+    N("Gather", ["sel", "col"], ["keep"], axis=1),
+    N("Gather", ["x", "keep"], ["y"], axis=1),
+], [i64("zero1", [0]), i64("one1", [1]), i64("limit", [3]), f32("iou", 0.5), i64("col", 2)],
+    ["batch", 20, 4])
+
+# x [batch, 4, 16, 16] features; 3 fixed rois on image 0; RoiAlign 7x7.
+save("detect_roi_align.onnx", [
+    N("RoiAlign", ["x", "rois", "bidx"], ["y"], output_height=7, output_width=7,
+      sampling_ratio=2, spatial_scale=0.25),
+], [f32("rois", [[0, 0, 8, 8], [4, 4, 12, 12], [0, 0, 16, 16]]), i64("bidx", [0, 0, 0])],
+    ["batch", 4, 16, 16])
+
+# A condition on values (the sum of the kept scores), not on a bounded size: one line, exit 2.
+save("detect_runtime_cond.onnx", [
+    N("Greater", ["x", "half"], ["mask"]),
+    N("NonZero", ["mask"], ["keep"]),
+    N("ReduceSum", ["x"], ["s"], keepdims=0),
+    N("Greater", ["s", "zerof"], ["cond"]),
+    N("If", ["cond"], ["y"], then_branch=branch([N("Relu", ["x"], ["r"])], "r"),
+      else_branch=branch([N("Identity", ["x"], ["e"])], "e")),
+], [f32("half", 0.5), f32("zerof", 0.0)], ["batch", 8])
