@@ -7,7 +7,7 @@
 #   fuzz/run_fuzz.sh [SECONDS] [TARGET|all] [extra libFuzzer flags...]   (default 60 s, all)
 #
 # Targets: onnx (onnx_import_fuzz), chain (chain_json_fuzz), graph (graph_json_fuzz),
-# workload (workload_json_fuzz), hf (hf_config_fuzz).
+# workload (workload_json_fuzz), hf (hf_config_fuzz), options (option_text_fuzz).
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -19,14 +19,15 @@ if ! command -v clang++ >/dev/null 2>&1; then
   exit 1
 fi
 case "$which" in
-  all) targets="onnx chain graph workload hf" ;;
-  onnx|chain|graph|workload|hf) targets=$which ;;
-  *) echo "run_fuzz.sh: unknown target '$which' (onnx, chain, graph, workload, hf or all)" >&2; exit 2 ;;
+  all) targets="onnx chain graph workload hf options" ;;
+  onnx|chain|graph|workload|hf|options) targets=$which ;;
+  *) echo "run_fuzz.sh: unknown target '$which' (onnx, chain, graph, workload, hf, options or all)" >&2; exit 2 ;;
 esac
 binary() {
   case "$1" in
     onnx) echo onnx_import_fuzz ;;
     hf) echo hf_config_fuzz ;;
+    options) echo option_text_fuzz ;;
     *) echo "$1_json_fuzz" ;;
   esac
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "options/run_args.h"
 #include "util/file.h"
 #include "util/format.h"
 #include "util/json_input.h"
@@ -161,6 +162,20 @@ TEST(JsonInput, ValuesAreDescribedNotEchoed) {
   EXPECT_EQ(json_value_text(nlohmann::json::array({1, 2})), "an array");
   EXPECT_EQ(json_value_text(nlohmann::json::object()), "an object");
   EXPECT_EQ(escape_control("tab\there\x7f"), "tab\\x09here\\x7f");
+}
+
+// Found by option_text_fuzz: `--batch` holding a newline made parse_positive's message two lines
+// (the CLI escaped it when printing, the library's Result and Python's exception did not). Every
+// InputError is now one line by construction, and escaping twice changes nothing.
+TEST(InputErrorLine, ControlBytesAreEscapedByTheConstructor) {
+  EXPECT_STREQ(InputError("got '1\n2\x1b'").what(), "got '1\\x0a2\\x1b'");
+  EXPECT_STREQ(InputError(InputError("a\tb").what()).what(), "a\\x09b");
+  try {
+    (void)parse_positive("--batch", "1\n2");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--batch must be a positive integer, got '1\\x0a2'");
+  }
 }
 
 }  // namespace

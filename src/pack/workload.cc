@@ -94,9 +94,9 @@ WorkloadModel parse_model(const json& m, const std::string& where) {
 }  // namespace
 
 Result<Workload> parse_workload(std::string_view text, const std::string& origin) {
-  // Keys and model names are the file's bytes: a message quoting one stays one line (found by
-  // workload_json_fuzz: a key holding "\n").
-  Result<Workload> r = capture_input_errors([&]() -> Workload {
+  // Keys and model names are the file's bytes: InputError keeps a message quoting one on one line
+  // (found by workload_json_fuzz: a key holding "\n").
+  return capture_input_errors([&]() -> Workload {
     json j = parse_json_input(text, origin, /*allow_comments=*/true);
     if (!j.is_object()) throw InputError(origin + ": the workload must be a JSON object");
     reject_unknown(j, {"window_s", "seed", "gpu_memory", "weights_capacity", "exec_efficiency", "load", "models"}, origin);
@@ -144,8 +144,6 @@ Result<Workload> parse_workload(std::string_view text, const std::string& origin
     }
     return w;
   });
-  if (!r.ok()) return Result<Workload>::failure(escape_control(r.error()));
-  return r;
 }
 
 Result<Workload> read_workload_file(const std::string& path) {

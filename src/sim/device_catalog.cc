@@ -180,11 +180,7 @@ DeviceCatalog DeviceCatalog::from_json(std::string_view text_in, std::string_vie
 DeviceCatalog DeviceCatalog::from_file(const std::string& path) {
   Result<std::string> text = read_input_file(path, "GPU catalog", kMaxJsonFileBytes);
   if (!text.ok()) throw InputError(text.error());
-  try {
-    return from_json(text.value(), path);
-  } catch (const InputError& e) {
-    throw InputError(escape_control(e.what()));  // names from the file stay on one line
-  }
+  return from_json(text.value(), path);  // InputError keeps names from the file on one line
 }
 
 const DeviceCatalog& DeviceCatalog::builtin() {

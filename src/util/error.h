@@ -1,6 +1,8 @@
 // Errors of headroom. Two kinds, kept apart on purpose:
 //  - InputError: a recoverable problem with what the user gave (unknown model, bad number, a size
-//    that overflows). It carries one line that names the thing and the numbers involved. Library
+//    that overflows). It carries one line that names the thing and the numbers involved: control
+//    bytes in the message (a newline typed into an option, a name read from a file) are written as
+//    \xNN by the constructor, so no caller can break the line. Library
 //    entry points turn it into a Result; the CLI prints it and exits with code 2.
 //  - HEADROOM_CHECK: a broken internal invariant. It stops loudly (std::logic_error) because
 //    continuing would print a wrong number.
@@ -11,11 +13,13 @@
 #include <utility>
 #include <variant>
 
+#include "util/format.h"
+
 namespace headroom {
 
 class InputError : public std::runtime_error {
  public:
-  explicit InputError(const std::string& message) : std::runtime_error(message) {}
+  explicit InputError(const std::string& message) : std::runtime_error(escape_control(message)) {}
 };
 
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& why);
