@@ -92,9 +92,13 @@ Program Interpreter::run() {
     HEADROOM_CHECK(g_.loss != kNone, "training needs a loss");
     param_grad_.assign(g_.tensors.size(), kNone);
     for (int it = 1; it <= o_.iterations; ++it) {
-      for (int mb = 1; mb <= o_.micro_batches; ++mb) {
-        forward(it, mb, Phase::Forward);
-        backward(it, mb);
+      if (o_.pipeline.active) {
+        run_pipeline_order(it);
+      } else {
+        for (int mb = 1; mb <= o_.micro_batches; ++mb) {
+          forward(it, mb, Phase::Forward);
+          backward(it, mb);
+        }
       }
       if (o_.sharding.engine == ShardingEngine::DeepSpeed) deepspeed_optimizer_step(it);
       else optimizer_step(it);
@@ -117,6 +121,7 @@ void Interpreter::setup() {
       buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(t.tied_to)];
       continue;
     }
+    if (t.id == o_.pipeline.received) continue;  // a p2p receive per micro-batch (interpreter_pipeline.cc)
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
     BufferId b = new_buffer(stored_param_bytes(t), cat,
                             t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
@@ -135,6 +140,8 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   if (grad_mode && !(iteration == 1 && micro == 1)) ddp_rebuild_buckets(iteration, micro);
   requires_grad_.assign(g_.tensors.size(), false);
   for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.requires_grad();
+  // Megatron's p2p receive makes the hidden state with requires_grad=True: its gradient is sent back.
+  if (o_.pipeline.received != kNone) requires_grad_[static_cast<size_t>(o_.pipeline.received)] = grad_mode;
   nodes_.assign(g_.ops.size(), Node{});
   grad_.assign(g_.tensors.size(), GradValue{});
   redirect_.assign(g_.tensors.size(), kNone);
@@ -378,7 +385,8 @@ void Interpreter::backward(int iteration, int micro) {
   };
 
   begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
-  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, "loss.grad (ones)", kNone);
+  // A stage before the last starts from the gradient received for the hidden state it sent.
+  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, o_.pipeline.sends ? "p2p recv " + loss.name + ".grad" : "loss.grad (ones)", kNone);
   alloc(seed);
   ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
   grad_[static_cast<size_t>(leaf(g_.loss))] = {seed, true};

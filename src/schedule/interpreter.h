@@ -312,6 +312,23 @@ class Interpreter {
   std::vector<BufferId> replacement_;    // the prefetched copy of an offloaded buffer
   std::vector<int32_t> pending_prefetch_;  // transfer index whose deadline is not known yet
   std::vector<OpId> offload_op_of_;      // the plan op that sent a buffer to host
+
+  // ---- pipeline parallelism (interpreter_pipeline.cc) ------------------------------------------
+  // One optimizer step's forwards and backwards in the schedule's order. Each forward's autograd
+  // graph (nodes, saved buffers, outputs) is put aside until its backward, so several forwards'
+  // saved activations are live at once, as on the real stage.
+  void run_pipeline_order(int iteration);
+  struct MicroBatchGraph {
+    std::vector<Node> nodes;
+    std::vector<BufferId> buf_of;
+    std::vector<TensorId> returned;
+    std::vector<BufferId> graph_held;
+    std::vector<std::vector<BufferId>> segment_saved, segment_held, segment_incoming;
+    std::vector<SegmentState> segment_state;
+    BufferId received = kNone;  // the p2p receive buffer of this micro-batch's hidden state
+  };
+  MicroBatchGraph stash_micro_batch();
+  void restore_micro_batch(MicroBatchGraph& m);
 };
 
 }  // namespace headroom::schedule_detail

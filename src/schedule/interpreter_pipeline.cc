@@ -1,0 +1,101 @@
+// Pipeline parallelism in the interpreter: one stage's micro-batches in the schedule's order
+// (schedule/pipeline_schedule.h), following Megatron's schedules.py and p2p_communication.py:
+//
+//   recv_forward     a new [s, b, h] buffer for the hidden state (torch.empty(...,
+//                    requires_grad=True) in _communicate), kept in input_tensors until the
+//                    micro-batch's backward returns;
+//   forward_step     the stage's forward; its output is sent on and then deallocated
+//                    (deallocate_output_tensor with deallocate_pipeline_outputs: out.data is
+//                    replaced by a 1-element tensor; autograd keeps only its grad_fn);
+//   recv_backward    a new buffer for the gradient of the sent output (the backward's seed);
+//   backward_step    torch.autograd.backward from that gradient; the received hidden state's
+//                    gradient (input_tensor.grad) is sent back and dropped.
+//
+// A forward's autograd graph is put aside (stash_micro_batch) until its backward restores it, so
+// every micro-batch in flight keeps its saved activations on the device, as on the real stage.
+// Not modelled: the 1-element tensor left by deallocate_output_tensor (4 bytes, one 512-byte
+// block per micro-batch in flight).
+#include <algorithm>
+#include <map>
+
+#include "schedule/interpreter.h"
+
+namespace headroom::schedule_detail {
+
+Interpreter::MicroBatchGraph Interpreter::stash_micro_batch() {
+  MicroBatchGraph m;
+  m.nodes = std::move(nodes_);
+  m.buf_of = buf_of_;
+  m.returned = std::move(returned_);
+  m.graph_held = std::move(graph_held_);
+  m.segment_saved = std::move(segment_saved_);
+  m.segment_held = std::move(segment_held_);
+  m.segment_incoming = std::move(segment_incoming_);
+  m.segment_state = std::move(segment_state_);
+  nodes_.clear();
+  returned_.clear();
+  graph_held_.clear();
+  segment_saved_.clear();
+  segment_held_.clear();
+  segment_incoming_.clear();
+  segment_state_.clear();
+  return m;
+}
+
+void Interpreter::restore_micro_batch(MicroBatchGraph& m) {
+  nodes_ = std::move(m.nodes);
+  buf_of_ = std::move(m.buf_of);
+  returned_ = std::move(m.returned);
+  graph_held_ = std::move(m.graph_held);
+  segment_saved_ = std::move(m.segment_saved);
+  segment_held_ = std::move(m.segment_held);
+  segment_incoming_ = std::move(m.segment_incoming);
+  segment_state_ = std::move(m.segment_state);
+}
+
+void Interpreter::run_pipeline_order(int iteration) {
+  const PipelineRun& pipe = o_.pipeline;
+  HEADROOM_CHECK(static_cast<int>(pipe.order.size()) == 2 * o_.micro_batches, "pipeline order does not match the micro-batches");
+  std::map<int, MicroBatchGraph> in_flight;
+  for (const PipelineAction& a : pipe.order) {
+    if (a.forward) {
+      BufferId received = kNone;
+      if (pipe.received != kNone) {
+        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p recv activation");
+        const Tensor& t = g_.tensor(pipe.received);
+        received = new_buffer(t.bytes(), Category::Activations, t.name, kNone);
+        alloc(received);
+        ref(received);  // input_tensors[] until the backward returns
+        buf_of_[static_cast<size_t>(pipe.received)] = received;
+        end_step();
+      }
+      forward(iteration, a.micro, Phase::Forward);
+      if (pipe.sends) {
+        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p send activation (deallocate_output_tensor)");
+        auto it = std::find(returned_.begin(), returned_.end(), g_.loss);
+        HEADROOM_CHECK(it != returned_.end(), "the sent hidden state is not an output of the stage's forward");
+        returned_.erase(it);
+        unref(buf_of_[static_cast<size_t>(g_.loss)]);
+        end_step();
+      }
+      MicroBatchGraph m = stash_micro_batch();
+      m.received = received;
+      HEADROOM_CHECK(in_flight.emplace(a.micro, std::move(m)).second, "micro-batch forwarded twice");
+    } else {
+      auto it = in_flight.find(a.micro);
+      HEADROOM_CHECK(it != in_flight.end(), "backward before its forward");
+      const BufferId received = it->second.received;
+      restore_micro_batch(it->second);
+      in_flight.erase(it);
+      backward(iteration, a.micro);
+      if (received != kNone) {
+        begin_step(Phase::Backward, iteration, a.micro, kNone, "p2p send gradient; drop the received activation");
+        unref(received);
+        end_step();
+      }
+    }
+  }
+  HEADROOM_CHECK(in_flight.empty(), "a micro-batch without its backward");
+}
+
+}  // namespace headroom::schedule_detail
