@@ -7,17 +7,16 @@
 namespace headroom {
 
 PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
-                                        int micro_batches) {
+                                        int micro_batches, int virtual_stages) {
   PipelineStageRun r;
-  r.stage = pipeline_stage_graph(model, stages, stage);
+  r.rank = pipeline_rank_graph(model, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
   ScheduleOptions so = base;
   so.micro_batches = micro_batches;
   so.pipeline.active = true;
-  so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches);
-  so.pipeline.received = r.stage.received;
-  so.pipeline.sends = r.stage.sends;
+  so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(r.rank.chunks.size()));
+  so.pipeline.chunks = r.rank.chunks;
   r.in_flight_micro_batches = max_in_flight(so.pipeline.order);
-  r.program = build_program(r.stage.graph, so);
+  r.program = build_program(r.rank.graph, so);
   return r;
 }
 
@@ -29,17 +28,26 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   }
   if (!base.plan.empty()) throw InputError("--checkpoint and --offload with --pipeline-parallel are not modelled yet");
   const PipelineScheduleKind kind = p.schedule();
+  const int per_stage = blocks_per_stage(model, stages, model.model);  // the split's InputErrors before any stage is built
+  int chunks = 1;
   if (kind == PipelineScheduleKind::Interleaved) {
-    throw InputError("--pipeline-schedule interleaved is not simulated yet (1f1b and gpipe are)");
+    chunks = static_cast<int>(*p.virtual_stages);
+    if (per_stage % chunks != 0) {
+      throw InputError("--virtual-stages " + std::to_string(chunks) + ": the " + std::to_string(per_stage) + " layers of each pipeline stage do not split into " +
+                       std::to_string(chunks) + " model chunks (Megatron: layers per stage divisible by the virtual pipeline size)");
+    }
+    if (micro_batches % stages != 0) {
+      throw InputError("--pipeline-schedule interleaved: the " + std::to_string(micro_batches) + " micro-batches (--grad-accum) are not a multiple of --pipeline-parallel " +
+                       std::to_string(stages) + " (Megatron's forward_backward_pipelining_with_interleaving requires it)");
+    }
   }
-  blocks_per_stage(model, stages, model.model);  // the split's InputErrors before any stage is built
   PipelineStages best;
   for (int stage = 0; stage < stages; ++stage) {
-    PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches);
+    PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
     SimResult sim = simulate(run.program);
     best.stage_peak_bytes.push_back(sim.peak.bytes);
     if (stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
-      best.graph = std::move(run.stage.graph);
+      best.graph = std::move(run.rank.graph);
       best.program = std::move(run.program);
       best.sim = std::move(sim);
       best.stage = stage;

@@ -38,12 +38,12 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
 // One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
 // beyond the split's): for tests and tools that look at a stage other than the peak one.
 struct PipelineStageRun {
-  StageGraph stage;
+  RankGraph rank;
   Program program;
-  int in_flight_micro_batches = 0;
+  int in_flight_micro_batches = 0;  // (chunk, micro-batch) forwards in flight at most
 };
 PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
-                                        int micro_batches);
+                                        int micro_batches, int virtual_stages = 1);
 
 // Copies the pipeline fields into the per-GPU summary.
 void add_pipeline_summary(const PipelineStages& s, PerGpu& g);

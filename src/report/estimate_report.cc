@@ -129,6 +129,11 @@ std::string estimate_text(const Estimate& e, bool color) {
       if (g.nvme_bytes > 0) s += fmt::format(", NVMe {} ({} bytes)", human_bytes(g.nvme_bytes), with_commas(g.nvme_bytes));
       s += "\n";
     }
+    if (g.stage_peak_bytes.size() > 1) {
+      s += "pipeline stages' peaks:";
+      for (size_t i = 0; i < g.stage_peak_bytes.size(); ++i) s += fmt::format(" {} {}", i, human_bytes(g.stage_peak_bytes[i]));
+      s += "\n";
+    }
   }
   s += "\n";
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,

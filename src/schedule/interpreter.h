@@ -74,7 +74,22 @@ class Interpreter {
   // ---- setup: weights and inputs live from the start -------------------------------------
   void setup();
 
-  bool op_runs(const Op& op) const { return o_.mode == RunMode::Training || op.stage == OpStage::Model; }
+  bool op_runs(const Op& op) const {
+    if (chunk_ >= 0) {
+      const PipelineChunk& c = o_.pipeline.chunks[static_cast<size_t>(chunk_)];
+      if (op.id < c.first || op.id > c.last) return false;  // another model chunk of the pipeline rank
+    }
+    return o_.mode == RunMode::Training || op.stage == OpStage::Model;
+  }
+  // What the backward starts from: the loss, or the running pipeline chunk's output.
+  TensorId loss_tensor() const { return chunk_ >= 0 ? o_.pipeline.chunks[static_cast<size_t>(chunk_)].output : g_.loss; }
+  bool chunk_sends() const { return chunk_ >= 0 && o_.pipeline.chunks[static_cast<size_t>(chunk_)].sends; }
+  bool pipeline_received(TensorId t) const {
+    for (const PipelineChunk& c : o_.pipeline.chunks) {
+      if (c.received == t) return true;
+    }
+    return false;
+  }
 
   // Whether the backward will find a node for op p: recorded in the forward, or recorded when
   // its checkpointed segment is re-run.
@@ -318,6 +333,7 @@ class Interpreter {
   // graph (nodes, saved buffers, outputs) is put aside until its backward, so several forwards'
   // saved activations are live at once, as on the real stage.
   void run_pipeline_order(int iteration);
+  int chunk_ = -1;  // the pipeline chunk whose forward or backward runs; -1 outside pipelines
   struct MicroBatchGraph {
     std::vector<Node> nodes;
     std::vector<BufferId> buf_of;

@@ -17,6 +17,8 @@
 // block per micro-batch in flight).
 #include <algorithm>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "schedule/interpreter.h"
 
@@ -55,46 +57,51 @@ void Interpreter::restore_micro_batch(MicroBatchGraph& m) {
 
 void Interpreter::run_pipeline_order(int iteration) {
   const PipelineRun& pipe = o_.pipeline;
-  HEADROOM_CHECK(static_cast<int>(pipe.order.size()) == 2 * o_.micro_batches, "pipeline order does not match the micro-batches");
-  std::map<int, MicroBatchGraph> in_flight;
+  HEADROOM_CHECK(!pipe.chunks.empty() && static_cast<int>(pipe.order.size()) == 2 * o_.micro_batches * static_cast<int>(pipe.chunks.size()),
+                 "pipeline order does not match the micro-batches");
+  std::map<std::pair<int, int>, MicroBatchGraph> in_flight;  // (chunk, micro-batch)
   for (const PipelineAction& a : pipe.order) {
+    chunk_ = a.chunk;
+    const PipelineChunk& chunk = pipe.chunks.at(static_cast<size_t>(a.chunk));
+    const std::string where = pipe.chunks.size() > 1 ? " (chunk " + std::to_string(a.chunk) + ")" : "";
     if (a.forward) {
       BufferId received = kNone;
-      if (pipe.received != kNone) {
-        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p recv activation");
-        const Tensor& t = g_.tensor(pipe.received);
+      if (chunk.received != kNone) {
+        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p recv activation" + where);
+        const Tensor& t = g_.tensor(chunk.received);
         received = new_buffer(t.bytes(), Category::Activations, t.name, kNone);
         alloc(received);
         ref(received);  // input_tensors[] until the backward returns
-        buf_of_[static_cast<size_t>(pipe.received)] = received;
+        buf_of_[static_cast<size_t>(chunk.received)] = received;
         end_step();
       }
       forward(iteration, a.micro, Phase::Forward);
-      if (pipe.sends) {
-        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p send activation (deallocate_output_tensor)");
-        auto it = std::find(returned_.begin(), returned_.end(), g_.loss);
-        HEADROOM_CHECK(it != returned_.end(), "the sent hidden state is not an output of the stage's forward");
+      if (chunk.sends) {
+        begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p send activation (deallocate_output_tensor)" + where);
+        auto it = std::find(returned_.begin(), returned_.end(), chunk.output);
+        HEADROOM_CHECK(it != returned_.end(), "the sent hidden state is not an output of the chunk's forward");
         returned_.erase(it);
-        unref(buf_of_[static_cast<size_t>(g_.loss)]);
+        unref(buf_of_[static_cast<size_t>(chunk.output)]);
         end_step();
       }
       MicroBatchGraph m = stash_micro_batch();
       m.received = received;
-      HEADROOM_CHECK(in_flight.emplace(a.micro, std::move(m)).second, "micro-batch forwarded twice");
+      HEADROOM_CHECK(in_flight.emplace(std::make_pair(a.chunk, a.micro), std::move(m)).second, "micro-batch forwarded twice");
     } else {
-      auto it = in_flight.find(a.micro);
+      auto it = in_flight.find({a.chunk, a.micro});
       HEADROOM_CHECK(it != in_flight.end(), "backward before its forward");
       const BufferId received = it->second.received;
       restore_micro_batch(it->second);
       in_flight.erase(it);
       backward(iteration, a.micro);
       if (received != kNone) {
-        begin_step(Phase::Backward, iteration, a.micro, kNone, "p2p send gradient; drop the received activation");
+        begin_step(Phase::Backward, iteration, a.micro, kNone, "p2p send gradient; drop the received activation" + where);
         unref(received);
         end_step();
       }
     }
   }
+  chunk_ = -1;
   HEADROOM_CHECK(in_flight.empty(), "a micro-batch without its backward");
 }
 

@@ -22,9 +22,36 @@ std::string_view pipeline_schedule_name(PipelineScheduleKind k) {
   return "?";
 }
 
-std::vector<PipelineAction> pipeline_order(PipelineScheduleKind kind, int stages, int stage, int micro_batches) {
+namespace {
+
+// forward_backward_pipelining_with_interleaving's get_model_chunk_id and
+// get_microbatch_id_in_model_chunk (micro-batches 1-based here).
+PipelineAction interleaved_action(bool forward, int k, int stages, int chunks) {
+  const int in_group = k % (stages * chunks);
+  int chunk = in_group / stages;
+  if (!forward) chunk = chunks - chunk - 1;
+  return {forward, (k / (stages * chunks)) * stages + k % stages + 1, chunk};
+}
+
+std::vector<PipelineAction> interleaved_order(int stages, int stage, int micro_batches, int chunks) {
+  HEADROOM_CHECK(chunks >= 2 && micro_batches % stages == 0, "bad interleaved order request");
+  const int total = micro_batches * chunks;
+  const int warmup = micro_batches == stages ? total : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  std::vector<PipelineAction> order;
+  for (int k = 0; k < warmup; ++k) order.push_back(interleaved_action(true, k, stages, chunks));
+  for (int k = 0; k < total - warmup; ++k) {
+    order.push_back(interleaved_action(true, k + warmup, stages, chunks));
+    order.push_back(interleaved_action(false, k, stages, chunks));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(interleaved_action(false, k, stages, chunks));
+  return order;
+}
+
+}  // namespace
+
+std::vector<PipelineAction> pipeline_order(PipelineScheduleKind kind, int stages, int stage, int micro_batches, int virtual_stages) {
   HEADROOM_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1, "bad pipeline order request");
-  HEADROOM_CHECK(kind != PipelineScheduleKind::Interleaved, "the interleaved order is not a single-chunk order");
+  if (kind == PipelineScheduleKind::Interleaved) return interleaved_order(stages, stage, micro_batches, virtual_stages);
   std::vector<PipelineAction> order;
   // GPipe: every forward is a warm-up forward.
   const int warmup = kind == PipelineScheduleKind::GPipe ? micro_batches : std::min(stages - stage - 1, micro_batches);

@@ -183,4 +183,75 @@ StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
   return r;
 }
 
+RankGraph pipeline_rank_graph(const Graph& g, int stages, int virtual_stages, int rank) {
+  RankGraph r;
+  Graph& m = r.graph;
+  std::map<std::string, TensorId> leaf_by_name;
+  for (int c = 0; c < virtual_stages; ++c) {
+    StageGraph sg = pipeline_stage_graph(g, stages * virtual_stages, c * stages + rank);
+    const Graph& s = sg.graph;
+    if (c == 0) {
+      m.model = s.model;
+      m.dims = s.dims;
+      m.notes = s.notes;
+      m.block_class = s.block_class;
+    }
+    std::vector<TensorId> id(s.tensors.size(), kNone);
+    std::vector<std::pair<std::string, TensorId>> new_leaves;  // shared with later chunks, not within this one
+    const TensorId tensor_base = static_cast<TensorId>(m.tensors.size());
+    const OpId op_base = static_cast<OpId>(m.ops.size());
+    for (const Tensor& t : s.tensors) {
+      const bool shared_leaf = t.producer == kNone && t.id != sg.received && t.tied_to == kNone;
+      if (shared_leaf) {
+        auto it = leaf_by_name.find(t.name);
+        if (it != leaf_by_name.end()) {
+          id[static_cast<size_t>(t.id)] = it->second;
+          continue;
+        }
+      }
+      Tensor x = t;
+      x.id = static_cast<TensorId>(m.tensors.size());
+      id[static_cast<size_t>(t.id)] = x.id;
+      if (shared_leaf) new_leaves.emplace_back(t.name, x.id);
+      m.tensors.push_back(std::move(x));
+    }
+    leaf_by_name.insert(new_leaves.begin(), new_leaves.end());
+    auto map = [&](TensorId t) { return t == kNone ? kNone : id[static_cast<size_t>(t)]; };
+    for (size_t i = static_cast<size_t>(tensor_base); i < m.tensors.size(); ++i) {
+      Tensor& t = m.tensors[i];
+      t.alias_of = map(t.alias_of);
+      t.tied_to = map(t.tied_to);
+      if (t.producer != kNone) t.producer += op_base;
+    }
+    for (const Op& op : s.ops) {
+      Op x = op;
+      x.id += op_base;
+      for (TensorId& t : x.inputs) t = map(t);
+      for (TensorId& t : x.outputs) t = map(t);
+      m.ops.push_back(std::move(x));
+    }
+    auto add_unique = [](std::vector<TensorId>& list, TensorId t) {
+      if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
+    };
+    for (TensorId t : s.inputs) add_unique(m.inputs, map(t));
+    for (TensorId t : s.targets) add_unique(m.targets, map(t));
+    for (TensorId t : s.outputs) m.outputs.push_back(map(t));
+    for (TensorId t : s.loss_terms) m.loss_terms.push_back(map(t));
+    for (const Hold& h : s.holds) m.holds.push_back({map(h.tensor), h.until + op_base});
+    if (!sg.sends) m.loss = map(s.loss);
+    PipelineChunk chunk;
+    chunk.first = op_base;
+    chunk.last = static_cast<OpId>(m.ops.size()) - 1;
+    chunk.received = map(sg.received);
+    chunk.output = map(s.loss);
+    chunk.sends = sg.sends;
+    r.chunks.push_back(chunk);
+  }
+  // A rank without the model's loss still needs one for Graph's training invariants: its last
+  // chunk's output is what its backward starts from.
+  if (m.loss == kNone) m.loss = r.chunks.back().output;
+  m.validate();
+  return r;
+}
+
 }  // namespace headroom

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/pipeline_schedule.h"
 
 namespace headroom {
 
@@ -50,5 +51,16 @@ int blocks_per_stage(const Graph& g, int stages, const std::string& model);
 // The graph of pipeline stage `stage` of `stages` (0-based). REQUIRES: g has a loss.
 // InputError for a split the model does not allow (see the header comment).
 StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage);
+
+// The graph of pipeline rank `rank` of `stages` holding `virtual_stages` model chunks (v = 1:
+// its stage; v > 1, the interleaved schedule: virtual stages c * P + rank of P * v, Megatron's
+// model chunks), one chunk after the other in one graph, with each chunk's ops, received and
+// output tensors. Leaves of the same name in several chunks (a rotary table, the token ids) are
+// one tensor, as they are one module or one batch on the rank.
+struct RankGraph {
+  Graph graph;
+  std::vector<PipelineChunk> chunks;
+};
+RankGraph pipeline_rank_graph(const Graph& g, int stages, int virtual_stages, int rank);
 
 }  // namespace headroom
