@@ -443,11 +443,17 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     if (!emits.ok()) return fail(emits.error());
     Result<int> written = write_emits(emits.value(), [&](EmitKind kind) -> Result<Estimate> {
       for (const LayoutOption& opt : r.value().ranked) {
-        const bool runs = kind == EmitKind::Accelerate || (kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value() : opt.parallel.fsdp.has_value());
+        // Megatron runs DDP or its distributed optimizer (ZeRO-1) under any T and P.
+        const bool megatron = !opt.parallel.fsdp && opt.parallel.zero_stage.value_or(0) <= 1 && !opt.parallel.offload_optimizer &&
+                              !opt.parallel.offload_params && !opt.checkpointed;
+        const bool runs = kind == EmitKind::Accelerate || (kind == EmitKind::Megatron ? megatron
+                                                           : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value()
+                                                                                         : opt.parallel.fsdp.has_value());
         if (runs) return estimate(layout_options(r.value(), opt));
       }
       return Result<Estimate>::failure(kind == EmitKind::DeepSpeed ? "--emit deepspeed: no DeepSpeed ZeRO layout fits"
                                        : kind == EmitKind::Fsdp    ? "--emit fsdp: no FSDP layout fits"
+                                       : kind == EmitKind::Megatron ? "--emit megatron: no layout Megatron runs (DDP or ZeRO-1, tensor and pipeline parallel) fits"
                                                                    : "--emit accelerate: no layout fits");
     }, say_written);
     if (!written.ok()) return fail(written.error());

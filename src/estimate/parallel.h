@@ -53,6 +53,7 @@ struct PerGpu {
   std::string pipeline_schedule;  // "1f1b", "gpipe", "interleaved"; "" without pipeline
   int stage = 0;
   int in_flight_micro_batches = 0;
+  int layers_per_stage = 0;  // L / P
   std::vector<int64_t> stage_peak_bytes;
   std::string engine;             // "ddp", "deepspeed", "fsdp"
   int zero_stage = 0;

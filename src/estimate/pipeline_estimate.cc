@@ -21,7 +21,7 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
 }
 
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given) {
+                                        bool micro_batch_given, bool every_stage) {
   const int stages = static_cast<int>(p.pipeline_parallel);
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
@@ -42,7 +42,9 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
     }
   }
   PipelineStages best;
+  best.layers_per_stage = per_stage;
   for (int stage = 0; stage < stages; ++stage) {
+    if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
     PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
     SimResult sim = simulate(run.program);
     best.stage_peak_bytes.push_back(sim.peak.bytes);
@@ -60,8 +62,9 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
 void add_pipeline_summary(const PipelineStages& s, PerGpu& g) {
   g.stage = s.stage;
   g.in_flight_micro_batches = s.in_flight_micro_batches;
+  g.layers_per_stage = s.layers_per_stage;
   g.stage_peak_bytes = s.stage_peak_bytes;
-  g.layout += ", stage " + std::to_string(s.stage) + " of " + std::to_string(s.stage_peak_bytes.size()) + " (the highest peak; " +
+  g.layout += ", stage " + std::to_string(s.stage) + " of " + std::to_string(g.pipeline_parallel) + " (the highest peak; " +
               std::to_string(s.in_flight_micro_batches) + " micro-batches in flight)";
 }
 

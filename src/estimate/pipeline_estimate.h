@@ -25,6 +25,7 @@ struct PipelineStages {
   SimResult sim;
   int stage = 0;
   int in_flight_micro_batches = 0;  // the reported stage's, from its schedule
+  int layers_per_stage = 0;
   std::vector<int64_t> stage_peak_bytes;
 };
 
@@ -32,8 +33,14 @@ struct PipelineStages {
 // micro-batch rules of each schedule, the layer split, the memory plans not modelled with it).
 // `micro_batches` is --grad-accum (the m of the schedules); `micro_batch_given` whether
 // --micro-batch was written.
+// `every_stage` false (the layout search): stages 0, 1 and P - 1 only. A middle stage i >= 2 runs
+// the same graph as stage 1 (the same number of identical blocks, a received and a sent hidden
+// state) with fewer micro-batches in flight (1F1B: min(P - i, m) <= min(P - 1, m); GPipe and
+// interleaved: as many), so each of its steps finds at most as many stashed forwards live as a
+// step of stage 1 doing the same work: its live peak is at most stage 1's, and stage 1 is
+// reported first on a tie. stage_peak_bytes then lists the stages simulated only.
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given);
+                                        bool micro_batch_given, bool every_stage = true);
 
 // One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
 // beyond the split's): for tests and tools that look at a stage other than the peak one.

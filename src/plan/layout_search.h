@@ -27,6 +27,7 @@
 
 #include "estimate/estimate.h"
 #include "plan/collectives.h"
+#include "plan/pipeline_layouts.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -50,6 +51,7 @@ struct LayoutOption {
   StepCommunication tensor_comm;  // tensor-parallel all-reduces (never hidden): tensor_parallel_comm.h
   int64_t offload_bytes = 0;  // host-link traffic per step of an offload family (plan/offload_traffic.h)
   double offload_ms = 0;
+  PipelineOverhead pipeline;  // bubble and p2p sends of a pipeline layout (plan/pipeline_layouts.h)
   bool checkpointed = false;  // every transformer block checkpointed (plan/layout_fit.h)
   MemoryPlan plan;            // those checkpoints
   double step_ms = 0;
@@ -77,9 +79,9 @@ struct LayoutPlan {
 
 Result<LayoutPlan> search_layouts(const LayoutRequest& request);
 
-// The samples one rank runs per step: the global batch over the data-parallel size N / T (the T
-// ranks of a tensor-parallel group run the same samples).
-int64_t rank_batch(const LayoutPlan& plan, int64_t tensor_parallel);
+// The samples one rank runs per step: the global batch over the data-parallel size N / (T P) (the
+// T P ranks of a tensor- and pipeline-parallel group run the same samples). `model_parallel`: T P.
+int64_t rank_batch(const LayoutPlan& plan, int64_t model_parallel);
 
 // The estimate options of a ranked layout (for --emit-deepspeed and reports).
 EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option);
