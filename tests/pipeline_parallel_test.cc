@@ -3,8 +3,15 @@
 // (schedule/interpreter_pipeline.cc, estimate/pipeline_estimate.h), pinned by byte arithmetic.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
+
+#include "cli_runner.h"
 
 #include "estimate/estimate.h"
 #include "estimate/pipeline_estimate.h"
@@ -199,6 +206,92 @@ TEST(PipelineEstimate, LayoutErrorsNameTheConstraint) {
   EstimateOptions zero1 = pipeline_options("gpt2:layers=4", 4, 4, 1, 8);
   zero1.parallel.zero_stage = 1;
   EXPECT_EQ(error(zero1), "ok");
+}
+
+TEST(PipelineEstimate, InterleavedChunksFollowMegatronsWarmup) {
+  // gpt2 with 8 layers, P = 2, v = 2 (4 chunks of 2 layers), m = 4 micro-batches: rank 0 runs
+  // (P - 0 - 1) * 2 + (v - 1) * P = 4 warm-up forwards, so 5 (chunk, micro-batch) forwards are
+  // in flight at its first backward; rank 1 runs 2 warm-up forwards, 3 in flight.
+  EstimateOptions o = pipeline_options("gpt2:layers=8", 4, 2, 1, 4);
+  o.parallel.pipeline_schedule = PipelineScheduleKind::Interleaved;
+  o.parallel.virtual_stages = 2;
+  Result<Estimate> r = estimate(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const PerGpu& g = *r.value().per_gpu;
+  EXPECT_EQ(g.pipeline_schedule, "interleaved");
+  EXPECT_EQ(g.in_flight_micro_batches, g.stage == 0 ? 5 : 3);
+  EXPECT_EQ(max_in_flight(pipeline_order(PipelineScheduleKind::Interleaved, 2, 0, 4, 2)), 5);
+  EXPECT_EQ(max_in_flight(pipeline_order(PipelineScheduleKind::Interleaved, 2, 1, 4, 2)), 3);
+  // Rank 0 holds virtual stages 0 and 2: layers 0-1 with the embedding and layers 4-5.
+  Graph model_graph = model("gpt2:layers=8", 1, 64);
+  RankGraph rank0 = pipeline_rank_graph(model_graph, 2, 2, 0);
+  ASSERT_EQ(rank0.chunks.size(), 2u);
+  EXPECT_EQ(rank0.chunks[0].received, kNone);
+  EXPECT_NE(rank0.chunks[1].received, kNone);
+  EXPECT_TRUE(rank0.chunks[0].sends && rank0.chunks[1].sends);
+  // Errors: m not a multiple of P, layers per stage not divisible by v.
+  EstimateOptions odd = o;
+  odd.batch = 3;
+  odd.micro_batch = 1;
+  Result<Estimate> bad = estimate(odd);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("not a multiple of --pipeline-parallel 2"), std::string::npos) << bad.error();
+  EstimateOptions chunks = o;
+  chunks.parallel.virtual_stages = 3;
+  bad = estimate(chunks);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("do not split into 3 model chunks"), std::string::npos) << bad.error();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(PipelineCli, JsonPerGpuAndMegatronArguments) {
+  const std::string file = ::testing::TempDir() + "headroom_pipeline_megatron.txt";
+  testing::CliRun r = testing::run_cli("estimate gpt2:layers=4 --seq 64 --precision bf16 --gpus 8 --tensor-parallel 2 --pipeline-parallel 2 "
+                                       "--zero 1 --micro-batch 2 --grad-accum 4 --json --emit megatron " + file);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& g = j["per_gpu"];
+  EXPECT_EQ(g["pipeline_parallel"], 2);
+  EXPECT_EQ(g["pipeline_schedule"], "1f1b");
+  EXPECT_EQ(g["layout"]["data_parallel"], 2);  // 8 / (T 2 x P 2)
+  EXPECT_EQ(g["stage_peak_bytes"].size(), 2u);
+  EXPECT_EQ(g["in_flight_micro_batches"], g["stage"] == 0 ? 2 : 1);
+  // Megatron's batch arithmetic: global batch = micro-batch 2 x 4 micro-batches x data-parallel 2.
+  const std::string args = slurp(file);
+  std::remove(file.c_str());
+  for (const char* line : {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n", "--micro-batch-size 2\n",
+                           "--global-batch-size 16\n", "--use-distributed-optimizer\n", "--bf16\n"}) {
+    EXPECT_NE(args.find(line), std::string::npos) << line << args;
+  }
+  const std::string chunked = ::testing::TempDir() + "headroom_pipeline_interleaved.txt";
+  r = testing::run_cli("estimate gpt2:layers=8 --seq 64 --precision bf16 --gpus 2 --pipeline-parallel 2 --pipeline-schedule interleaved "
+                       "--virtual-stages 2 --micro-batch 1 --grad-accum 4 --emit megatron " + chunked);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string interleaved = slurp(chunked);
+  std::remove(chunked.c_str());
+  EXPECT_NE(interleaved.find("--num-layers-per-virtual-pipeline-stage 2\n"), std::string::npos) << interleaved;  // 8 / (2 x 2)
+  EXPECT_NE(interleaved.find("--global-batch-size 4\n"), std::string::npos) << interleaved;  // 1 x 4 x 1
+}
+
+TEST(PipelineCli, BadLayoutsAreOneLineExitTwo) {
+  const std::string m = "estimate gpt2:layers=4 --seq 64 --precision bf16 ";
+  testing::expect_usage_error(m + "--gpus 16 --pipeline-parallel 8 --micro-batch 1 --grad-accum 8", "more than the 4 layers");
+  testing::expect_usage_error(m + "--gpus 6 --pipeline-parallel 4 --micro-batch 1 --grad-accum 8", "is not a multiple of --tensor-parallel 1 x --pipeline-parallel 4");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 4", "needs --micro-batch");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 4 --zero 3 --micro-batch 1 --grad-accum 8", "refuses ZeRO-2 and ZeRO-3");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 4 --fsdp full --micro-batch 1 --grad-accum 8", "--fsdp with --pipeline-parallel");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-schedule gpipe", "applies to --pipeline-parallel P with P > 1");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 2 --virtual-stages 2 --micro-batch 1 --grad-accum 4", "--virtual-stages applies to --pipeline-schedule interleaved");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 2 --pipeline-schedule interleaved --micro-batch 1 --grad-accum 4", "needs --virtual-stages");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 2 --pipeline-schedule zigzag", "--pipeline-schedule must be 1f1b, gpipe or interleaved");
+  testing::expect_usage_error("estimate mlp:layers=4,dim=64 --gpus 2 --pipeline-parallel 2 --micro-batch 1 --grad-accum 2", "no repeated blocks");
+  testing::expect_usage_error(m + "--gpus 4 --pipeline-parallel 2 --micro-batch 1 --grad-accum 4 --checkpoint blocks", "not modelled yet");
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
 // taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
 // parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1 over N / T) adds its activation
-// all-reduces in full (plan/tensor_parallel_comm.h).
+// all-reduces in full (plan/tensor_parallel_comm.h). Megatron pipeline parallelism (P x T x ZeRO-1,
+// plan/pipeline_layouts.h) adds its bubble and p2p sends; its memory is its peak stage's program.
 //
 // Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
 // ordered by step time, then engine order; every engine is either ranked or rejected with a
