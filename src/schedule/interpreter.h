@@ -341,6 +341,10 @@ class Interpreter {
     std::vector<BufferId> graph_held;
     std::vector<std::vector<BufferId>> segment_saved, segment_held, segment_incoming;
     std::vector<SegmentState> segment_state;
+    // What the forward decided for its ops (another model chunk's forward decides for others).
+    std::vector<bool> requires_grad;
+    std::vector<TensorId> redirect, storage;
+    std::vector<ForwardPlan> grad_plans, plain_plans;
     BufferId received = kNone;  // the p2p receive buffer of this micro-batch's hidden state
   };
   MicroBatchGraph stash_micro_batch();

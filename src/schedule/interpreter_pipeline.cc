@@ -11,7 +11,8 @@
 //   backward_step    torch.autograd.backward from that gradient; the received hidden state's
 //                    gradient (input_tensor.grad) is sent back and dropped.
 //
-// A forward's autograd graph is put aside (stash_micro_batch) until its backward restores it, so
+// A forward's autograd graph (and what the forward decided for its ops: which tensors require
+// grad, the plans) is put aside (stash_micro_batch) until its backward restores it, so
 // every micro-batch in flight keeps its saved activations on the device, as on the real stage.
 // Not modelled: the 1-element tensor left by deallocate_output_tensor (4 bytes, one 512-byte
 // block per micro-batch in flight).
@@ -34,6 +35,11 @@ Interpreter::MicroBatchGraph Interpreter::stash_micro_batch() {
   m.segment_held = std::move(segment_held_);
   m.segment_incoming = std::move(segment_incoming_);
   m.segment_state = std::move(segment_state_);
+  m.requires_grad = std::move(requires_grad_);
+  m.redirect = std::move(redirect_);
+  m.storage = std::move(storage_);
+  m.grad_plans = std::move(grad_plans_);
+  m.plain_plans = std::move(plain_plans_);
   nodes_.clear();
   returned_.clear();
   graph_held_.clear();
@@ -41,6 +47,11 @@ Interpreter::MicroBatchGraph Interpreter::stash_micro_batch() {
   segment_held_.clear();
   segment_incoming_.clear();
   segment_state_.clear();
+  requires_grad_.clear();
+  redirect_.clear();
+  storage_.clear();
+  grad_plans_.clear();
+  plain_plans_.clear();
   return m;
 }
 
@@ -53,6 +64,11 @@ void Interpreter::restore_micro_batch(MicroBatchGraph& m) {
   segment_held_ = std::move(m.segment_held);
   segment_incoming_ = std::move(m.segment_incoming);
   segment_state_ = std::move(m.segment_state);
+  requires_grad_ = std::move(m.requires_grad);
+  redirect_ = std::move(m.redirect);
+  storage_ = std::move(m.storage);
+  grad_plans_ = std::move(m.grad_plans);
+  plain_plans_ = std::move(m.plain_plans);
 }
 
 void Interpreter::run_pipeline_order(int iteration) {
