@@ -207,6 +207,18 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
           plan.rejected.push_back({engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches)", batch, stages)});
           continue;
         }
+        // A pipeline evaluation simulates several stages over m micro-batches: the smallest
+        // micro-batch (the least activation memory) is tried first, and when it does not fit,
+        // no larger one is.
+        if (sizes.size() > 1) {
+          const Evaluation probe = ctx->evaluate({MemoryPlan{}, sizes.back()});
+          ++plan.evaluations;
+          if (!probe.feasible) {
+            plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}, over the {} budget", human_bytes(probe.peak_bytes),
+                                                              sizes.back(), human_bytes(plan.budget_bytes))});
+            continue;
+          }
+        }
       }
       const int64_t data_parallel = request.gpus / engine.model_parallel();
       auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
