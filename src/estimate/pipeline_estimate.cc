@@ -65,7 +65,7 @@ void add_pipeline_summary(const PipelineStages& s, PerGpu& g) {
   g.layers_per_stage = s.layers_per_stage;
   g.stage_peak_bytes = s.stage_peak_bytes;
   g.layout += ", stage " + std::to_string(s.stage) + " of " + std::to_string(g.pipeline_parallel) + " (the highest peak; " +
-              std::to_string(s.in_flight_micro_batches) + " micro-batches in flight)";
+              std::to_string(s.in_flight_micro_batches) + (s.in_flight_micro_batches == 1 ? " micro-batch" : " micro-batches") + " in flight)";
 }
 
 }  // namespace headroom
