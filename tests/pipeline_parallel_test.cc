@@ -175,7 +175,10 @@ EstimateOptions pipeline_options(const std::string& name, int64_t gpus, int64_t 
 }
 
 TEST(PipelineEstimate, ReportsTheStageWithTheHighestPeakAndEveryStagesPeak) {
-  Result<Estimate> r = estimate(pipeline_options("gpt2:layers=4", 8, 4, 1, 8));
+  // Seq 512, micro-batch 4: the activations, not the optimizer step, set the peaks.
+  EstimateOptions o = pipeline_options("gpt2:layers=4", 8, 4, 4, 8);
+  o.seq = 512;
+  Result<Estimate> r = estimate(o);
   ASSERT_TRUE(r.ok()) << r.error();
   const PerGpu& g = *r.value().per_gpu;
   EXPECT_EQ(g.pipeline_parallel, 4);
@@ -185,8 +188,10 @@ TEST(PipelineEstimate, ReportsTheStageWithTheHighestPeakAndEveryStagesPeak) {
   EXPECT_EQ(g.peak_bytes, *std::max_element(g.stage_peak_bytes.begin(), g.stage_peak_bytes.end()));
   EXPECT_EQ(g.peak_bytes, g.stage_peak_bytes[static_cast<size_t>(g.stage)]);
   EXPECT_EQ(g.in_flight_micro_batches, 4 - g.stage);
-  // The middle stages hold the same layer with fewer micro-batches in flight: their peaks fall.
+  // The middle stages hold the same layer with fewer micro-batches in flight (3, then 2): their
+  // peaks fall; the last stage, with one, holds the logits of 50257 entries per token.
   EXPECT_GT(g.stage_peak_bytes[1], g.stage_peak_bytes[2]);
+  EXPECT_EQ(g.stage, 3);
 }
 
 TEST(PipelineEstimate, LayoutErrorsNameTheConstraint) {
