@@ -145,7 +145,7 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   std::string what = s.engine == ShardingEngine::DeepSpeed ? "DeepSpeed ZeRO-" + std::to_string(s.zero_stage)
                      : s.engine == ShardingEngine::Fsdp
                          ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
-                         : std::string("DDP (full replica)");
+                         : p.pipeline_parallel > 1 ? std::string("DDP (a replica of the stage)") : std::string("DDP (full replica)");
   r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
              (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
              (p.pipeline_parallel > 1 ? "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " (" + r.pipeline_schedule + ") x " : std::string()) +
