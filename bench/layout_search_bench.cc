@@ -1,6 +1,7 @@
 // Layout search speed: `headroom plan data/hf-configs/llama-3.1-70b.json --gpus N --gpu H100-SXM`
-// end to end (the six data-parallel engines and tensor-parallel 2, 4, 8 with DDP and ZeRO-1,
-// each rank's program built and re-simulated at every micro-batch tried) for N = 8, 16, 32, 64,
+// end to end (the six data-parallel engines, tensor-parallel 2, 4, 8 with DDP and ZeRO-1, and
+// the pipelines P x T x ZeRO-1, each rank's program built and re-simulated at every micro-batch
+// tried; a pipeline's stages 0, 1 and P - 1) for N = 8, 16, 32, 64,
 // one sequence of 128 tokens per GPU. Target (issue #20): under 2 s each.
 #include <benchmark/benchmark.h>
 

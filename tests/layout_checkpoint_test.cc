@@ -105,7 +105,7 @@ void expect_each_is_its_estimate(const LayoutPlan& p) {
     ASSERT_TRUE(e.ok()) << e.error();
     EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
     EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
-    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms + l.pipeline.bubble_ms + l.pipeline.p2p_ms) << l.engine;
     EXPECT_EQ(l.checkpointed, !l.plan.checkpoints.empty()) << l.engine;
   }
 }
@@ -194,10 +194,10 @@ TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {
   // With room for everything, each engine's plain peak at micro-batch 1; a budget one byte under
   // the smallest leaves no plain layout: what ranks is checkpointed or offloaded, and each is
   // exactly its estimate.
-  // Eight families: the six data-parallel engines, TP 2 x DDP and TP 2 x ZeRO-1 (T = 4, 8 do not
-  // divide 2 GPUs); the offload families are not tried while one of them fits.
+  // Nine families: the six data-parallel engines, TP 2 x DDP and TP 2 x ZeRO-1 (T = 4, 8 do not
+  // divide 2 GPUs), PP 2 x ZeRO-1; the offload families are not tried while one of them fits.
   LayoutPlan roomy = search("gpt2:layers=4", "40GiB", 2, 1, "512");
-  ASSERT_EQ(roomy.ranked.size(), 8u);
+  ASSERT_EQ(roomy.ranked.size(), 9u);
   int64_t smallest = roomy.ranked.front().peak_bytes;
   for (const LayoutOption& l : roomy.ranked) {
     EXPECT_FALSE(l.checkpointed) << l.engine;

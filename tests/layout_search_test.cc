@@ -101,23 +101,28 @@ LayoutPlan search(const std::string& model, const std::string& gpu, int64_t gpus
 
 TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
   // Six data-parallel engines; tensor-parallel 2 and 4 (gpt2's 12 heads split) with DDP and
-  // ZeRO-1 each; tensor-parallel 8 rejected once (4 GPUs are not a multiple of 8): 11.
+  // ZeRO-1 each; tensor-parallel 8 rejected once (4 GPUs are not a multiple of 8); pipelines of
+  // 2 stages (x TP 1, 2) and 4 stages (x TP 1) of gpt2's 12 layers with ZeRO-1: 14.
   LayoutPlan p = search("gpt2", "T4", 4, 16);
-  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 11u);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 14u);
   EXPECT_EQ(p.global_batch, 64);  // --batch 16 per GPU x 4
   ASSERT_FALSE(p.ranked.empty());
   for (size_t i = 0; i < p.ranked.size(); ++i) {
     const LayoutOption& l = p.ranked[i];
     if (i > 0) EXPECT_LE(p.ranked[i - 1].step_ms, l.step_ms);
     EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
-    // A tensor-parallel group of T GPUs runs the samples of one data-parallel rank: 16 x T.
-    EXPECT_EQ(l.micro_batch * l.micro_batches, 16 * l.parallel.tensor_parallel) << l.engine;
+    // A tensor- and pipeline-parallel group of T P GPUs runs the samples of one data-parallel
+    // rank: 16 x T x P, in at least P micro-batches under a pipeline.
+    EXPECT_EQ(l.micro_batch * l.micro_batches, 16 * l.parallel.tensor_parallel * l.parallel.pipeline_parallel) << l.engine;
+    if (l.parallel.pipeline_parallel > 1) EXPECT_GE(l.micro_batches, l.parallel.pipeline_parallel) << l.engine;
     // One source of truth: the per-GPU total is what estimate says for that layout.
     Result<Estimate> e = estimate(layout_options(p, l));
     ASSERT_TRUE(e.ok()) << e.error();
     EXPECT_EQ(e.value().device->device_total_bytes, l.peak_bytes) << l.engine;
-    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms) << l.engine;
+    EXPECT_DOUBLE_EQ(l.step_ms, l.compute_ms + l.exposed_comm_ms + l.tensor_comm.ms + l.offload_ms + l.pipeline.bubble_ms + l.pipeline.p2p_ms)
+        << l.engine;
     EXPECT_EQ(l.tensor_comm.bytes_per_gpu > 0, l.parallel.tensor_parallel > 1) << l.engine;
+    EXPECT_EQ(l.pipeline.p2p_bytes > 0, l.parallel.pipeline_parallel > 1) << l.engine;
   }
 }
 
@@ -129,8 +134,10 @@ TEST(LayoutSearch, PicksTheLargestMicroBatchThatFits) {
     // A checkpointed layout may run a larger micro-batch than the plain fit (layout_checkpoint_test.cc).
     if (l.checkpointed) continue;
     EXPECT_GT(l.micro_batches, 1) << l.engine;
-    EXPECT_EQ(l.micro_batch * l.micro_batches, 64 * l.parallel.tensor_parallel) << l.engine;
-    if (l.micro_batch < 64 * l.parallel.tensor_parallel) {
+    const int64_t rank = 64 * l.parallel.tensor_parallel * l.parallel.pipeline_parallel;
+    EXPECT_EQ(l.micro_batch * l.micro_batches, rank) << l.engine;
+    // A pipeline tries only micro-batches leaving at least P of them in a step.
+    if (l.micro_batch < rank && l.micro_batches / 2 >= l.parallel.pipeline_parallel) {
       // Twice the micro-batch does not fit with the same engine.
       LayoutOption bigger = l;
       bigger.micro_batch *= 2;
@@ -161,18 +168,19 @@ TEST(LayoutSearchCli, RankedTableAndDeepSpeedConfig) {
   CliRun j = run_cli("plan gpt2 --gpus 4 --gpu T4 --batch 16 --json");
   ASSERT_EQ(j.code, 0) << j.err;
   nlohmann::json plan = nlohmann::json::parse(j.out);
-  EXPECT_EQ(plan["ranked"].size() + plan["rejected"].size(), 11u);
+  EXPECT_EQ(plan["ranked"].size() + plan["rejected"].size(), 14u);
 }
 
 TEST(LayoutSearch, TensorParallelLayoutsOfASeventyBillionModel) {
   // Llama-3.1-70B: 64 heads, 8 key/value heads; T = 2, 4, 8 all split whole query groups, so
   // on 16 GPUs every tensor-parallel family is ranked or does not fit at micro-batch 1 (none is
   // refused for its split), and 16 Adam bytes per parameter (1.13 TB) do not fit 16 x 40 GB
-  // whatever the layout: the largest split still holds 70.6e9 / 8 parameters per rank. As no
-  // plain family fits, the three offload families are tried too: 12 + 3 lines.
+  // = 640 GB whatever the layout, pipelines included (P = 2, 4, 8, 16 divide the 80 layers; with
+  // T x P <= 16: 4 + 3 + 2 + 1 shapes with ZeRO-1). As no plain family fits, the three offload
+  // families are tried too: 12 + 10 + 3 lines.
   const std::string model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-3.1-70b.json";
   LayoutPlan p = search(model, "A100-SXM4-40GB", 16, 1);
-  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 15u);
+  EXPECT_EQ(p.ranked.size() + p.rejected.size(), 25u);
   for (const LayoutRejection& r : p.rejected) EXPECT_NE(r.why.find("over the"), std::string::npos) << r.engine << ": " << r.why;
   CliRun h100 = run_cli("plan " + model + " --gpus 8 --gpu H100-SXM");
   ASSERT_EQ(h100.code, 0) << h100.err;

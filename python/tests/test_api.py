@@ -182,3 +182,13 @@ def test_threads_apply_to_the_cpu_profile_only():
     with pytest.raises(headroom.InputError) as e:
         headroom.estimate("resnet50", threads=2)
     assert "headroom: " + str(e.value) + "\n" == err
+
+
+def test_pipeline_keywords_equal_cli_json():
+    py = headroom.estimate("gpt2:layers=4", seq=64, precision="bf16", gpus=8, pipeline_parallel=4, micro_batch=1,
+                           grad_accum=8)
+    assert py == cli_json("estimate", "gpt2:layers=4", "--seq", "64", "--precision", "bf16", "--gpus", "8",
+                          "--pipeline-parallel", "4", "--micro-batch", "1", "--grad-accum", "8", "--json")
+    assert py["per_gpu"]["in_flight_micro_batches"] == 4 - py["per_gpu"]["stage"]
+    with pytest.raises(headroom.InputError, match="is not a multiple of --tensor-parallel 1 x --pipeline-parallel 3"):
+        headroom.estimate("gpt2:layers=4", gpus=8, pipeline_parallel=3, micro_batch=1, grad_accum=8)

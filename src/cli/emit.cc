@@ -5,7 +5,7 @@
 namespace headroom {
 
 std::vector<EmitRequest> parse_emit_requests(const std::vector<std::string>& pairs, const std::string& emit_deepspeed) {
-  if (pairs.size() % 2 != 0) throw InputError("--emit takes KIND FILE (deepspeed, fsdp or accelerate, then a path)");
+  if (pairs.size() % 2 != 0) throw InputError("--emit takes KIND FILE (deepspeed, fsdp, accelerate or megatron, then a path)");
   std::vector<EmitRequest> out;
   auto add = [&](EmitKind k, const std::string& path) {
     for (const EmitRequest& r : out) {
@@ -16,7 +16,7 @@ std::vector<EmitRequest> parse_emit_requests(const std::vector<std::string>& pai
   };
   for (size_t i = 0; i < pairs.size(); i += 2) {
     auto k = parse_emit_kind(pairs[i]);
-    if (!k) throw InputError("--emit must be deepspeed, fsdp or accelerate, got '" + pairs[i] + "'");
+    if (!k) throw InputError("--emit must be deepspeed, fsdp, accelerate or megatron, got '" + pairs[i] + "'");
     add(*k, pairs[i + 1]);
   }
   if (!emit_deepspeed.empty()) add(EmitKind::DeepSpeed, emit_deepspeed);

@@ -99,6 +99,7 @@ struct EstimateArgs {
   std::string seq, micro_batch, threads, prompt, new_tokens, beams, cache, attention, lora, qlora, weights, group_size;
   std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
   std::string offload_optimizer, offload_params;
+  std::string pipeline_parallel, pipeline_schedule, virtual_stages;
   std::string samples, tokens, epochs, host_memory;  // estimate's time options
   std::string objective;                             // fit's ranking
   bool json = false;
@@ -154,6 +155,9 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--offload-optimizer", e.offload_optimizer, "with --zero 1-3: DeepSpeed offload_optimizer device, cpu (ZeRO-Offload) or nvme (ZeRO-Infinity, --zero 3)");
   cmd->add_option("--offload-params", e.offload_params, "with --zero 3 or --fsdp: cpu keeps the parameter shards on the host (offload_param, CPUOffload)");
   cmd->add_option("--tensor-parallel", e.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2, llama and Hugging Face decoder configs); data-parallel size gpus / T");
+  cmd->add_option("--pipeline-parallel", e.pipeline_parallel, "with --gpus and --micro-batch/--grad-accum: Megatron pipeline-parallel size P; the estimate is the peak stage's rank (data-parallel size gpus / (T x P))");
+  cmd->add_option("--pipeline-schedule", e.pipeline_schedule, "with --pipeline-parallel: 1f1b (default), gpipe or interleaved");
+  cmd->add_option("--virtual-stages", e.virtual_stages, "--pipeline-schedule interleaved: model chunks per rank (Megatron's virtual pipeline size)");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing)");
@@ -181,6 +185,9 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--fsdp")) a.fsdp = e.fsdp;
   if (cmd->count("--reduce-bucket-size")) a.reduce_bucket_size = e.reduce_bucket_size;
   if (cmd->count("--tensor-parallel")) a.tensor_parallel = e.tensor_parallel;
+  if (cmd->count("--pipeline-parallel")) a.pipeline_parallel = e.pipeline_parallel;
+  if (cmd->count("--pipeline-schedule")) a.pipeline_schedule = e.pipeline_schedule;
+  if (cmd->count("--virtual-stages")) a.virtual_stages = e.virtual_stages;
   if (cmd->count("--offload-optimizer")) a.offload_optimizer = e.offload_optimizer;
   if (cmd->count("--offload-params")) a.offload_params = e.offload_params;
   if (cmd->count("--grad-accum")) a.grad_accum = e.grad_accum;
@@ -419,8 +426,8 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
     if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements ||
-        o.parallel.offload_optimizer || o.parallel.offload_params) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --reduce-bucket-size or the offload options");
+        o.parallel.offload_optimizer || o.parallel.offload_params || o.parallel.pipeline_given()) {
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);
@@ -437,11 +444,18 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     if (!emits.ok()) return fail(emits.error());
     Result<int> written = write_emits(emits.value(), [&](EmitKind kind) -> Result<Estimate> {
       for (const LayoutOption& opt : r.value().ranked) {
-        const bool runs = kind == EmitKind::Accelerate || (kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value() : opt.parallel.fsdp.has_value());
+        // Megatron runs DDP or its distributed optimizer (ZeRO-1) under any T and P.
+        const bool megatron = !opt.parallel.fsdp && opt.parallel.zero_stage.value_or(0) <= 1 && !opt.parallel.offload_optimizer &&
+                              !opt.parallel.offload_params && !opt.checkpointed;
+        const bool accelerate = opt.parallel.tensor_parallel == 1 && opt.parallel.pipeline_parallel == 1;
+        const bool runs = kind == EmitKind::Accelerate ? accelerate : (kind == EmitKind::Megatron ? megatron
+                                                           : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value()
+                                                                                         : opt.parallel.fsdp.has_value());
         if (runs) return estimate(layout_options(r.value(), opt));
       }
       return Result<Estimate>::failure(kind == EmitKind::DeepSpeed ? "--emit deepspeed: no DeepSpeed ZeRO layout fits"
                                        : kind == EmitKind::Fsdp    ? "--emit fsdp: no FSDP layout fits"
+                                       : kind == EmitKind::Megatron ? "--emit megatron: no layout Megatron runs (DDP or ZeRO-1, tensor and pipeline parallel) fits"
                                                                    : "--emit accelerate: no layout fits");
     }, say_written);
     if (!written.ok()) return fail(written.error());

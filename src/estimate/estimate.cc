@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "estimate/offload.h"
+#include "estimate/pipeline_estimate.h"
 #include "frontends/zoo/registry.h"
 #include "schedule/transformer_blocks.h"
 #include "training/autocast.h"
@@ -389,13 +390,20 @@ Result<Estimate> estimate(const EstimateOptions& o) {
       if (o.device != "cuda") throw InputError("--offload moves activations to host memory: it applies to --device cuda");
       add_offload_ops(g, o.offload_ops, so.plan);
     }
-    Program p = build_program(g, so);
+    // Pipeline parallelism: the rank of the stage with the highest peak (estimate/pipeline_estimate.h).
+    std::optional<PipelineStages> stages;
+    if (o.parallel.pipeline_parallel > 1) {
+      stages = simulate_pipeline_stages(g, so, o.parallel, micro_batches, o.micro_batch.has_value());
+      g = std::move(stages->graph);
+    }
+    Program p = stages ? std::move(stages->program) : build_program(g, so);
     if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
-    SimResult sim = simulate(p);
+    SimResult sim = stages ? std::move(stages->sim) : simulate(p);
     Estimate e = summarize(o, g, p, sim);
     if (o.gpu) e.device = device_memory(p, *o.gpu);
     if (times_run(o)) e.time = step_run_time(o, g, p, so);
     if (o.parallel.given()) e.per_gpu = per_gpu_summary(o.parallel, so.sharding, p, sim);
+    if (stages) add_pipeline_summary(*stages, *e.per_gpu);
     e.foreach = so.foreach;
     e.micro_batch = micro;
     e.micro_batches = micro_batches;

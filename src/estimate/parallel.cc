@@ -15,10 +15,32 @@ std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s) {
   return std::nullopt;
 }
 
+// The pipeline options among themselves and with the engines (the micro-batch rules need the
+// batch: estimate/pipeline_estimate.cc).
+static void check_pipeline_layout(const ParallelOptions& p, bool training) {
+  if (!p.pipeline_given()) return;
+  if (p.pipeline_parallel > 1000000) throw InputError("--pipeline-parallel " + std::to_string(p.pipeline_parallel) + " is more than a million stages");
+  if (p.pipeline_parallel == 1) {
+    throw InputError(std::string(p.pipeline_schedule ? "--pipeline-schedule" : "--virtual-stages") + " applies to --pipeline-parallel P with P > 1");
+  }
+  if (!training) throw InputError("--pipeline-parallel applies to --mode train (the schedules interleave forwards and backwards)");
+  const bool interleaved = p.schedule() == PipelineScheduleKind::Interleaved;
+  if (p.virtual_stages && !interleaved) throw InputError("--virtual-stages applies to --pipeline-schedule interleaved");
+  if (interleaved && (!p.virtual_stages || *p.virtual_stages < 2)) {
+    throw InputError("--pipeline-schedule interleaved needs --virtual-stages v >= 2 (model chunks per rank)");
+  }
+  if (p.zero_stage && *p.zero_stage >= 2) {
+    throw InputError("--zero " + std::to_string(*p.zero_stage) +
+                     " with --pipeline-parallel: DeepSpeed's PipelineEngine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism (runtime/pipe/engine.py); use --zero 0 or 1");
+  }
+  if (p.fsdp) throw InputError("--fsdp with --pipeline-parallel: PyTorch 1.13's FSDP has no pipeline composition (use --zero 0 or 1, or DDP)");
+  if (p.offload_optimizer || p.offload_params) throw InputError("the offload options with --pipeline-parallel are not modelled");
+}
+
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients) {
   Sharding s;
   if (!p.given()) return s;
-  if (p.gpus <= 0) throw InputError("--zero, --fsdp, --reduce-bucket-size and the offload options need --gpus N");
+  if (p.gpus <= 0) throw InputError("--zero, --fsdp, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size and the offload options need --gpus N");
   if (p.zero_stage && p.fsdp) throw InputError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are two engines: give one");
   if (p.zero_stage && (*p.zero_stage < 0 || *p.zero_stage > 3)) {
     throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(*p.zero_stage));
@@ -28,18 +50,24 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
   }
   if (p.gpus > 1000000) throw InputError("--gpus " + std::to_string(p.gpus) + " is more than a million GPUs");
   if (p.tensor_parallel < 1) throw InputError("--tensor-parallel must be a positive integer");
-  if (p.gpus % p.tensor_parallel != 0) {
+  check_pipeline_layout(p, training);
+  if (p.pipeline_parallel > 1) {
+    if (p.gpus % (p.tensor_parallel * p.pipeline_parallel) != 0) {
+      throw InputError("--gpus " + std::to_string(p.gpus) + " is not a multiple of --tensor-parallel " + std::to_string(p.tensor_parallel) +
+                       " x --pipeline-parallel " + std::to_string(p.pipeline_parallel) + " (the data-parallel size is gpus / (T x P))");
+    }
+  } else if (p.gpus % p.tensor_parallel != 0) {
     throw InputError("--gpus " + std::to_string(p.gpus) + " is not a multiple of --tensor-parallel " + std::to_string(p.tensor_parallel) +
                      " (the data-parallel size is gpus / tensor-parallel)");
   }
   if (p.fsdp && p.tensor_parallel > 1) {
     throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
   }
-  s.data_parallel = static_cast<int>(p.gpus / p.tensor_parallel);
+  s.data_parallel = static_cast<int>(p.gpus / (p.tensor_parallel * p.pipeline_parallel));
   if (!p.zero_stage && !p.fsdp) {
-    // DDP: every rank holds the full program plus the Reducer's buckets. Megatron's tensor
-    // parallelism runs its own DDP (contiguous main_grad buffers), which is not modelled.
-    s.ddp_buckets = s.data_parallel > 1 && p.tensor_parallel == 1;
+    // DDP: every rank holds the full program plus the Reducer's buckets. Megatron's tensor and
+    // pipeline parallelism run their own DDP (contiguous main_grad buffers), which is not modelled.
+    s.ddp_buckets = s.data_parallel > 1 && p.tensor_parallel == 1 && p.pipeline_parallel == 1;
     return s;
   }
   const std::string flag = p.zero_stage ? "--zero" : "--fsdp";
@@ -67,6 +95,9 @@ std::string describe_layout(const ParallelOptions& p) {
   if (!p.given()) return "";
   std::string s = "one rank of " + std::to_string(p.gpus) + " GPUs (";
   if (p.tensor_parallel > 1) s += "tensor-parallel " + std::to_string(p.tensor_parallel) + ", ";
+  if (p.pipeline_parallel > 1) {
+    s += "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " " + std::string(pipeline_schedule_name(p.schedule())) + ", ";
+  }
   if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
   else if (p.fsdp) s += std::string("FSDP ") + (*p.fsdp == FsdpStrategy::Full ? "full" : *p.fsdp == FsdpStrategy::GradOp ? "grad-op" : "no-shard");
   else s += "DDP";
@@ -103,6 +134,8 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   r.gpus = p.gpus;
   r.data_parallel = s.data_parallel;
   r.tensor_parallel = p.tensor_parallel;
+  r.pipeline_parallel = p.pipeline_parallel;
+  if (p.pipeline_parallel > 1) r.pipeline_schedule = pipeline_schedule_name(p.schedule());
   r.zero_stage = s.zero_stage;
   switch (s.engine) {
     case ShardingEngine::None: r.engine = "ddp"; break;
@@ -112,9 +145,10 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   std::string what = s.engine == ShardingEngine::DeepSpeed ? "DeepSpeed ZeRO-" + std::to_string(s.zero_stage)
                      : s.engine == ShardingEngine::Fsdp
                          ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
-                         : std::string("DDP (full replica)");
+                         : p.pipeline_parallel > 1 ? std::string("DDP (a replica of the stage)") : std::string("DDP (full replica)");
   r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
              (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
+             (p.pipeline_parallel > 1 ? "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " (" + r.pipeline_schedule + ") x " : std::string()) +
              "data-parallel " + std::to_string(s.data_parallel) + ", " + what;
   if (s.optimizer_offloaded()) r.layout += s.offload_optimizer == OffloadDevice::Nvme ? ", optimizer offloaded to NVMe" : ", optimizer offloaded to CPU";
   if (s.offload_params) r.layout += ", parameters offloaded to CPU";

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "schedule/pipeline_schedule.h"
 #include "schedule/program.h"
 #include "schedule/sharding.h"
 #include "sim/simulate.h"
@@ -28,8 +30,15 @@ struct ParallelOptions {
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
   std::optional<OffloadDevice> offload_optimizer;  // --offload-optimizer cpu|nvme (estimate/offload.h)
   bool offload_params = false;                     // --offload-params cpu
+  // Megatron pipeline parallelism (schedule/pipeline_split.h): P stages; data-parallel size gpus / (T * P).
+  int64_t pipeline_parallel = 1;
+  std::optional<PipelineScheduleKind> pipeline_schedule;  // default 1f1b
+  std::optional<int64_t> virtual_stages;                  // interleaved: model chunks per rank
+  bool pipeline_given() const { return pipeline_parallel != 1 || pipeline_schedule || virtual_stages; }
+  PipelineScheduleKind schedule() const { return pipeline_schedule.value_or(PipelineScheduleKind::OneFOneB); }
   bool given() const {
-    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || offload_optimizer || offload_params;
+    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || offload_optimizer || offload_params ||
+           pipeline_given();
   }
 };
 
@@ -38,6 +47,14 @@ struct PerGpu {
   int64_t gpus = 1;
   int64_t data_parallel = 1;
   int64_t tensor_parallel = 1;
+  // Pipeline parallelism: the stage reported (the one with the highest peak), the micro-batches
+  // whose activations it holds at once, and every stage's peak (index = stage).
+  int64_t pipeline_parallel = 1;
+  std::string pipeline_schedule;  // "1f1b", "gpipe", "interleaved"; "" without pipeline
+  int stage = 0;
+  int in_flight_micro_batches = 0;
+  int layers_per_stage = 0;  // L / P
+  std::vector<int64_t> stage_peak_bytes;
   std::string engine;             // "ddp", "deepspeed", "fsdp"
   int zero_stage = 0;
   // Parameters, gradients and optimizer states one rank holds when the optimizer step begins

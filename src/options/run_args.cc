@@ -280,6 +280,13 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       o.parallel.fsdp = *f;
     }
     if (a.tensor_parallel) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", *a.tensor_parallel);
+    if (a.pipeline_parallel) o.parallel.pipeline_parallel = parse_positive("--pipeline-parallel", *a.pipeline_parallel);
+    if (a.pipeline_schedule) {
+      auto k = parse_pipeline_schedule(*a.pipeline_schedule);
+      if (!k) throw InputError("--pipeline-schedule must be 1f1b, gpipe or interleaved, got '" + *a.pipeline_schedule + "'");
+      o.parallel.pipeline_schedule = *k;
+    }
+    if (a.virtual_stages) o.parallel.virtual_stages = parse_positive("--virtual-stages", *a.virtual_stages);
     if (a.reduce_bucket_size) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", *a.reduce_bucket_size);
     if (a.offload_optimizer) {
       auto d = parse_offload_device(*a.offload_optimizer);
@@ -409,6 +416,9 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"offload_optimizer", [](RunArgs& r, const std::string& v) { r.offload_optimizer = v; }},
       {"offload_params", [](RunArgs& r, const std::string& v) { r.offload_params = v; }},
       {"tensor_parallel", [](RunArgs& r, const std::string& v) { r.tensor_parallel = v; }},
+      {"pipeline_parallel", [](RunArgs& r, const std::string& v) { r.pipeline_parallel = v; }},
+      {"pipeline_schedule", [](RunArgs& r, const std::string& v) { r.pipeline_schedule = v; }},
+      {"virtual_stages", [](RunArgs& r, const std::string& v) { r.virtual_stages = v; }},
       {"grad_accum", [](RunArgs& r, const std::string& v) { r.grad_accum = v; }},
       {"samples", [](RunArgs& r, const std::string& v) { r.samples = v; }},
       {"tokens", [](RunArgs& r, const std::string& v) { r.tokens = v; }},

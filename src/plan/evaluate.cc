@@ -1,7 +1,9 @@
 #include "plan/evaluate.h"
 
+#include <optional>
 #include <utility>
 
+#include "estimate/pipeline_estimate.h"
 #include "sim/simulate.h"
 #include "util/error.h"
 
@@ -32,8 +34,17 @@ Program PlanContext::program(const Candidate& c) {
 Evaluation PlanContext::evaluate(const Candidate& c) {
   ++evaluations_;
   const int64_t micro = c.micro_batch > 0 ? c.micro_batch : options_.batch;
-  Program p = program(c);
-  SimResult sim = simulate(p);
+  // A pipeline layout is the program of its stage with the highest peak (estimate/pipeline_estimate.h).
+  std::optional<PipelineStages> stages;
+  if (options_.parallel.pipeline_parallel > 1) {
+    ScheduleOptions s = schedule_;
+    s.plan = c.plan;
+    const int micro_batches = static_cast<int>(options_.batch / micro);
+    s.micro_batches = micro_batches;
+    stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false);
+  }
+  Program p = stages ? std::move(stages->program) : program(c);
+  SimResult sim = stages ? std::move(stages->sim) : simulate(p);
   Evaluation e;
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
@@ -55,7 +66,7 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
     e.peak_bytes = sim.peak.bytes;
   }
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
-  e.time = iteration_time(cost_, graph(micro), p, c.plan, options_.optimizer, schedule_.foreach, options_.iterations);
+  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, c.plan, options_.optimizer, schedule_.foreach, options_.iterations);
   return e;
 }
 

@@ -8,6 +8,7 @@
 #include "plan/layout_fit.h"
 #include "plan/offload_traffic.h"
 #include "plan/tensor_parallel_comm.h"
+#include "schedule/transformer_blocks.h"
 #include "util/checked.h"
 #include "util/format.h"
 
@@ -23,7 +24,9 @@ struct Engine {
   // Offload families (estimate/offload.h), tried only when no other family fits.
   std::optional<OffloadDevice> offload_optimizer = std::nullopt;
   bool offload_params = false;
+  int64_t pipeline_parallel = 1;  // plan/pipeline_layouts.h
   bool offloads() const { return offload_optimizer.has_value() || offload_params; }
+  int64_t model_parallel() const { return tensor_parallel * pipeline_parallel; }
 };
 
 const std::vector<Engine>& engines() {
@@ -96,16 +99,16 @@ std::vector<int64_t> micro_batches(int64_t batch) {
 
 }  // namespace
 
-int64_t rank_batch(const LayoutPlan& plan, int64_t tensor_parallel) {
-  return checked_mul(plan.global_batch / plan.gpus, tensor_parallel, "the batch of a tensor-parallel group");
+int64_t rank_batch(const LayoutPlan& plan, int64_t model_parallel) {
+  return checked_mul(plan.global_batch / plan.gpus, model_parallel, "the batch of a model-parallel group");
 }
 
 EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option) {
   EstimateOptions o = plan.run;
-  o.batch = rank_batch(plan, option.parallel.tensor_parallel);
+  o.batch = rank_batch(plan, option.parallel.tensor_parallel * option.parallel.pipeline_parallel);
   o.parallel = option.parallel;
   o.plan = option.plan;
-  if (option.micro_batches > 1) o.micro_batch = option.micro_batch;
+  if (option.micro_batches > 1 || option.parallel.pipeline_parallel > 1) o.micro_batch = option.micro_batch;
   return o;
 }
 
@@ -141,6 +144,19 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
       if (!e.offloads()) families.push_back(e);
     }
     for (Engine& e : tensor_parallel_engines(request.gpus, plan.link.gpus_per_node, plan.rejected)) families.push_back(e);
+    // Pipeline parallelism (P x T x ZeRO-1), over the blocks of the model's graph.
+    {
+      std::vector<std::pair<std::string, std::string>> why;
+      const int blocks = static_cast<int>(transformer_blocks(build_graph(plan.run, 1)).segments.size());
+      for (const PipelineShape& s : pipeline_shapes(blocks, request.gpus, plan.link.gpus_per_node, why)) {
+        Engine e{s.tensor_parallel > 1 ? fmt::format("PP {} x TP {} x ZeRO-1", s.pipeline_parallel, s.tensor_parallel)
+                                       : fmt::format("PP {} x ZeRO-1", s.pipeline_parallel),
+                 DataParallelEngine::Zero1, 1, std::nullopt, s.tensor_parallel};
+        e.pipeline_parallel = s.pipeline_parallel;
+        families.push_back(e);
+      }
+      for (auto& [family, reason] : why) plan.rejected.push_back({family, reason});
+    }
     for (const Engine& e : engines()) {
       if (e.offloads()) families.push_back(e);
     }
@@ -156,8 +172,9 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
       best.parallel.fsdp = engine.fsdp;
       best.parallel.offload_optimizer = engine.offload_optimizer;
       best.parallel.offload_params = engine.offload_params;
+      best.parallel.pipeline_parallel = engine.pipeline_parallel;
       EstimateOptions o = plan.run;
-      const int64_t batch = rank_batch(plan, engine.tensor_parallel);
+      const int64_t batch = rank_batch(plan, engine.model_parallel());
       o.batch = batch;
       o.parallel = best.parallel;
       std::optional<PlanContext> ctx;
@@ -180,8 +197,30 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
       }
       // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
       const bool fsdp_offload = engine.fsdp && engine.offload_params;
-      const std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
-      const int64_t data_parallel = request.gpus / engine.tensor_parallel;
+      std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
+      const int64_t stages = engine.pipeline_parallel;
+      if (stages > 1) {
+        // A pipeline needs at least P micro-batches in a step (m >= P), and the micro-batch is
+        // always explicit (--micro-batch).
+        std::erase_if(sizes, [&](int64_t m) { return batch / m < stages; });
+        if (sizes.empty()) {
+          plan.rejected.push_back({engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches)", batch, stages)});
+          continue;
+        }
+        // A pipeline evaluation simulates several stages over m micro-batches: the smallest
+        // micro-batch (the least activation memory) is tried first, and when it does not fit,
+        // no larger one is.
+        if (sizes.size() > 1) {
+          const Evaluation probe = ctx->evaluate({MemoryPlan{}, sizes.back()});
+          ++plan.evaluations;
+          if (!probe.feasible) {
+            plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}, over the {} budget", human_bytes(probe.peak_bytes),
+                                                              sizes.back(), human_bytes(plan.budget_bytes))});
+            continue;
+          }
+        }
+      }
+      const int64_t data_parallel = request.gpus / engine.model_parallel();
       auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
         const Graph& g = ctx->graph(m);
         auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(g);
@@ -193,17 +232,28 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
         // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
         Interconnect dp_link = plan.link;
         dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
-        out.comm = step_communication(engine.kind, param_bytes, grad_bytes, data_parallel, out.micro_batches, dp_link);
+        // A pipeline stage holds about 1 / P of the parameters and runs 1 / P of the layers.
+        out.comm = step_communication(engine.kind, param_bytes / stages, grad_bytes / stages, data_parallel, out.micro_batches, dp_link);
         out.exposed_comm_ms = std::max(0.0, out.comm.ms - e.time.compute_ms * 2.0 / 3.0);
-        out.tensor_comm = tensor_parallel_communication(g, engine.tensor_parallel, out.micro_batches,
+        Graph stage_dims;
+        stage_dims.dims = g.dims;
+        if (stages > 1 && stage_dims.dims.count("layers")) stage_dims.dims["layers"] /= stages;
+        out.tensor_comm = tensor_parallel_communication(stage_dims, engine.tensor_parallel, out.micro_batches,
                                                         activation_element_bytes(plan.run.precision), plan.link);
+        if (stages > 1) {
+          const int64_t hidden_bytes = checked_mul(checked_mul(checked_mul(m, g.dims.count("seq") ? g.dims.at("seq") : 1, "p2p"),
+                                                               g.dims.count("hidden") ? g.dims.at("hidden") : 0, "p2p"),
+                                                   activation_element_bytes(plan.run.precision), "p2p");
+          out.pipeline = pipeline_overhead(e.time.compute_ms, stages, 1, out.micro_batches, hidden_bytes, request.gpus, plan.link);
+        }
         out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
                                                    data_parallel, out.micro_batches, element_bytes);
         out.offload_ms = out.offload_bytes > 0 ? ctx->cost().transfer_ms(out.offload_bytes) : 0;
-        out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms;
+        out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms + out.pipeline.bubble_ms + out.pipeline.p2p_ms;
         return out.step_ms;
       };
-      EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/true, [&](const Evaluation& e, int64_t m) {
+      // Checkpointing inside pipeline stages is not modelled (estimate/pipeline_estimate.h).
+      EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/stages == 1, [&](const Evaluation& e, int64_t m) {
         LayoutOption scratch = best;
         return step_of(e, m, scratch);
       });

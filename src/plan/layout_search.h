@@ -12,7 +12,8 @@
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
 // taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
 // parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1 over N / T) adds its activation
-// all-reduces in full (plan/tensor_parallel_comm.h).
+// all-reduces in full (plan/tensor_parallel_comm.h). Megatron pipeline parallelism (P x T x ZeRO-1,
+// plan/pipeline_layouts.h) adds its bubble and p2p sends; its memory is its peak stage's program.
 //
 // Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
 // ordered by step time, then engine order; every engine is either ranked or rejected with a
@@ -27,6 +28,7 @@
 
 #include "estimate/estimate.h"
 #include "plan/collectives.h"
+#include "plan/pipeline_layouts.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -50,6 +52,7 @@ struct LayoutOption {
   StepCommunication tensor_comm;  // tensor-parallel all-reduces (never hidden): tensor_parallel_comm.h
   int64_t offload_bytes = 0;  // host-link traffic per step of an offload family (plan/offload_traffic.h)
   double offload_ms = 0;
+  PipelineOverhead pipeline;  // bubble and p2p sends of a pipeline layout (plan/pipeline_layouts.h)
   bool checkpointed = false;  // every transformer block checkpointed (plan/layout_fit.h)
   MemoryPlan plan;            // those checkpoints
   double step_ms = 0;
@@ -77,9 +80,9 @@ struct LayoutPlan {
 
 Result<LayoutPlan> search_layouts(const LayoutRequest& request);
 
-// The samples one rank runs per step: the global batch over the data-parallel size N / T (the T
-// ranks of a tensor-parallel group run the same samples).
-int64_t rank_batch(const LayoutPlan& plan, int64_t tensor_parallel);
+// The samples one rank runs per step: the global batch over the data-parallel size N / (T P) (the
+// T P ranks of a tensor- and pipeline-parallel group run the same samples). `model_parallel`: T P.
+int64_t rank_batch(const LayoutPlan& plan, int64_t model_parallel);
 
 // The estimate options of a ranked layout (for --emit-deepspeed and reports).
 EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& option);

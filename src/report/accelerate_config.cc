@@ -17,6 +17,9 @@ Result<std::string> accelerate_config(const Estimate& e) {
     if (e.per_gpu->tensor_parallel > 1) {
       throw InputError("--emit accelerate: tensor parallelism is Megatron's setting, which an accelerate config does not carry");
     }
+    if (e.per_gpu->pipeline_parallel > 1) {
+      throw InputError("--emit accelerate: pipeline parallelism is Megatron's or DeepSpeed's PipelineModule setting, which an accelerate config does not carry");
+    }
     const int64_t gpus = e.per_gpu->gpus;
     if (gpus > 8 && gpus % 8 != 0) {
       throw InputError(fmt::format("--emit accelerate: {} GPUs do not fill machines of 8 (num_processes must divide over num_machines)", gpus));

@@ -9,6 +9,9 @@
 //               class, activation checkpointing when the layout checkpoints blocks
 //   accelerate  an `accelerate launch --config_file` YAML: distributed_type (DEEPSPEED, FSDP or
 //               MULTI_GPU for DDP), num_processes, mixed_precision, the engine's section
+//   megatron    Megatron-LM's parallel and batch arguments (report/megatron_config.cc):
+//               --tensor-model-parallel-size, --pipeline-model-parallel-size,
+//               --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --global-batch-size
 //
 // Invariants: the output is deterministic; a layout the kind cannot express is an InputError
 // naming what is missing (no file is written then).
@@ -23,7 +26,7 @@
 
 namespace headroom {
 
-enum class EmitKind : uint8_t { DeepSpeed, Fsdp, Accelerate };
+enum class EmitKind : uint8_t { DeepSpeed, Fsdp, Accelerate, Megatron };
 
 std::optional<EmitKind> parse_emit_kind(std::string_view s);
 std::string_view emit_kind_name(EmitKind k);
@@ -33,5 +36,6 @@ Result<std::string> engine_config(EmitKind kind, const Estimate& e);
 // Each kind (report/fsdp_config.cc, report/accelerate_config.cc).
 Result<std::string> fsdp_config(const Estimate& e);
 Result<std::string> accelerate_config(const Estimate& e);
+Result<std::string> megatron_config(const Estimate& e);
 
 }  // namespace headroom

@@ -129,6 +129,11 @@ std::string estimate_text(const Estimate& e, bool color) {
       if (g.nvme_bytes > 0) s += fmt::format(", NVMe {} ({} bytes)", human_bytes(g.nvme_bytes), with_commas(g.nvme_bytes));
       s += "\n";
     }
+    if (g.stage_peak_bytes.size() > 1) {
+      s += "pipeline stages' peaks:";
+      for (size_t i = 0; i < g.stage_peak_bytes.size(); ++i) s += fmt::format(" {} {}", i, human_bytes(g.stage_peak_bytes[i]));
+      s += "\n";
+    }
   }
   s += "\n";
   s += fmt::format("{}peak {}{} ({} bytes) in {}", bold, human_bytes(e.peak_bytes), reset,
@@ -267,11 +272,18 @@ std::string estimate_json(const Estimate& e) {
     j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel},
                                 {"tensor_parallel", g.tensor_parallel}, {"engine", g.engine},
                                 {"zero_stage", g.zero_stage}, {"description", g.layout}}},
+                    {"pipeline_parallel", g.pipeline_parallel},
                     {"model_states_bytes", g.model_states_bytes},
                     {"activations_bytes", g.activations_bytes},
                     {"peak_bytes", g.peak_bytes},
                     {"host_bytes", g.host_bytes},
                     {"nvme_bytes", g.nvme_bytes}};
+    if (g.pipeline_parallel > 1) {
+      j["per_gpu"]["pipeline_schedule"] = g.pipeline_schedule;
+      j["per_gpu"]["stage"] = g.stage;
+      j["per_gpu"]["in_flight_micro_batches"] = g.in_flight_micro_batches;
+      j["per_gpu"]["stage_peak_bytes"] = g.stage_peak_bytes;
+    }
   }
   j["notes"] = e.notes;
   return j.dump(2) + "\n";

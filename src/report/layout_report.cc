@@ -25,11 +25,11 @@ std::string layout_text(const LayoutPlan& p) {
       s += fmt::format("{:>4}  {:<21} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank,
                        o.engine + (o.checkpointed ? " + ckpt" : ""),
                        fmt::format("{} x {}", o.micro_batch, o.micro_batches), human_bytes(o.peak_bytes), o.compute_ms,
-                       o.comm.ms + o.tensor_comm.ms, o.step_ms, o.samples_per_s);
+                       o.comm.ms + o.tensor_comm.ms + o.pipeline.p2p_ms, o.step_ms, o.samples_per_s);
     }
   }
   for (const LayoutRejection& r : p.rejected) s += fmt::format("does not fit: {}: {}\n", r.engine, r.why);
-  s += fmt::format("\nstep = compute (recompute included) + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces{}; {} simulations.\n",
+  s += fmt::format("\nstep = compute (recompute included) + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces + a pipeline's bubble and p2p sends{}; {} simulations.\n",
                    std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.offload_bytes > 0; })
                        ? " + host-link copies of offloading (the CPU optimizer step is timed as the GPU's)"
                        : "",
@@ -40,14 +40,16 @@ std::string layout_text(const LayoutPlan& p) {
   if (!p.ranked.empty()) {
     const LayoutOption& best = p.ranked.front();
     std::string flags = best.parallel.tensor_parallel > 1 ? fmt::format(" --tensor-parallel {}", best.parallel.tensor_parallel) : "";
+    if (best.parallel.pipeline_parallel > 1) flags += fmt::format(" --pipeline-parallel {}", best.parallel.pipeline_parallel);
     flags += best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
                         : best.parallel.fsdp     ? std::string(" --fsdp ") + (*best.parallel.fsdp == FsdpStrategy::Full ? "full" : "grad-op")
                                                  : "";
     if (best.parallel.offload_optimizer) flags += " --offload-optimizer cpu";
     if (best.parallel.offload_params) flags += " --offload-params cpu";
     if (best.checkpointed) flags += " --checkpoint blocks";
-    std::string accum = best.micro_batches > 1 ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
-                                               : fmt::format(" --batch {}", rank_batch(p, best.parallel.tensor_parallel));
+    std::string accum = best.micro_batches > 1 || best.parallel.pipeline_parallel > 1
+                            ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
+                            : fmt::format(" --batch {}", rank_batch(p, best.parallel.tensor_parallel));
     s += fmt::format("The per-GPU estimate of the first: headroom estimate {} --gpu {} --gpus {}{}{}\n", p.model, p.gpu, p.gpus,
                      flags, accum);
   }
@@ -70,7 +72,8 @@ std::string layout_json(const LayoutPlan& p) {
   for (const LayoutOption& o : p.ranked) {
     ranked.push_back({{"layout", o.engine},
                       {"tensor_parallel", o.parallel.tensor_parallel},
-                      {"data_parallel", p.gpus / o.parallel.tensor_parallel},
+                      {"pipeline_parallel", o.parallel.pipeline_parallel},
+                      {"data_parallel", p.gpus / (o.parallel.tensor_parallel * o.parallel.pipeline_parallel)},
                       {"micro_batch", o.micro_batch},
                       {"grad_accum", o.micro_batches},
                       {"peak_bytes", o.peak_bytes},
@@ -80,6 +83,9 @@ std::string layout_json(const LayoutPlan& p) {
                       {"exposed_comm_ms", o.exposed_comm_ms},
                       {"tensor_parallel_comm_bytes_per_gpu", o.tensor_comm.bytes_per_gpu},
                       {"tensor_parallel_comm_ms", o.tensor_comm.ms},
+                      {"pipeline_bubble_ms", o.pipeline.bubble_ms},
+                      {"pipeline_p2p_bytes_per_gpu", o.pipeline.p2p_bytes},
+                      {"pipeline_p2p_ms", o.pipeline.p2p_ms},
                       {"activation_checkpointing", o.checkpointed},
                       {"offload_bytes_per_gpu", o.offload_bytes},
                       {"offload_ms", o.offload_ms},

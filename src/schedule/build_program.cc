@@ -92,9 +92,13 @@ Program Interpreter::run() {
     HEADROOM_CHECK(g_.loss != kNone, "training needs a loss");
     param_grad_.assign(g_.tensors.size(), kNone);
     for (int it = 1; it <= o_.iterations; ++it) {
-      for (int mb = 1; mb <= o_.micro_batches; ++mb) {
-        forward(it, mb, Phase::Forward);
-        backward(it, mb);
+      if (o_.pipeline.active) {
+        run_pipeline_order(it);
+      } else {
+        for (int mb = 1; mb <= o_.micro_batches; ++mb) {
+          forward(it, mb, Phase::Forward);
+          backward(it, mb);
+        }
       }
       if (o_.sharding.engine == ShardingEngine::DeepSpeed) deepspeed_optimizer_step(it);
       else optimizer_step(it);
@@ -117,6 +121,7 @@ void Interpreter::setup() {
       buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(t.tied_to)];
       continue;
     }
+    if (pipeline_received(t.id)) continue;  // a p2p receive per micro-batch (interpreter_pipeline.cc)
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
     BufferId b = new_buffer(stored_param_bytes(t), cat,
                             t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
@@ -135,6 +140,10 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   if (grad_mode && !(iteration == 1 && micro == 1)) ddp_rebuild_buckets(iteration, micro);
   requires_grad_.assign(g_.tensors.size(), false);
   for (const Tensor& t : g_.tensors) requires_grad_[static_cast<size_t>(t.id)] = grad_mode && t.requires_grad();
+  // Megatron's p2p receive makes the hidden state with requires_grad=True: its gradient is sent back.
+  for (const PipelineChunk& c : o_.pipeline.chunks) {
+    if (c.received != kNone) requires_grad_[static_cast<size_t>(c.received)] = grad_mode;
+  }
   nodes_.assign(g_.ops.size(), Node{});
   grad_.assign(g_.tensors.size(), GradValue{});
   redirect_.assign(g_.tensors.size(), kNone);
@@ -159,10 +168,12 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   // Inputs the caller drops mid-run give up their setup reference (taken in setup()).
   HEADROOM_CHECK(g_.input_releases.empty() || phase == Phase::Inference, "inputs released in a training run");
   for (const Hold& h : g_.input_releases) hold_release[static_cast<size_t>(h.until)].push_back(h.tensor);
-  std::vector<TensorId> returned = g_.outputs;
+  // A pipeline chunk that sends its output on returns only that (the model's outputs and loss
+  // terms belong to the last chunk of the last stage).
+  std::vector<TensorId> returned = chunk_sends() ? std::vector<TensorId>{} : g_.outputs;
   if (phase == Phase::Forward) {
-    returned.push_back(g_.loss);
-    returned.insert(returned.end(), g_.loss_terms.begin(), g_.loss_terms.end());
+    returned.push_back(loss_tensor());
+    if (!chunk_sends()) returned.insert(returned.end(), g_.loss_terms.begin(), g_.loss_terms.end());
   }
   for (TensorId t : returned) ++uses[static_cast<size_t>(t)];
   returned_ = returned;
@@ -305,7 +316,7 @@ void Interpreter::backward(int iteration, int micro) {
   // Which nodes the engine will run: those reachable from the loss through differentiable edges.
   std::vector<bool> reach(g_.ops.size(), false);
   deps_.assign(g_.tensors.size(), 0);
-  const Tensor& loss = g_.tensor(g_.loss);
+  const Tensor& loss = g_.tensor(loss_tensor());
   // A model without trainable parameters on the loss's path cannot be trained: the user's model,
   // not a broken invariant (an ONNX file of a parameter-free graph reaches here).
   if (loss.producer == kNone || !will_have_node(loss.producer)) {
@@ -378,10 +389,11 @@ void Interpreter::backward(int iteration, int micro) {
   };
 
   begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
-  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, "loss.grad (ones)", kNone);
+  // A stage before the last starts from the gradient received for the hidden state it sent.
+  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, chunk_sends() ? "p2p recv " + loss.name + ".grad" : "loss.grad (ones)", kNone);
   alloc(seed);
   ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
-  grad_[static_cast<size_t>(leaf(g_.loss))] = {seed, true};
+  grad_[static_cast<size_t>(leaf(loss_tensor()))] = {seed, true};
   reduce_bucket();
   prefetch_for(next_node(static_cast<int>(g_.ops.size()) - 1));
   end_step();

@@ -15,6 +15,7 @@
 
 #include "ir/graph.h"
 #include "schedule/memory_plan.h"
+#include "schedule/pipeline_schedule.h"
 #include "schedule/program.h"
 #include "schedule/sharding.h"
 #include "training/device_profile.h"
@@ -34,6 +35,7 @@ struct ScheduleOptions {
   DeviceProfile device = DeviceProfile::cuda();
   MemoryPlan plan;                // checkpointing, offloading, workspace choices (training)
   Sharding sharding;              // ZeRO / FSDP: the program of one data-parallel rank
+  PipelineRun pipeline;           // a pipeline stage: its micro-batches in the schedule's order
 };
 
 // REQUIRES: g.validate() passes; for training, g.loss is set.

@@ -74,7 +74,22 @@ class Interpreter {
   // ---- setup: weights and inputs live from the start -------------------------------------
   void setup();
 
-  bool op_runs(const Op& op) const { return o_.mode == RunMode::Training || op.stage == OpStage::Model; }
+  bool op_runs(const Op& op) const {
+    if (chunk_ >= 0) {
+      const PipelineChunk& c = o_.pipeline.chunks[static_cast<size_t>(chunk_)];
+      if (op.id < c.first || op.id > c.last) return false;  // another model chunk of the pipeline rank
+    }
+    return o_.mode == RunMode::Training || op.stage == OpStage::Model;
+  }
+  // What the backward starts from: the loss, or the running pipeline chunk's output.
+  TensorId loss_tensor() const { return chunk_ >= 0 ? o_.pipeline.chunks[static_cast<size_t>(chunk_)].output : g_.loss; }
+  bool chunk_sends() const { return chunk_ >= 0 && o_.pipeline.chunks[static_cast<size_t>(chunk_)].sends; }
+  bool pipeline_received(TensorId t) const {
+    for (const PipelineChunk& c : o_.pipeline.chunks) {
+      if (c.received == t) return true;
+    }
+    return false;
+  }
 
   // Whether the backward will find a node for op p: recorded in the forward, or recorded when
   // its checkpointed segment is re-run.
@@ -312,6 +327,28 @@ class Interpreter {
   std::vector<BufferId> replacement_;    // the prefetched copy of an offloaded buffer
   std::vector<int32_t> pending_prefetch_;  // transfer index whose deadline is not known yet
   std::vector<OpId> offload_op_of_;      // the plan op that sent a buffer to host
+
+  // ---- pipeline parallelism (interpreter_pipeline.cc) ------------------------------------------
+  // One optimizer step's forwards and backwards in the schedule's order. Each forward's autograd
+  // graph (nodes, saved buffers, outputs) is put aside until its backward, so several forwards'
+  // saved activations are live at once, as on the real stage.
+  void run_pipeline_order(int iteration);
+  int chunk_ = -1;  // the pipeline chunk whose forward or backward runs; -1 outside pipelines
+  struct MicroBatchGraph {
+    std::vector<Node> nodes;
+    std::vector<BufferId> buf_of;
+    std::vector<TensorId> returned;
+    std::vector<BufferId> graph_held;
+    std::vector<std::vector<BufferId>> segment_saved, segment_held, segment_incoming;
+    std::vector<SegmentState> segment_state;
+    // What the forward decided for its ops (another model chunk's forward decides for others).
+    std::vector<bool> requires_grad;
+    std::vector<TensorId> redirect, storage;
+    std::vector<ForwardPlan> grad_plans, plain_plans;
+    BufferId received = kNone;  // the p2p receive buffer of this micro-batch's hidden state
+  };
+  MicroBatchGraph stash_micro_batch();
+  void restore_micro_batch(MicroBatchGraph& m);
 };
 
 }  // namespace headroom::schedule_detail

@@ -1,0 +1,71 @@
+#include "estimate/pipeline_estimate.h"
+
+#include <string>
+
+#include "util/error.h"
+
+namespace headroom {
+
+PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
+                                        int micro_batches, int virtual_stages) {
+  PipelineStageRun r;
+  r.rank = pipeline_rank_graph(model, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
+  ScheduleOptions so = base;
+  so.micro_batches = micro_batches;
+  so.pipeline.active = true;
+  so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(r.rank.chunks.size()));
+  so.pipeline.chunks = r.rank.chunks;
+  r.in_flight_micro_batches = max_in_flight(so.pipeline.order);
+  r.program = build_program(r.rank.graph, so);
+  return r;
+}
+
+PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
+                                        bool micro_batch_given, bool every_stage) {
+  const int stages = static_cast<int>(p.pipeline_parallel);
+  if (!micro_batch_given) {
+    throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
+  }
+  if (!base.plan.empty()) throw InputError("--checkpoint and --offload with --pipeline-parallel are not modelled yet");
+  const PipelineScheduleKind kind = p.schedule();
+  const int per_stage = blocks_per_stage(model, stages, model.model);  // the split's InputErrors before any stage is built
+  int chunks = 1;
+  if (kind == PipelineScheduleKind::Interleaved) {
+    chunks = static_cast<int>(*p.virtual_stages);
+    if (per_stage % chunks != 0) {
+      throw InputError("--virtual-stages " + std::to_string(chunks) + ": the " + std::to_string(per_stage) + " layers of each pipeline stage do not split into " +
+                       std::to_string(chunks) + " model chunks (Megatron: layers per stage divisible by the virtual pipeline size)");
+    }
+    if (micro_batches % stages != 0) {
+      throw InputError("--pipeline-schedule interleaved: the " + std::to_string(micro_batches) + " micro-batches (--grad-accum) are not a multiple of --pipeline-parallel " +
+                       std::to_string(stages) + " (Megatron's forward_backward_pipelining_with_interleaving requires it)");
+    }
+  }
+  PipelineStages best;
+  best.layers_per_stage = per_stage;
+  for (int stage = 0; stage < stages; ++stage) {
+    if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
+    PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
+    SimResult sim = simulate(run.program);
+    best.stage_peak_bytes.push_back(sim.peak.bytes);
+    if (stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
+      best.graph = std::move(run.rank.graph);
+      best.program = std::move(run.program);
+      best.sim = std::move(sim);
+      best.stage = stage;
+      best.in_flight_micro_batches = run.in_flight_micro_batches;
+    }
+  }
+  return best;
+}
+
+void add_pipeline_summary(const PipelineStages& s, PerGpu& g) {
+  g.stage = s.stage;
+  g.in_flight_micro_batches = s.in_flight_micro_batches;
+  g.layers_per_stage = s.layers_per_stage;
+  g.stage_peak_bytes = s.stage_peak_bytes;
+  g.layout += ", stage " + std::to_string(s.stage) + " of " + std::to_string(g.pipeline_parallel) + " (the highest peak; " +
+              std::to_string(s.in_flight_micro_batches) + (s.in_flight_micro_batches == 1 ? " micro-batch" : " micro-batches") + " in flight)";
+}
+
+}  // namespace headroom

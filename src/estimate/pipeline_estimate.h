@@ -1,0 +1,58 @@
+// The estimate of a pipeline-parallel layout (--pipeline-parallel P): every stage's rank program
+// is built (schedule/pipeline_split.h for its graph, schedule/pipeline_schedule.h for the order
+// of its micro-batches) and replayed on the same interpreter and allocator as any estimate; the
+// stage with the highest peak is the one reported (docs/distributed.md). Each stage is
+// simulated: no formula stands in for one (stage 0 usually peaks, holding the embedding and the
+// most micro-batches in flight under 1F1B, but the last stage's logits can outweigh it).
+//
+// Invariants: stage_peak_bytes[i] is stage i's simulated peak; `stage` is the first stage with the
+// largest one; graph/program/sim are that stage's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "estimate/parallel.h"
+#include "schedule/build_program.h"
+#include "schedule/pipeline_split.h"
+#include "sim/simulate.h"
+
+namespace headroom {
+
+struct PipelineStages {
+  Graph graph;  // the reported stage's
+  Program program;
+  SimResult sim;
+  int stage = 0;
+  int in_flight_micro_batches = 0;  // the reported stage's, from its schedule
+  int layers_per_stage = 0;
+  std::vector<int64_t> stage_peak_bytes;
+};
+
+// InputError for a layout the model or the batch does not allow: see check in the .cc (the
+// micro-batch rules of each schedule, the layer split, the memory plans not modelled with it).
+// `micro_batches` is --grad-accum (the m of the schedules); `micro_batch_given` whether
+// --micro-batch was written.
+// `every_stage` false (the layout search): stages 0, 1 and P - 1 only. A middle stage i >= 2 runs
+// the same graph as stage 1 (the same number of identical blocks, a received and a sent hidden
+// state) with fewer micro-batches in flight (1F1B: min(P - i, m) <= min(P - 1, m); GPipe and
+// interleaved: as many), so each of its steps finds at most as many stashed forwards live as a
+// step of stage 1 doing the same work: its live peak is at most stage 1's, and stage 1 is
+// reported first on a tie. stage_peak_bytes then lists the stages simulated only.
+PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
+                                        bool micro_batch_given, bool every_stage = true);
+
+// One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
+// beyond the split's): for tests and tools that look at a stage other than the peak one.
+struct PipelineStageRun {
+  RankGraph rank;
+  Program program;
+  int in_flight_micro_batches = 0;  // (chunk, micro-batch) forwards in flight at most
+};
+PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
+                                        int micro_batches, int virtual_stages = 1);
+
+// Copies the pipeline fields into the per-GPU summary.
+void add_pipeline_summary(const PipelineStages& s, PerGpu& g);
+
+}  // namespace headroom
