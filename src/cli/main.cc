@@ -154,9 +154,10 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--offload-optimizer", e.offload_optimizer, "with --zero 1-3: DeepSpeed offload_optimizer device, cpu (ZeRO-Offload) or nvme (ZeRO-Infinity, --zero 3)");
   cmd->add_option("--offload-params", e.offload_params, "with --zero 3 or --fsdp: cpu keeps the parameter shards on the host (offload_param, CPUOffload)");
   cmd->add_option("--tensor-parallel", e.tensor_parallel, "with --gpus: Megatron tensor-parallel size T (gpt2, llama and Hugging Face decoder configs); data-parallel size gpus / T");
+  cmd->add_flag("--sequence-parallel", a.sequence_parallel, "with --tensor-parallel T > 1: Megatron sequence parallelism (norms, dropouts and residuals on seq / T positions)");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
-  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing)");
+  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing), or attention: every block's attention core (Megatron's selective recomputation)");
   cmd->add_option("--offload", a.offloads, "training on cuda: offload the activations op NAME saves to host memory (repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
 }
@@ -231,7 +232,9 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
     if (cmd->count("--vary")) throw InputError("--vary does not apply to --mode serve");
     if (cmd->count("--batch")) throw InputError("--batch does not apply to --mode serve (vLLM batches up to 256 sequences)");
     if (cmd->count("--seq")) throw InputError("--seq does not apply to --mode serve: the context is --context N");
-    if (base.parallel.tensor_parallel != 1) throw InputError("--tensor-parallel does not apply to --mode serve (the KV capacity of one whole-model GPU)");
+    if (base.parallel.tensor_parallel != 1 || base.parallel.sequence_parallel) {
+      throw InputError("--tensor-parallel and --sequence-parallel do not apply to --mode serve (the KV capacity of one whole-model GPU)");
+    }
     ServeOptions o;
     o.estimate = base;
     RunArgs gpu_args = a.run;
@@ -417,9 +420,10 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     req.run = o;
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
-    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements ||
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel ||
+        o.parallel.reduce_bucket_elements ||
         o.parallel.offload_optimizer || o.parallel.offload_params) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --reduce-bucket-size or the offload options");
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --sequence-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);

@@ -26,10 +26,12 @@ struct ParallelOptions {
   std::optional<FsdpStrategy> fsdp;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
+  bool sequence_parallel = false;  // Megatron sequence parallelism (needs T > 1)
   std::optional<OffloadDevice> offload_optimizer;  // --offload-optimizer cpu|nvme (estimate/offload.h)
   bool offload_params = false;                     // --offload-params cpu
   bool given() const {
-    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || offload_optimizer || offload_params;
+    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
+           offload_params;
   }
 };
 
@@ -38,6 +40,7 @@ struct PerGpu {
   int64_t gpus = 1;
   int64_t data_parallel = 1;
   int64_t tensor_parallel = 1;
+  bool sequence_parallel = false;
   std::string engine;             // "ddp", "deepspeed", "fsdp"
   int zero_stage = 0;
   // Parameters, gradients and optimizer states one rank holds when the optimizer step begins
