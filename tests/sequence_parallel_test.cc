@@ -103,27 +103,28 @@ TEST(SequenceParallel, ColumnParallelInputsShareOnePersistentGatherBuffer) {
 
 // Llama (zoo), bf16, b = 2, s = 64, h = 256, T = 2: sequence parallelism shards what the two
 // RMSNorms keep, and nothing else of the layer (the attention and MLP run on the gathered
-// sequence as under tensor parallelism alone). Per RMSNorm (hidden.to(float32), pow, mean,
-// rsqrt, mul, .to(bf16), weight * h): the fp32 input 4 sbh (pow and mul save it), rsqrt's fp32
-// output 4 sb, the bf16 normalized tensor 2 sbh (the weight's mul saves it) and the norm's
-// output 2 sbh (the q/k/v or gate/up linears save it; under sequence parallelism the all-gather
-// keeps the shard). Two norms: 20 sbh + 8 sb, of which a rank keeps 1/T:
-//   sbh = 64 * 2 * 256 = 32,768, sb = 128: (655,360 + 1,024) * (1 - 1/2) = 328,192.
+// sequence as under tensor parallelism alone). Per RMSNorm (hidden.to(float32), pow(2),
+// mean(-1), + eps, rsqrt, mul, .to(bf16), weight * h): the fp32 copy of the input 4 sbh (pow and
+// mul save it), pow's fp32 output 4 sbh (1.13's mean.dim keeps self), rsqrt's fp32 output 4 sb,
+// the bf16 normalized tensor 2 sbh (the weight's mul saves it) and the norm's output 2 sbh (the
+// q/k/v or gate/up linears save it; under sequence parallelism the all-gather keeps its shard).
+// Two norms: 24 sbh + 8 sb, of which a rank keeps 1/T:
+//   sbh = 64 * 2 * 256 = 32,768, sb = 128: (786,432 + 1,024) * (1 - 1/2) = 393,728.
 TEST(SequenceParallel, LlamaLayerKeepsItsNormsOnASequenceShard) {
   const std::string model = "llama:hidden=256,layers=3,heads=8,kv_heads=4,ffn=512,vocab=1000";
   const int64_t tp = layer_saved_bytes(rank_options(model, 2, 64, 2, false), "model.layers.1.");
   const int64_t sp = layer_saved_bytes(rank_options(model, 2, 64, 2, true), "model.layers.1.");
-  EXPECT_EQ(tp - sp, 328'192) << "tp " << tp << ", sp " << sp;
+  EXPECT_EQ(tp - sp, 393'728) << "tp " << tp << ", sp " << sp;
 }
 
 // The Hugging Face Llama config (validation/hf-configs/tiny-llama-gqa.json: h = 256, 8 heads,
-// 4 key/value heads, MLP 688), bf16, b = 2, s = 64, T = 2: the same 20 sbh + 8 sb per layer
-// divided by T as the zoo's Llama: 328,192 bytes fewer per layer.
+// 4 key/value heads, MLP 688), bf16, b = 2, s = 64, T = 2: the same 24 sbh + 8 sb per layer
+// divided by T as the zoo's Llama: 393,728 bytes fewer per layer.
 TEST(SequenceParallel, HuggingFaceDecoderLayerKeepsItsNormsOnASequenceShard) {
   const std::string model = hf_config("validation/hf-configs", "tiny-llama-gqa");
   const int64_t tp = layer_saved_bytes(rank_options(model, 2, 64, 2, false), "model.layers.1.");
   const int64_t sp = layer_saved_bytes(rank_options(model, 2, 64, 2, true), "model.layers.1.");
-  EXPECT_EQ(tp - sp, 328'192) << "tp " << tp << ", sp " << sp;
+  EXPECT_EQ(tp - sp, 393'728) << "tp " << tp << ", sp " << sp;
 }
 
 }  // namespace
