@@ -127,5 +127,21 @@ TEST(SequenceParallel, HuggingFaceDecoderLayerKeepsItsNormsOnASequenceShard) {
   EXPECT_EQ(tp - sp, 393'728) << "tp " << tp << ", sp " << sp;
 }
 
+TEST(SelectiveRecompute, CheckpointsTheEagerAttentionCoreOfEveryBlock) {
+  // --checkpoint attention (Megatron's selective recomputation) needs an eager attention core in
+  // every block: a Hugging Face config under its default SDPA kernel has none; with --attention
+  // eager it runs. GPT-2's bytes are pinned in megatron_activations_test.cc.
+  const std::string tiny = hf_config("validation/hf-configs", "tiny-llama-gqa");
+  for (const std::string& args : {tiny + " --seq 64 --checkpoint attention", std::string("resnet18 --checkpoint attention")}) {
+    CliRun r = run_cli("estimate " + args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("--checkpoint attention"), std::string::npos) << args << ": " << r.err;
+  }
+  CliRun ok = run_cli("estimate " + tiny + " --seq 64 --attention eager --checkpoint attention --gpus 2 --tensor-parallel 2 --sequence-parallel");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 }  // namespace
 }  // namespace headroom
