@@ -10,6 +10,8 @@
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/model_source.h"
+#include "ir/builder.h"
+#include "training/op_rules.h"
 #include "sim/simulate.h"
 
 namespace headroom {
@@ -141,6 +143,54 @@ TEST(SelectiveRecompute, CheckpointsTheEagerAttentionCoreOfEveryBlock) {
   }
   CliRun ok = run_cli("estimate " + tiny + " --seq 64 --attention eager --checkpoint attention --gpus 2 --tensor-parallel 2 --sequence-parallel");
   EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST(SequenceParallel, CollectiveOpRules) {
+  // [2, 4, 8] bf16 over 2 ranks along the sequence (axis 1): the full tensor 2*4*8*2 = 128 bytes,
+  // a shard [2, 2, 8] 64 bytes.
+  GraphBuilder b("collectives", DType::BF16);
+  TensorId x = b.parameter("x", {2, 4, 8});  // anything that requires grad
+  TensorId shard = b.reduce_scatter("rs", x, 1, 2);
+  TensorId full = b.all_gather("ag", shard, 1, 2, /*into_buffer=*/true);
+  b.mark_output(full);
+  Graph g = b.finish();
+  ASSERT_EQ(g.tensor(shard).bytes(), 64);
+  ASSERT_EQ(g.tensor(full).shape, (std::vector<int64_t>{2, 4, 8}));
+  const DeviceProfile cuda = DeviceProfile::cuda();
+  // reduce_scatter_to_sequence_parallel_region: a new 64-byte shard, nothing saved; its backward
+  // all-gathers the gradient into a new 128-byte tensor.
+  RuleContext rs{g, g.op(0), cuda, true, true, {true}};
+  ForwardPlan fr = forward_plan(rs);
+  EXPECT_EQ(fr.output_alias, std::vector<int>{-1});
+  EXPECT_FALSE(fr.into_gather_buffer);
+  ASSERT_EQ(fr.events.size(), 1u);
+  EXPECT_EQ(fr.events[0].kind, LocalEvent::Kind::AllocOutput);
+  EXPECT_TRUE(fr.saved.empty());
+  BackwardPlan br = backward_plan(rs, true);
+  ASSERT_EQ(br.grads.size(), 1u);
+  EXPECT_EQ(br.grads[0].kind, GradOut::Kind::New);
+  EXPECT_EQ(br.grads[0].bytes, 128);
+  // The column-parallel linear's all-gather: no allocation of its own (a view of Megatron's
+  // buffer), the 64-byte shard saved for the re-gather; its backward reduce-scatters the
+  // gradient into a new 64-byte shard.
+  RuleContext ag{g, g.op(1), cuda, true, true, {true}};
+  ForwardPlan fa = forward_plan(ag);
+  EXPECT_TRUE(fa.into_gather_buffer);
+  EXPECT_TRUE(fa.events.empty());
+  ASSERT_EQ(fa.saved.size(), 1u);
+  EXPECT_EQ(fa.saved[0].kind, Ref::Kind::Input);
+  EXPECT_EQ(fa.saved[0].index, 0);
+  BackwardPlan ba = backward_plan(ag, true);
+  ASSERT_EQ(ba.grads.size(), 1u);
+  EXPECT_EQ(ba.grads[0].kind, GradOut::Kind::New);
+  EXPECT_EQ(ba.grads[0].bytes, 64);
+}
+
+TEST(SequenceParallel, JsonLayoutSaysSo) {
+  CliRun r = run_cli("estimate gpt2 --seq 64 --precision bf16 --gpus 4 --tensor-parallel 2 --sequence-parallel --zero 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"sequence_parallel\": true"), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find("tensor-parallel 2 (sequence-parallel) x data-parallel 2"), std::string::npos);
 }
 
 }  // namespace
