@@ -28,6 +28,8 @@ struct LayerCase {
   const char* model;
   int64_t b, s, h, a;
   int64_t t = 1;  // Megatron tensor parallelism (one rank's layer)
+  bool sp = false;  // Megatron sequence parallelism (with t > 1)
+  bool selective = false;  // --checkpoint attention: Megatron's selective recomputation
 };
 
 int64_t simulated_layer_saved_bytes(const LayerCase& c) {
@@ -37,9 +39,11 @@ int64_t simulated_layer_saved_bytes(const LayerCase& c) {
   o.seq = c.s;
   o.precision = Precision::Bf16;
   o.keep_program = true;
+  if (c.selective) o.checkpoint_ranges = {"attention"};
   if (c.t > 1) {
     o.parallel.gpus = c.t;
     o.parallel.tensor_parallel = c.t;
+    o.parallel.sequence_parallel = c.sp;
   }
   Result<Estimate> r = estimate(o);
   EXPECT_TRUE(r.ok()) << r.error();
@@ -100,6 +104,47 @@ TEST_P(MegatronTensorParallel, PerLayerSavedBytesFollowTheSplit) {
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronTensorParallel,
                          ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12, 2}, LayerCase{"gpt2", 4, 512, 768, 12, 4}));
+
+// With sequence parallelism as well (--sequence-parallel; Korthikanti et al. section 4.2.2:
+// sbh/t (34 + 5 a s / h)), the LayerNorm inputs (the residual adds), the two LayerNorm outputs
+// that the all-gathers before c_attn and c_fc keep (Megatron's column-parallel linear saves its
+// input shard and gathers it again in the backward; the gathered sequence lives in the
+// persistent "mpu" buffer, no layer's op) and the residual dropout masks hold s/t positions, so
+// every term divides by t: LayerNorm statistics included (16 sb/t); only the 2-byte scale stays.
+//   t = 2: 34 sbh/2 26,738,688 + 5 as^2b/2 31,457,280 + gelu 12 sbh 18,874,368 + 8 sb 16,384 + 2
+//          = 77,086,722;
+//   t = 4: 13,369,344 + 15,728,640 + 9,437,184 + 8,192 + 2 = 38,543,362.
+class MegatronSequenceParallel : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(MegatronSequenceParallel, PerLayerSavedBytesDivideByT) {
+  const LayerCase c = GetParam();
+  const int64_t sbh = c.s * c.b * c.h;
+  const int64_t korthikanti = (34 * sbh + 5 * c.a * c.s * c.s * c.b) / c.t;
+  EXPECT_EQ(simulated_layer_saved_bytes(c), korthikanti + 24 * sbh / c.t + 16 * c.s * c.b / c.t + 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronSequenceParallel,
+                         ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12, 2, true},
+                                           LayerCase{"gpt2", 4, 512, 768, 12, 4, true}));
+
+// Tensor + sequence parallelism + selective recomputation (--checkpoint attention; the paper's
+// sbh/t * 34): the attention core runs in a checkpoint, which keeps its inputs, the query, key and
+// value views of c_attn's [b, s, 3h/t] output (6 sbh/t, the paper's Q, K and V), instead of the
+// copies of Q, K and V that matmul makes (6 sbh/t), the 5 as^2b/t of the softmax and its dropout,
+// and the 2-byte scale (made inside the core):
+//   t = 2: 34 sbh/2 26,738,688 + gelu 12 sbh 18,874,368 + 8 sb 16,384 = 45,629,440;
+//   t = 4: 13,369,344 + 9,437,184 + 8,192 = 22,814,720.
+class MegatronSelectiveRecompute : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(MegatronSelectiveRecompute, PerLayerSavedBytesLoseTheAttentionCore) {
+  const LayerCase c = GetParam();
+  const int64_t sbh = c.s * c.b * c.h;
+  EXPECT_EQ(simulated_layer_saved_bytes(c), 34 * sbh / c.t + 24 * sbh / c.t + 16 * c.s * c.b / c.t);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronSelectiveRecompute,
+                         ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12, 2, true, true},
+                                           LayerCase{"gpt2", 4, 512, 768, 12, 4, true, true}));
 
 }  // namespace
 }  // namespace headroom

@@ -158,9 +158,10 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--pipeline-parallel", e.pipeline_parallel, "with --gpus and --micro-batch/--grad-accum: Megatron pipeline-parallel size P; the estimate is the peak stage's rank (data-parallel size gpus / (T x P))");
   cmd->add_option("--pipeline-schedule", e.pipeline_schedule, "with --pipeline-parallel: 1f1b (default), gpipe or interleaved");
   cmd->add_option("--virtual-stages", e.virtual_stages, "--pipeline-schedule interleaved: model chunks per rank (Megatron's virtual pipeline size)");
+  cmd->add_flag("--sequence-parallel", a.sequence_parallel, "with --tensor-parallel T > 1: Megatron sequence parallelism (norms, dropouts and residuals on seq / T positions)");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
-  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing)");
+  cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing), or attention: every block's attention core (Megatron's selective recomputation)");
   cmd->add_option("--offload", a.offloads, "training on cuda: offload the activations op NAME saves to host memory (repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
   cmd->add_option("--max-detections", a.max_detections, "ONNX: upper bound on every data-dependent count (NonZero, NonMaxSuppression: detections); default their bounds in the file");
@@ -239,7 +240,9 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
     if (cmd->count("--vary")) throw InputError("--vary does not apply to --mode serve");
     if (cmd->count("--batch")) throw InputError("--batch does not apply to --mode serve (vLLM batches up to 256 sequences)");
     if (cmd->count("--seq")) throw InputError("--seq does not apply to --mode serve: the context is --context N");
-    if (base.parallel.tensor_parallel != 1) throw InputError("--tensor-parallel does not apply to --mode serve (the KV capacity of one whole-model GPU)");
+    if (base.parallel.tensor_parallel != 1 || base.parallel.sequence_parallel) {
+      throw InputError("--tensor-parallel and --sequence-parallel do not apply to --mode serve (the KV capacity of one whole-model GPU)");
+    }
     ServeOptions o;
     o.estimate = base;
     RunArgs gpu_args = a.run;
@@ -425,9 +428,9 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     req.run = o;
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
-    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.reduce_bucket_elements ||
-        o.parallel.offload_optimizer || o.parallel.offload_params || o.parallel.pipeline_given()) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel ||
+        o.parallel.reduce_bucket_elements || o.parallel.offload_optimizer || o.parallel.offload_params || o.parallel.pipeline_given()) {
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --sequence-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);

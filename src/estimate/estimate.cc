@@ -73,12 +73,18 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
     cfg.group_size = *o.group_size;
   }
   cfg.tensor_parallel = o.parallel.tensor_parallel;
+  cfg.sequence_parallel = o.parallel.sequence_parallel;
   // The frontend builds one rank's graph, or rejects a split it does not know (select_frontend).
   Graph g = o.graph_loader ? o.graph_loader(cfg) : build_model(o.model, cfg);
   apply_freeze(g, o.freeze);
   // A model without parameters at all gets its own message (estimate()); this one is for --freeze.
   if (o.mode == RunMode::Training && g.parameter_count() > 0 && g.trainable_parameter_count() == 0) {
     throw InputError("every parameter is frozen: a training step has nothing to train");
+  }
+  if (o.parallel.sequence_parallel && (o.precision == Precision::AmpFp16 || o.precision == Precision::AmpBf16)) {
+    // The all-gathers feed Megatron's linears in the model's own 16-bit dtype (Float16Module);
+    // autocast would cast the gathered sequence instead (resolve_sharding says the same).
+    throw InputError("--sequence-parallel: Megatron runs its model in 16 bits itself (Float16Module), not through autocast: use --precision bf16 (or fp32)");
   }
   if (o.precision == Precision::AmpFp16) return apply_autocast(g, DType::F16, /*grad_scaler=*/o.mode == RunMode::Training);
   // bf16 has fp32's range: autocast to bf16 is used without a GradScaler.
@@ -196,6 +202,14 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
       TransformerBlocks blocks = transformer_blocks(g);
       if (blocks.segments.empty()) throw InputError("--checkpoint blocks: the model has no repeated blocks (module paths PREFIX.0., PREFIX.1., ...)");
       for (const CheckpointSegment& s : blocks.segments) plan.checkpoints.push_back(s);
+      continue;
+    }
+    if (r == "attention") {
+      std::vector<CheckpointSegment> cores = attention_cores(g);
+      if (cores.empty()) {
+        throw InputError("--checkpoint attention: no eager attention core (matmul_scores .. matmul_context) in every block of the model (gpt2, llama, or a Hugging Face decoder config with --attention eager)");
+      }
+      for (const CheckpointSegment& s : cores) plan.checkpoints.push_back(s);
       continue;
     }
     size_t dots = r.find("..");

@@ -60,6 +60,15 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
     throw InputError("--gpus " + std::to_string(p.gpus) + " is not a multiple of --tensor-parallel " + std::to_string(p.tensor_parallel) +
                      " (the data-parallel size is gpus / tensor-parallel)");
   }
+  if (p.sequence_parallel && p.tensor_parallel <= 1) {
+    throw InputError("--sequence-parallel needs --tensor-parallel T > 1 (Megatron shards the sequence over the tensor-parallel ranks)");
+  }
+  if (p.sequence_parallel && !training) {
+    throw InputError("--sequence-parallel applies to --mode train (Megatron's training layout)");
+  }
+  if (p.sequence_parallel && amp) {
+    throw InputError("--sequence-parallel: Megatron runs its model in 16 bits itself (Float16Module), not through autocast: use --precision bf16 (or fp32)");
+  }
   if (p.fsdp && p.tensor_parallel > 1) {
     throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
   }
@@ -94,7 +103,7 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
 std::string describe_layout(const ParallelOptions& p) {
   if (!p.given()) return "";
   std::string s = "one rank of " + std::to_string(p.gpus) + " GPUs (";
-  if (p.tensor_parallel > 1) s += "tensor-parallel " + std::to_string(p.tensor_parallel) + ", ";
+  if (p.tensor_parallel > 1) s += "tensor-parallel " + std::to_string(p.tensor_parallel) + (p.sequence_parallel ? " with sequence parallelism, " : ", ");
   if (p.pipeline_parallel > 1) {
     s += "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " " + std::string(pipeline_schedule_name(p.schedule())) + ", ";
   }
@@ -134,6 +143,7 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   r.gpus = p.gpus;
   r.data_parallel = s.data_parallel;
   r.tensor_parallel = p.tensor_parallel;
+  r.sequence_parallel = p.sequence_parallel;
   r.pipeline_parallel = p.pipeline_parallel;
   if (p.pipeline_parallel > 1) r.pipeline_schedule = pipeline_schedule_name(p.schedule());
   r.zero_stage = s.zero_stage;
@@ -147,7 +157,8 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
                          ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
                          : p.pipeline_parallel > 1 ? std::string("DDP (a replica of the stage)") : std::string("DDP (full replica)");
   r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
-             (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + " x " : std::string()) +
+             (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + (p.sequence_parallel ? " (sequence-parallel)" : "") + " x "
+                                    : std::string()) +
              (p.pipeline_parallel > 1 ? "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " (" + r.pipeline_schedule + ") x " : std::string()) +
              "data-parallel " + std::to_string(s.data_parallel) + ", " + what;
   if (s.optimizer_offloaded()) r.layout += s.offload_optimizer == OffloadDevice::Nvme ? ", optimizer offloaded to NVMe" : ", optimizer offloaded to CPU";

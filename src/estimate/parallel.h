@@ -28,6 +28,7 @@ struct ParallelOptions {
   std::optional<FsdpStrategy> fsdp;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
+  bool sequence_parallel = false;  // Megatron sequence parallelism (needs T > 1)
   std::optional<OffloadDevice> offload_optimizer;  // --offload-optimizer cpu|nvme (estimate/offload.h)
   bool offload_params = false;                     // --offload-params cpu
   // Megatron pipeline parallelism (schedule/pipeline_split.h): P stages; data-parallel size gpus / (T * P).
@@ -37,8 +38,8 @@ struct ParallelOptions {
   bool pipeline_given() const { return pipeline_parallel != 1 || pipeline_schedule || virtual_stages; }
   PipelineScheduleKind schedule() const { return pipeline_schedule.value_or(PipelineScheduleKind::OneFOneB); }
   bool given() const {
-    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || offload_optimizer || offload_params ||
-           pipeline_given();
+    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
+           offload_params || pipeline_given();
   }
 };
 
@@ -47,6 +48,7 @@ struct PerGpu {
   int64_t gpus = 1;
   int64_t data_parallel = 1;
   int64_t tensor_parallel = 1;
+  bool sequence_parallel = false;
   // Pipeline parallelism: the stage reported (the one with the highest peak), the micro-batches
   // whose activations it holds at once, and every stage's peak (index = stage).
   int64_t pipeline_parallel = 1;

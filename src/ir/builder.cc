@@ -482,6 +482,37 @@ TensorId GraphBuilder::dropout(const std::string& name, TensorId x, double p) {
   return unary(OpKind::Dropout, name, x, a, 2);
 }
 
+TensorId GraphBuilder::all_gather(const std::string& name, TensorId x, int64_t dim, int64_t ranks, bool into_buffer) {
+  std::vector<int64_t> os = shape(x);
+  const size_t d = static_cast<size_t>(norm_dim(dim, os.size(), name));
+  os[d] = checked_mul(os[d], ranks, name);
+  OpAttrs a;
+  a.dim = static_cast<int64_t>(d);
+  a.groups = ranks;
+  a.inplace = into_buffer;
+  OpId op = add_op(OpKind::AllGather, name, {x}, a);
+  TensorId out = add_output(op, os, tensor(x).dtype);
+  finish_op(op, 0);
+  return out;
+}
+
+TensorId GraphBuilder::reduce_scatter(const std::string& name, TensorId x, int64_t dim, int64_t ranks) {
+  std::vector<int64_t> os = shape(x);
+  const size_t d = static_cast<size_t>(norm_dim(dim, os.size(), name));
+  if (ranks < 1 || os[d] % ranks != 0) {
+    throw InputError(name + ": --sequence-parallel needs the sequence length " + std::to_string(os[d]) +
+                     " to be a multiple of --tensor-parallel " + std::to_string(ranks));
+  }
+  os[d] /= ranks;
+  OpAttrs a;
+  a.dim = static_cast<int64_t>(d);
+  a.groups = ranks;
+  OpId op = add_op(OpKind::ReduceScatter, name, {x}, a);
+  TensorId out = add_output(op, os, tensor(x).dtype);
+  finish_op(op, 0);
+  return out;
+}
+
 TensorId GraphBuilder::view(const std::string& name, TensorId x, std::vector<int64_t> new_shape) {
   if (!is_contiguous(x)) {
     throw InputError(name + ": view of a non-contiguous tensor '" + tensor(x).name + "'");

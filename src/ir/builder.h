@@ -122,6 +122,12 @@ class GraphBuilder {
 
   TensorId dropout(const std::string& name, TensorId x, double p);
 
+  // Megatron sequence parallelism over `ranks` tensor-parallel ranks along axis `dim` (op_kind.h):
+  // the all-gather of a sequence shard (into_buffer: into Megatron's persistent gather buffer, as
+  // a column-parallel linear with sequence_parallel does) and the reduce-scatter to one.
+  TensorId all_gather(const std::string& name, TensorId x, int64_t dim, int64_t ranks, bool into_buffer);
+  TensorId reduce_scatter(const std::string& name, TensorId x, int64_t dim, int64_t ranks);
+
   // Data movement. Views share storage; contiguous copies only when the input is not contiguous.
   TensorId view(const std::string& name, TensorId x, std::vector<int64_t> shape);  // one -1 allowed
   TensorId flatten(const std::string& name, TensorId x, int64_t start_dim);

@@ -27,6 +27,7 @@ constexpr std::pair<OpKind, std::string_view> kNames[] = {
     {OpKind::BceWithLogitsLoss, "binary_cross_entropy_with_logits"}, {OpKind::L1Loss, "l1_loss"},
     {OpKind::SmoothL1Loss, "smooth_l1_loss"},
     {OpKind::Opaque, "opaque"}, {OpKind::QuantLinear, "quant_linear"},
+    {OpKind::AllGather, "all_gather"}, {OpKind::ReduceScatter, "reduce_scatter"},
 };
 
 }  // namespace

@@ -40,6 +40,14 @@ enum class OpKind : uint8_t {
   // x @ W^T with W stored quantized (bitsandbytes int8 / nf4, GPTQ int4): inputs x and the
   // stored tensors; the kernel's temporaries are in OpAttrs (temp_bytes, aux_bytes).
   QuantLinear,
+  // Megatron-LM sequence parallelism (megatron/core/tensor_parallel/mappings.py, layers.py), along
+  // the sequence axis `attrs.dim` over `attrs.groups` tensor-parallel ranks.
+  // AllGather: [.., s/t, ..] -> [.., s, ..]; attrs.inplace: into Megatron's persistent
+  // GlobalMemoryBuffer ("mpu"), as a column-parallel linear's input (the interpreter owns that
+  // buffer), else a new tensor (gather_from_sequence_parallel_region). ReduceScatter:
+  // [.., s, ..] -> [.., s/t, ..], a new tensor (reduce_scatter_to_sequence_parallel_region, and
+  // the embedding's scatter + clone, which allocates the same).
+  AllGather, ReduceScatter,
 };
 
 std::string_view op_kind_name(OpKind k);

@@ -45,9 +45,11 @@ const std::vector<Engine>& engines() {
 }
 
 // Megatron tensor parallelism within one machine (T = 2, 4, 8 up to the GPUs per node), each
-// with DDP and ZeRO-1 across the N / T data-parallel groups (Megatron-DeepSpeed's combinations;
-// FSDP 1.13 has none). A T that does not divide N is rejected here; one that splits no whole
-// head is rejected when its rank's graph is built.
+// with DDP and ZeRO-1, 2 and 3 across the N / T data-parallel groups (Megatron-DeepSpeed's
+// combinations: DeepSpeed partitions over the data-parallel group its `mpu` argument names,
+// runtime/engine.py DeepSpeedEngine(mpu=...) and zero/stage3.py's dp_process_group). FSDP 1.13
+// has none (one rejection line). A T that does not divide N is rejected here; one that splits no
+// whole head is rejected when its rank's graph is built.
 std::vector<Engine> tensor_parallel_engines(int64_t gpus, int gpus_per_node, std::vector<LayoutRejection>& rejected) {
   std::vector<Engine> out;
   for (int64_t t = 2; t <= 8 && t <= gpus_per_node; t *= 2) {
@@ -58,6 +60,11 @@ std::vector<Engine> tensor_parallel_engines(int64_t gpus, int gpus_per_node, std
     }
     out.push_back({tp + " x DDP", DataParallelEngine::Ddp, std::nullopt, std::nullopt, t});
     out.push_back({tp + " x ZeRO-1", DataParallelEngine::Zero1, 1, std::nullopt, t});
+    out.push_back({tp + " x ZeRO-2", DataParallelEngine::Zero2, 2, std::nullopt, t});
+    out.push_back({tp + " x ZeRO-3", DataParallelEngine::Zero3, 3, std::nullopt, t});
+  }
+  if (!out.empty()) {
+    rejected.push_back({"TP x FSDP", "PyTorch 1.13's FSDP does not compose with tensor parallelism (2-D layouts came with DTensor in 2.x)"});
   }
   return out;
 }

@@ -11,7 +11,7 @@
 // included) + the host-link traffic of offloading + the communication that the backward pass cannot hide (DDP buckets, ZeRO's overlap_comm and FSDP's
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
 // taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
-// parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1 over N / T) adds its activation
+// parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1, 2, 3 over N / T) adds its activation
 // all-reduces in full (plan/tensor_parallel_comm.h). Megatron pipeline parallelism (P x T x ZeRO-1,
 // plan/pipeline_layouts.h) adds its bubble and p2p sends; its memory is its peak stage's program.
 //

@@ -270,7 +270,8 @@ std::string estimate_json(const Estimate& e) {
   if (e.per_gpu) {
     const PerGpu& g = *e.per_gpu;
     j["per_gpu"] = {{"layout", {{"gpus", g.gpus}, {"data_parallel", g.data_parallel},
-                                {"tensor_parallel", g.tensor_parallel}, {"engine", g.engine},
+                                {"tensor_parallel", g.tensor_parallel}, {"sequence_parallel", g.sequence_parallel},
+                                {"engine", g.engine},
                                 {"zero_stage", g.zero_stage}, {"description", g.layout}}},
                     {"pipeline_parallel", g.pipeline_parallel},
                     {"model_states_bytes", g.model_states_bytes},

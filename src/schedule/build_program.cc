@@ -22,6 +22,8 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
     TensorId out = op.outputs[j];
     if (fp.output_alias[j] >= 0) {
       out_buf[j] = buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
+    } else if (j == 0 && fp.into_gather_buffer) {
+      out_buf[j] = gather_buffer(g_.tensor(out));  // sequence parallelism: a view of Megatron's buffer
     } else {
       Category cat = saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
       if (kv_cache_[static_cast<size_t>(out)]) cat = Category::KvCache;

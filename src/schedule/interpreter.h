@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,11 @@ class Interpreter {
   // The first cuBLAS call of a thread creates its handle's workspace; it is never freed.
   void cublas_workspace(BufferId& slot, const char* name);
 
+  // Megatron's GlobalMemoryBuffer "mpu" (megatron/core/utils.py get_tensor): one persistent buffer
+  // per dtype, made by the first sequence-parallel all-gather and replaced by a larger one when
+  // a later all-gather needs more (interpreter_sequence_parallel.cc).
+  BufferId gather_buffer(const Tensor& gathered);
+
   // A Python float operand on the CPU: a float64 0-dim tensor and its fp32 cast, alive while the
   // op runs (none on CUDA, where they stay in host memory).
   std::vector<BufferId> python_scalar(const std::string& what);
@@ -284,6 +290,7 @@ class Interpreter {
   bool state_created_ = false;
   BufferId forward_workspace_ = kNone;
   BufferId backward_workspace_ = kNone;
+  std::map<DType, BufferId> gather_buffers_;  // gather_buffer(): by dtype
 
   // The memory plan, resolved per op.
   DeviceProfile no_workspace_device_;

@@ -60,4 +60,22 @@ TransformerBlocks transformer_blocks(const Graph& g) {
   return r;
 }
 
+std::vector<CheckpointSegment> attention_cores(const Graph& g) {
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::vector<CheckpointSegment> cores;
+  for (const CheckpointSegment& block : transformer_blocks(g).segments) {
+    OpId scores = kNone, context = kNone;
+    for (OpId id = block.first; id <= block.last; ++id) {
+      const std::string& name = g.op(id).name;
+      if (scores == kNone && ends_with(name, ".matmul_scores")) scores = id;
+      if (scores != kNone && ends_with(name, ".matmul_context")) context = id;
+    }
+    if (scores == kNone || context == kNone || !checkpoint_gets_gradients(g, scores, context)) return {};
+    cores.push_back({scores, context});
+  }
+  return cores;
+}
+
 }  // namespace headroom

@@ -23,4 +23,13 @@ struct TransformerBlocks {
 
 TransformerBlocks transformer_blocks(const Graph& g);
 
+// Megatron-LM's selective activation recomputation (--recompute-granularity selective;
+// megatron/core/transformer/attention.py _checkpointed_attention_forward: one
+// tensor_parallel.checkpoint around core_attention, i.e. Q K^T, the scaling and mask, softmax,
+// attention dropout and the product with V; Korthikanti et al. 2022, section 5): per block, the
+// ops from the one named `*.matmul_scores` to the one named `*.matmul_context` (the eager
+// attention of the zoo's gpt2 and llama and of Hugging Face configs with --attention eager).
+// Empty when some block has no such pair.
+std::vector<CheckpointSegment> attention_cores(const Graph& g);
+
 }  // namespace headroom

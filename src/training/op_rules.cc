@@ -421,6 +421,23 @@ ForwardPlan forward_plan(const RuleContext& c) {
     case OpKind::Expand:
     case OpKind::Split:
       return aliased_outputs(c);
+    case OpKind::AllGather: {
+      if (!op.attrs.inplace) return fresh_outputs(c);  // gather_from_sequence_parallel_region
+      // A column-parallel linear with sequence_parallel (Megatron-LM core/tensor_parallel/layers.py,
+      // LinearWithGradAccumulationAndAsyncCommunication.forward) gathers its input into
+      // get_global_memory_buffer().get_tensor(..., "mpu") and saves the shard it was given
+      // (ctx.save_for_backward(input, weight)); its backward gathers the shard again into the
+      // same buffer. So the shard is what autograd keeps, and the gathered tensor is a view of
+      // the persistent buffer.
+      ForwardPlan p;
+      p.output_alias.push_back(-1);
+      p.into_gather_buffer = true;
+      p.creates_node = c.grad_mode && any_needs(c);
+      if (p.creates_node) save_input(p, 0);
+      return p;
+    }
+    case OpKind::ReduceScatter:
+      return fresh_outputs(c);  // _reduce_scatter_along_first_dim: torch.empty(dim_size) of s/t
     case OpKind::NllLoss: {
       ForwardPlan p = fresh_outputs(c);
       int k = add_extra(p, "total_weight", dtype_size(out_t(c, 0).dtype));
@@ -685,6 +702,15 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       return b;
     }
     case OpKind::Dropout: {
+      BackwardPlan b;
+      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      return b;
+    }
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter: {
+      // Each is the other's backward: the all-gather's gradient is reduce-scattered into a new
+      // shard (layers.py backward: sub_grad_input = torch.empty(dim_size)), the reduce-scatter's
+      // is all-gathered into a new full tensor (mappings.py _gather_along_first_dim).
       BackwardPlan b;
       if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
       return b;

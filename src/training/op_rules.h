@@ -54,6 +54,9 @@ struct ForwardPlan {
   std::vector<Ref> saved;          // kept until this op's backward node has run
   bool creates_node = false;       // an autograd node records this op
   int64_t output_bytes = -1;       // storage size of output 0 when it differs from its shape's
+  // Output 0 is a view of Megatron's persistent all-gather buffer (sequence parallelism), which
+  // the interpreter allocates on first use and keeps: no allocation by the op itself.
+  bool into_gather_buffer = false;
 };
 
 // How a backward node produces the gradient of one of its inputs.

@@ -10,6 +10,7 @@
 
 #include "frontends/zoo/losses.h"
 #include "frontends/zoo/megatron_split.h"
+#include "frontends/zoo/sequence_parallel.h"
 #include "frontends/zoo/transformer_common.h"
 #include "ir/builder.h"
 #include "util/checked.h"
@@ -39,7 +40,7 @@ class Forward {
   Forward(GraphBuilder& b, const HfDecoderConfig& c, const Params& p, AttentionKind attention, bool inference,
           const BuildConfig& cfg)
       : b_(b), c_(c), p_(p), n_(names_of(c)), attention_(attention), inference_(inference), lora_(cfg.lora),
-        weights_(cfg.weights) {}
+        weights_(cfg.weights), sp_(cfg) {}
 
   // One model call on `ids` [B, S] with `past` cached tokens; `cache` null: use_cache=False.
   // Returns the final hidden states [B, S, H] (the caller applies lm_head).
@@ -62,6 +63,7 @@ class Forward {
       TensorId normalizer = b_.factory(pre + "normalizer", {}, b_.tensor(embeds).dtype);
       hidden = b_.mul(pre + "embed_scale", hidden, normalizer);
     }
+    hidden = sp_.scatter(b_, pre + "scatter_to_sequence_parallel_region", hidden);
     auto [cos, sin] = rotary(pre + n_.rotary, position_ids);
     b_.hold(cos);
     b_.hold(sin);
@@ -77,6 +79,7 @@ class Forward {
   TensorId logits(const std::string& pre, TensorId hidden, int64_t keep) {
     size_t scope = b_.open_scope();
     b_.hold(hidden);
+    hidden = sp_.gather_for_linear(b_, pre + n_.lm_head + ".all_gather", hidden);
     const auto s = b_.shape(hidden);
     // hidden_states[:, -num_logits_to_keep:, :] (0 keeps all: three full-range slices, whose
     // backward still allocates a gradient each).
@@ -332,6 +335,7 @@ class Forward {
     const LayerParams& lp = p_.layers[i];
     size_t scope = b_.open_scope();
     b_.hold(hidden);
+    hidden = sp_.gather_for_linear(b_, m + ".qkv.all_gather", hidden);
     const int64_t batch = b_.shape(hidden)[0], seq = b_.shape(hidden)[1], hd = c_.head_dim;
     auto [q, k, v] = project(m, lp, hidden);
     if (c_.rotary_dim == hd) {
@@ -361,6 +365,7 @@ class Forward {
     }
     out = b_.reshape(m + ".attn_output.reshape", out, {batch, seq, c_.heads * hd});
     out = linear(m + "." + n_.o, out, lp.o);
+    out = sp_.scatter(b_, m + "." + n_.o + ".reduce_scatter", out);
     b_.release_holds(scope);
     return out;
   }
@@ -495,6 +500,7 @@ class Forward {
   TensorId mlp(const std::string& m, const LayerParams& lp, TensorId x) {
     size_t scope = b_.open_scope();
     b_.hold(x);
+    x = sp_.gather_for_linear(b_, m + ".fc1.all_gather", x);
     TensorId out;
     if (c_.fused_gate_up) {
       // up_states = gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);
@@ -512,6 +518,7 @@ class Forward {
       TensorId h = act(m + ".act", linear(m + "." + n_.fc1, x, lp.up));
       out = linear(m + "." + n_.fc2, h, lp.down);
     }
+    out = sp_.scatter(b_, m + ".down_proj.reduce_scatter", out);
     b_.release_holds(scope);
     return out;
   }
@@ -577,6 +584,7 @@ class Forward {
   bool inference_;
   const std::optional<LoraConfig>& lora_;
   WeightFormat weights_;
+  SequenceParallel sp_;  // Megatron sequence parallelism (sequence_parallel.h); off by default
 };
 
 // transformers' decoder layer class of each model_type (modeling_<type>.py).
@@ -925,6 +933,11 @@ Graph build_hf_decoder(const HfDecoderConfig& c, const std::string& model_name, 
   if (cfg.generation && cfg.tensor_parallel == 1) return build_generation(c, model_name, cfg);
   // Under tensor parallelism the graph is one Megatron rank's: the same forward at its sizes.
   check_tensor_parallel_options(cfg, model_name);
+  if (cfg.sequence_parallel && c.experts > 0) {
+    // Megatron's MoE layers dispatch tokens with their own all-gathers / all-to-alls
+    // (megatron/core/transformer/moe/token_dispatcher.py), which headroom does not model.
+    throw InputError("--sequence-parallel with " + model_name + ": a mixture-of-experts model's token dispatch under sequence parallelism is not modelled");
+  }
   return build_single(megatron_rank_config(c, cfg.tensor_parallel, model_name), model_name, cfg);
 }
 

@@ -22,6 +22,7 @@
 #include "frontends/zoo/losses.h"
 #include "frontends/zoo/megatron_split.h"
 #include "frontends/zoo/registry.h"
+#include "frontends/zoo/sequence_parallel.h"
 #include "frontends/zoo/transformer_common.h"
 #include "util/error.h"
 
@@ -93,13 +94,13 @@ Gpt2Params declare(GraphBuilder& b, const Gpt2Config& c) {
 
 class Gpt2Forward {
  public:
-  Gpt2Forward(GraphBuilder& b, const Gpt2Config& c, const Gpt2Params& p, double dropout_scale)
-      : b_(b), c_(c), p_(p), scale_(dropout_scale) {}
+  Gpt2Forward(GraphBuilder& b, const Gpt2Config& c, const Gpt2Params& p, double dropout_scale, SequenceParallel sp)
+      : b_(b), c_(c), p_(p), scale_(dropout_scale), sp_(sp) {}
 
   // GPT2LMHeadModel.forward: lm_logits [B, S, vocab].
   TensorId run(TensorId input_ids) {
     TensorId hidden = transformer(input_ids);
-    return b_.linear_with("lm_head", hidden, p_.lm_head);
+    return b_.linear_with("lm_head", sp_.gather_for_linear(b_, "lm_head.all_gather", hidden), p_.lm_head);
   }
 
  private:
@@ -116,12 +117,13 @@ class Gpt2Forward {
     TensorId position_embeds = b_.embedding_with("transformer.wpe", position_ids, p_.wpe);
     b_.hold(position_embeds);
     TensorId hidden = b_.add("transformer.add", inputs_embeds, position_embeds);
+    hidden = sp_.scatter(b_, "transformer.scatter_to_sequence_parallel_region", hidden);
     hidden = b_.dropout("transformer.drop", hidden, c_.embd_pdrop * scale_);
     for (int64_t i = 0; i < c_.layers; ++i) {
       hidden = block("transformer.h." + std::to_string(i), p_.blocks[static_cast<size_t>(i)], hidden);
     }
     hidden = apply_layer_norm(b_, "transformer.ln_f", hidden, p_.ln_f);
-    hidden = b_.view("transformer.output.view", hidden, {-1, seq, c_.hidden});
+    hidden = b_.view("transformer.output.view", hidden, {-1, b_.shape(hidden)[1], c_.hidden});
     b_.release_holds(scope);
     return hidden;
   }
@@ -164,7 +166,7 @@ class Gpt2Forward {
     size_t scope = b_.open_scope();
     b_.hold(hidden);
     const int64_t h = c_.hidden / c_.tp;  // this rank's heads
-    TensorId qkv = conv1d(m + ".c_attn", hidden, bp.c_attn);
+    TensorId qkv = conv1d(m + ".c_attn", sp_.gather_for_linear(b_, m + ".c_attn.all_gather", hidden), bp.c_attn);
     // .split(split_size, dim=2)
     std::vector<TensorId> parts = b_.split(m + ".split", qkv, h, 2);
     TensorId query = parts[0], key = parts[1], value = parts[2];
@@ -182,6 +184,7 @@ class Gpt2Forward {
     const auto s = b_.shape(out);
     out = b_.view(m + ".merge_heads.view", out, {s[0], s[1], h});
     out = conv1d(m + ".c_proj", out, bp.attn_proj);
+    out = sp_.scatter(b_, m + ".c_proj.reduce_scatter", out);
     out = b_.dropout(m + ".resid_dropout", out, c_.resid_pdrop * scale_);
     b_.release_holds(scope);
     return out;
@@ -211,9 +214,10 @@ class Gpt2Forward {
   }
 
   TensorId mlp(const std::string& m, const Gpt2BlockParams& bp, TensorId hidden) {
-    hidden = conv1d(m + ".c_fc", hidden, bp.c_fc);
+    hidden = conv1d(m + ".c_fc", sp_.gather_for_linear(b_, m + ".c_fc.all_gather", hidden), bp.c_fc);
     hidden = gelu_new(m + ".act", hidden);
     hidden = conv1d(m + ".c_proj", hidden, bp.mlp_proj);
+    hidden = sp_.scatter(b_, m + ".c_proj.reduce_scatter", hidden);
     return b_.dropout(m + ".dropout", hidden, c_.resid_pdrop * scale_);
   }
 
@@ -238,6 +242,7 @@ class Gpt2Forward {
   const Gpt2Config& c_;
   const Gpt2Params& p_;
   double scale_;
+  SequenceParallel sp_;
 };
 
 Graph build_gpt2(const Gpt2Config& preset, const ModelSpec& spec, const BuildConfig& cfg) {
@@ -263,7 +268,7 @@ Graph build_gpt2(const Gpt2Config& preset, const ModelSpec& spec, const BuildCon
   set_transformer_dims(b, c.hidden, c.layers);
   Gpt2Params p = declare(b, c);
   TensorId input_ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
-  TensorId logits = Gpt2Forward(b, c, p, cfg.dropout_scale).run(input_ids);
+  TensorId logits = Gpt2Forward(b, c, p, cfg.dropout_scale, SequenceParallel(cfg)).run(input_ids);
   b.mark_output(logits);
   b.begin_loss();
   b.set_loss(add_loss(b, logits, LossKind::NextToken, cfg));

@@ -28,6 +28,7 @@
 #include "frontends/zoo/losses.h"
 #include "frontends/zoo/megatron_split.h"
 #include "frontends/zoo/registry.h"
+#include "frontends/zoo/sequence_parallel.h"
 #include "frontends/zoo/transformer_common.h"
 #include "util/error.h"
 
@@ -102,14 +103,15 @@ constexpr double kFloat32Min = -3.4028234663852886e38;
 
 class LlamaForward {
  public:
-  LlamaForward(GraphBuilder& b, const LlamaConfig& c, const LlamaParams& p) : b_(b), c_(c), p_(p) {}
+  LlamaForward(GraphBuilder& b, const LlamaConfig& c, const LlamaParams& p, SequenceParallel sp)
+      : b_(b), c_(c), p_(p), sp_(sp) {}
 
   // LlamaForCausalLM.forward: logits [B, S, vocab] in float32.
   TensorId run(TensorId input_ids) {
     size_t scope = b_.open_scope();
     TensorId hidden = model(input_ids);
     b_.hold(hidden);
-    TensorId logits = b_.linear_with("lm_head", hidden, p_.lm_head);
+    TensorId logits = b_.linear_with("lm_head", sp_.gather_for_linear(b_, "lm_head.all_gather", hidden), p_.lm_head);
     if (b_.tensor(logits).dtype != DType::F32) logits = b_.cast("logits.float", logits, DType::F32);
     b_.release_holds(scope);
     return logits;
@@ -130,7 +132,7 @@ class LlamaForward {
     TensorId ones = b_.factory("model.attention_mask", {batch, seq}, DType::Bool);  // torch.ones(bool)
     TensorId mask = prepare_decoder_attention_mask(ones, batch, seq);
     b_.hold(mask);
-    TensorId hidden = inputs_embeds;
+    TensorId hidden = sp_.scatter(b_, "model.scatter_to_sequence_parallel_region", inputs_embeds);
     for (int64_t i = 0; i < c_.layers; ++i) {
       hidden = decoder_layer("model.layers." + std::to_string(i), p_.layers[static_cast<size_t>(i)], hidden, mask,
                              position_ids);
@@ -253,6 +255,7 @@ class LlamaForward {
                      TensorId position_ids) {
     size_t scope = b_.open_scope();
     b_.hold(hidden);  // the argument (the input norm's output) until the attention returns
+    hidden = sp_.gather_for_linear(b_, m + ".qkv.all_gather", hidden);
     const int64_t batch = b_.shape(hidden)[0], seq = b_.shape(hidden)[1];
     const int64_t hd = c_.hidden / c_.heads;
     TensorId q = b_.linear_with(m + ".q_proj", hidden, lp.q);
@@ -288,6 +291,7 @@ class LlamaForward {
     out = b_.contiguous(m + ".context.contiguous", out);
     out = b_.reshape(m + ".context.reshape", out, {batch, seq, heads * hd});
     out = b_.linear_with(m + ".o_proj", out, lp.o);
+    out = sp_.scatter(b_, m + ".o_proj.reduce_scatter", out);
     b_.release_holds(scope);
     return out;
   }
@@ -295,11 +299,13 @@ class LlamaForward {
   TensorId mlp(const std::string& m, const LlamaLayerParams& lp, TensorId x) {
     size_t scope = b_.open_scope();
     b_.hold(x);
+    x = sp_.gather_for_linear(b_, m + ".fc1.all_gather", x);
     TensorId gate = b_.linear_with(m + ".gate_proj", x, lp.gate);
     gate = b_.silu(m + ".act_fn", gate);
     TensorId up = b_.linear_with(m + ".up_proj", x, lp.up);
     TensorId h = b_.mul(m + ".mul", gate, up);
     TensorId out = b_.linear_with(m + ".down_proj", h, lp.down);
+    out = sp_.scatter(b_, m + ".down_proj.reduce_scatter", out);
     b_.release_holds(scope);
     return out;
   }
@@ -307,6 +313,7 @@ class LlamaForward {
   GraphBuilder& b_;
   const LlamaConfig& c_;
   const LlamaParams& p_;
+  SequenceParallel sp_;
 };
 
 const LlamaConfig* find_preset(const std::string& name) {
@@ -359,7 +366,7 @@ Graph build_llama(const std::string& fixed_preset, const ModelSpec& spec, const 
   set_transformer_dims(b, c.hidden, c.layers);
   LlamaParams p = declare(b, c);
   TensorId input_ids = b.input("input_ids", {cfg.batch, seq}, DType::I64);
-  TensorId logits = LlamaForward(b, c, p).run(input_ids);
+  TensorId logits = LlamaForward(b, c, p, SequenceParallel(cfg)).run(input_ids);
   b.mark_output(logits);
   b.begin_loss();
   b.set_loss(add_loss(b, logits, LossKind::NextToken, cfg));

@@ -79,6 +79,10 @@ struct BuildConfig {
   // QKV and fc1, row-parallel projections, vocab-parallel embedding). Builders that have no
   // split reject values above 1 (ZooEntry::tensor_parallel).
   int64_t tensor_parallel = 1;
+  // Megatron sequence parallelism (with tensor_parallel > 1): norms, dropouts and residuals on
+  // seq / T positions, all-gathers before the column-parallel GEMMs, reduce-scatters after the
+  // row-parallel ones (frontends/zoo/sequence_parallel.h).
+  bool sequence_parallel = false;
 };
 
 // Reads the spec's parameters with defaults; every key read is recorded, so that
