@@ -81,6 +81,7 @@ struct RunArgs {
   std::vector<std::string> dims;  // NAME=VALUE
   bool allow_unknown = false;
   std::vector<std::string> checkpoints;
+  std::string checkpoint_impl;        // reentrant | non-reentrant; "" leaves reentrant
   std::vector<std::string> offloads;  // op names whose saved activations go to host memory
   // A program captured from PyTorch (the Python package's capture): builds the graph for a run's
   // BuildConfig. Set, it is the model source and `model` is only its display name.
