@@ -187,6 +187,9 @@ def _build():
     C += checkpointed("resnet18", [2], [("sgd", False)], "nested-nr")
     C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "blocks-nr", seq=32)
     C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "nested-nr", seq=32)
+    # peak inside the nested backward (as the reentrant vocab=1000 case above)
+    C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "nested-nr", seq=128)
+    C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "blocks-nr", seq=128)
     return C
 
 
