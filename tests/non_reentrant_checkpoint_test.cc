@@ -80,6 +80,16 @@ TEST(NonReentrantCheckpoint, MayStartAtTheModelInput) {
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(testing::check_oracles(r.value().program), "");
   EXPECT_EQ(recompute_labels(r.value().program).size(), 2u);
+  // The same through --checkpoint ranges.
+  o.checkpoint_ranges = {"0..1"};
+  Result<Estimate> by_name = estimate(o);
+  ASSERT_FALSE(by_name.ok());
+  EXPECT_NE(by_name.error().find("(or use --checkpoint-impl non-reentrant)"), std::string::npos) << by_name.error();
+  o.plan = {};
+  o.plan.checkpoint_impl = CheckpointImpl::NonReentrant;
+  by_name = estimate(o);
+  ASSERT_TRUE(by_name.ok()) << by_name.error();
+  EXPECT_EQ(by_name.value().peak_bytes, r.value().peak_bytes);
 }
 
 TEST(NonReentrantCheckpoint, PlanTextNamesTheImplementation) {
