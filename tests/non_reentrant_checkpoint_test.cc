@@ -8,6 +8,7 @@
 #include "graph_dsl.h"
 #include "ir/graph.h"
 #include "options/run_args.h"
+#include "plan/planner.h"
 #include "schedule/memory_plan.h"
 #include "tiny_mlp_options.h"
 #include "util/error.h"
@@ -116,6 +117,42 @@ TEST(NonReentrantCheckpoint, OptionNeedsCheckpointsAndAKnownName) {
   o = to_estimate_options(a);
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.error(), "--checkpoint-impl must be reentrant or non-reentrant, got 'lazy'");
+}
+
+TEST(NonReentrantCheckpoint, PlanJudgesItsCandidatesNonReentrant) {
+  // plan --checkpoint-impl non-reentrant: the strategies place regions as ever, and every
+  // candidate is re-simulated with non-reentrant calls, so the chosen plan re-estimated alone
+  // with that implementation has the plan's peak (on the exact heap: --device cpu --budget).
+  EstimateOptions run;
+  run.model = "resnet18";
+  run.batch = 8;
+  run.mode = RunMode::Training;
+  run.optimizer = OptimizerKind::Sgd;
+  run.device = "cpu";
+  run.plan.checkpoint_impl = CheckpointImpl::NonReentrant;
+  Result<Estimate> all = estimate(run);
+  ASSERT_TRUE(all.ok()) << all.error();
+  PlanRequest req;
+  req.run = run;
+  req.budget_bytes = all.value().peak_bytes * 19 / 20;
+  req.strategy = "checkpoint";
+  Result<Plan> r = make_plan(req);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Plan& p = r.value();
+  ASSERT_TRUE(p.feasible);
+  ASSERT_FALSE(p.chosen.candidate.plan.checkpoints.empty());
+  EstimateOptions o = run;
+  o.plan = p.chosen.candidate.plan;
+  o.plan.checkpoint_impl = CheckpointImpl::NonReentrant;
+  Result<Estimate> e = estimate(o);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e.value().peak_bytes, p.chosen.eval.peak_bytes);
+  EXPECT_LE(e.value().peak_bytes, p.budget_bytes);
+  // The same regions run reentrant peak elsewhere: the implementation was not ignored.
+  o.plan.checkpoint_impl = CheckpointImpl::Reentrant;
+  Result<Estimate> reentrant = estimate(o);
+  ASSERT_TRUE(reentrant.ok()) << reentrant.error();
+  EXPECT_NE(reentrant.value().peak_bytes, e.value().peak_bytes);
 }
 
 }  // namespace

@@ -197,10 +197,13 @@ class Plan(dict):
         optimizer.zero_grad(set_to_none=True)
         return total
 
-    def apply(self, model, checkpoint_impl="reentrant"):
+    def apply(self, model, checkpoint_impl=None):
         """checkpoint_impl: "reentrant" (torch.utils.checkpoint's default in 1.13) or
-        "non-reentrant" (use_reentrant=False); the re-estimate models the one applied."""
+        "non-reentrant" (use_reentrant=False); by default the one the plan was made for
+        (plan(..., checkpoint_impl=...)). The re-estimate models the one applied."""
         from . import apply as ap
+        if checkpoint_impl is None:
+            checkpoint_impl = self["decisions"].get("checkpoint_impl", "reentrant")
         if checkpoint_impl not in ("reentrant", "non-reentrant"):
             raise Error(f"plan.apply: checkpoint_impl must be reentrant or non-reentrant, got {checkpoint_impl!r}")
         if self._capture is None:
@@ -216,6 +219,7 @@ class Plan(dict):
         offload_modules, offload_ops = ap.choose_offload(model, mops, actions)
         options = dict(self._options)
         options["checkpoint"] = ranges
+        options.pop("checkpoint_impl", None)
         if ranges and checkpoint_impl != "reentrant":
             options["checkpoint_impl"] = checkpoint_impl
         options["offload"] = offload_ops

@@ -352,7 +352,8 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     if (!a.checkpoint_impl.empty()) {
       std::optional<CheckpointImpl> impl = parse_checkpoint_impl(a.checkpoint_impl);
       if (!impl) throw InputError("--checkpoint-impl must be reentrant or non-reentrant, got '" + a.checkpoint_impl + "'");
-      if (a.checkpoints.empty()) throw InputError("--checkpoint-impl applies with --checkpoint");
+      // plan places the checkpoints itself and runs them with this implementation.
+      if (a.checkpoints.empty() && command != RunCommand::Plan) throw InputError("--checkpoint-impl applies with --checkpoint");
       o.plan.checkpoint_impl = *impl;
     }
     o.offload_ops = a.offloads;
