@@ -48,6 +48,18 @@ def test_applied_non_reentrant_plan_measures_its_re_estimate():
     assert planned["predicted"] <= planned["plan_peak"]
 
 
+def test_plan_judged_non_reentrant_is_applied_non_reentrant():
+    model, x, y = applied.mlp_seq()
+    plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="30MiB",
+                         strategy="checkpoint", device="cpu", optimizer="sgd", foreach=False,
+                         checkpoint_impl="non-reentrant")
+    assert plan["decisions"]["checkpoint_impl"] == "non-reentrant"
+    plan.apply(model)
+    assert plan.applied["checkpoint_impl"] == "non-reentrant"
+    assert plan.applied["checkpoint"] == ["1..9"]
+    assert plan.applied["estimate"]["peak_bytes"] == plan["peak_bytes"]
+
+
 def test_apply_names_a_bad_checkpoint_impl():
     model, x, y = applied.mlp_seq()
     plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="30MiB",
