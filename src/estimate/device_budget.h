@@ -24,6 +24,8 @@ struct DeviceBudget {
   double margin = 0.0;
 };
 DeviceBudget device_budget(const GpuOptions& options);
+// The capacity less the margin: a run fits when context, NCCL and the reserved peak are within it.
+int64_t usable_bytes(const DeviceBudget& budget);
 CachingAllocatorOptions allocator_options(const GpuOptions& options, const DeviceBudget& budget);
 DeviceMemory device_memory_from(const DeviceBudget& budget, const CachingAllocatorStats& stats);
 

@@ -34,6 +34,10 @@ DeviceBudget device_budget(const GpuOptions& o) {
   return b;
 }
 
+int64_t usable_bytes(const DeviceBudget& b) {
+  return static_cast<int64_t>(static_cast<double>(b.capacity_bytes) * (1.0 - b.margin));
+}
+
 CachingAllocatorOptions allocator_options(const GpuOptions& o, const DeviceBudget& b) {
   CachingAllocatorOptions ao = o.allocator;
   ao.capacity_bytes = b.allocator_bytes;
@@ -52,7 +56,7 @@ DeviceMemory device_memory_from(const DeviceBudget& b, const CachingAllocatorSta
   d.segments = s.segments;
   d.allocator_oom = s.oom;
   d.device_total_bytes = d.context_bytes + d.nccl_bytes + d.reserved_peak_bytes;
-  d.usable_bytes = static_cast<int64_t>(static_cast<double>(d.capacity_bytes) * (1.0 - b.margin));
+  d.usable_bytes = usable_bytes(b);
   d.headroom_bytes = d.usable_bytes - d.device_total_bytes;
   d.fits = !d.allocator_oom && d.headroom_bytes >= 0;
   return d;

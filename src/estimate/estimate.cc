@@ -125,6 +125,9 @@ Estimate summarize(const EstimateOptions& o, const Graph& g, const Program& p, c
     e.peak_phase = st.phase;
     e.peak_op = st.label;
     e.peak_iteration = st.iteration;
+  }
+  // The largest live tensors, when asked for (fit asks for none at each size it tries).
+  if (sim.peak.step >= 0 && o.top_tensors > 0) {
     std::vector<BufferId> live = live_after(p, sim.peak.event);
     std::stable_sort(live.begin(), live.end(), [&](BufferId a, BufferId b) {
       return p.buffers[static_cast<size_t>(a)].bytes > p.buffers[static_cast<size_t>(b)].bytes;

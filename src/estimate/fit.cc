@@ -40,11 +40,6 @@ class Searcher final : public FitPoints {
   std::string invalid_;
 };
 
-bool fits(FitPoints& s, int64_t v) {
-  const FitPoint* p = s.at(v);
-  return p && p->device.fits;
-}
-
 }  // namespace
 
 Result<FitResult> fit(const FitOptions& o) {
@@ -75,12 +70,12 @@ FitResult fit_search(const FitOptions& o, FitPoints& s) {
       r.limited = true;
       break;
     }
-    if (fits(s, v)) lo = v;
+    if (s.fits(v)) lo = v;
     else hi = v;
   }
   while (hi != 0 && hi - lo > 1) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (fits(s, mid)) lo = mid;
+    if (s.fits(mid)) lo = mid;
     else hi = mid;
   }
   r.max_value = lo;
@@ -91,7 +86,7 @@ FitResult fit_search(const FitOptions& o, FitPoints& s) {
     else r.limit_reason = s.invalid();
   }
   for (int64_t v = std::max(start, lo - kFitCheckBelow); v < lo; ++v) {
-    if (!fits(s, v)) {
+    if (!s.fits(v)) {
       r.fails_below = v;
       break;
     }

@@ -49,11 +49,18 @@ Result<FitResult> fit(const FitOptions& options);
 // The search of fit() over any source of points (fit_all.h shares one sweep among GPUs). at(v)
 // is the point at size v, or nullptr when the model rejects that size (invalid() then says
 // why); with first, a rejection is the user's error and at() throws InputError.
-// evaluations(): the distinct sizes asked for so far.
+// fits(v) is whether at(v) would give a point that fits (false for a rejected size); a source
+// may answer it without the whole point when the answer is provably the same, and a size asked
+// through both counts once. evaluations(): the distinct sizes asked for so far (fit() also
+// counts each request of a rejected size, which it does not keep).
 class FitPoints {
  public:
   virtual ~FitPoints() = default;
   virtual const FitPoint* at(int64_t v, bool first = false) = 0;
+  virtual bool fits(int64_t v) {
+    const FitPoint* p = at(v);
+    return p && p->device.fits;
+  }
   virtual const std::string& invalid() const = 0;
   virtual int evaluations() const = 0;
 };

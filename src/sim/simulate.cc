@@ -35,6 +35,7 @@ SimResult simulate(const Program& program, HeapAlgorithm* algorithm) {
       }
       it = &r.iterations.back();
     }
+    PeakPoint* phase_peak = nullptr;  // it->by_phase[st.phase], found at the step's first allocation
     for (int32_t ei = st.first_event; ei < st.end_event; ++ei) {
       const Event& e = program.events[static_cast<size_t>(ei)];
       const Buffer& b = program.buffers[static_cast<size_t>(e.buffer)];
@@ -55,8 +56,8 @@ SimResult simulate(const Program& program, HeapAlgorithm* algorithm) {
           }
           if (it) {
             if (total > it->peak.bytes) it->peak = {total, static_cast<int32_t>(si), ei};
-            PeakPoint& pp = it->by_phase[st.phase];
-            if (total > pp.bytes) pp = {total, static_cast<int32_t>(si), ei};
+            if (!phase_peak) phase_peak = &it->by_phase[st.phase];
+            if (total > phase_peak->bytes) *phase_peak = {total, static_cast<int32_t>(si), ei};
           }
           break;
         case Event::Kind::Free:
