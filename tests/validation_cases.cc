@@ -23,6 +23,7 @@ EstimateOptions options_for_case(const nlohmann::json& c, const std::string& dev
   if (c.contains("threads")) o.threads = c.at("threads").get<int>();
   // Checkpointing cases: the headroom op ranges equivalent to what the harness checkpoints.
   if (c.contains("checkpoint")) o.checkpoint_ranges = c.at("checkpoint").get<std::vector<std::string>>();
+  if (c.contains("checkpoint_impl")) o.plan.checkpoint_impl = *parse_checkpoint_impl(c.at("checkpoint_impl").get<std::string>());
   return o;
 }
 

@@ -73,7 +73,7 @@ def measure_accumulation(name, budget, strategy="accumulate"):
                 micro_batch=plan.micro_batch, micro_batches=plan.micro_batches)
 
 
-def measure(name, ranges_from_plan, budget):
+def measure(name, ranges_from_plan, budget, impl="reentrant"):
     import headroom
     model, x, y = MODELS[name]()
     loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
@@ -90,7 +90,7 @@ def measure(name, ranges_from_plan, budget):
     with rec:
         model, x, y = MODELS[name]()
         if plan is not None:
-            plan.apply(model)
+            plan.apply(model, checkpoint_impl=impl)
             predicted = plan.applied["estimate"]["peak_bytes"]
         opt = memtrace.make_optimizer("sgd", model.parameters(), False)
         gc.collect()
@@ -120,6 +120,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=sorted(MODELS))
     ap.add_argument("--budget", default=None, help="plan under this budget and apply it")
+    ap.add_argument("--impl", default="reentrant", choices=("reentrant", "non-reentrant"),
+                    help="with --budget: the checkpoint implementation plan.apply uses")
     ap.add_argument("--accumulate", default=None, metavar="STRATEGY",
                     help="with --budget: an accumulate or accumulate+checkpoint plan run by plan.step")
     a = ap.parse_args()
@@ -127,7 +129,7 @@ def main():
     if a.accumulate:
         print(json.dumps(measure_accumulation(a.model, a.budget, a.accumulate), sort_keys=True))
         return
-    print(json.dumps(measure(a.model, a.budget is not None, a.budget), sort_keys=True))
+    print(json.dumps(measure(a.model, a.budget is not None, a.budget, a.impl), sort_keys=True))
 
 
 if __name__ == "__main__":

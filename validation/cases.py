@@ -62,6 +62,8 @@ def checkpointed(model, batches, opts, scheme, seq=None, dropout=True):
     for c in train(model, batches, opts, seq, dropout):
         c["checkpoint_scheme"] = scheme
         c["checkpoint"] = ckpt.ranges(model, scheme)
+        if ckpt.impl(scheme) != "reentrant":
+            c["checkpoint_impl"] = ckpt.impl(scheme)  # -> --checkpoint-impl
         c["id"] = _id(c)
         out.append(c)
     return out
@@ -177,6 +179,17 @@ def _build():
     # a 1000-token vocabulary and seq 128 move GPT-2's peak into block 0's backward inside the
     # outer call's re-run (with the 50,257-token one it is the embedding gradient, after both)
     C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "nested", seq=128)
+    # non-reentrant checkpoint calls (use_reentrant=False): the forward keeps each call's inputs
+    # and RNG state, the first unpack in the backward re-runs the call and keeps what it saves
+    C += checkpointed("mlp", [8], SGD_ADAM, "seg8-nr")
+    C += checkpointed("mlp", [8], [("sgd", False)], "nested-nr")
+    C += checkpointed("resnet18", [2], [("sgd", False)], "blocks-nr")
+    C += checkpointed("resnet18", [2], [("sgd", False)], "nested-nr")
+    C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "blocks-nr", seq=32)
+    C += checkpointed("gpt2:layers=2", [2], [("sgd", False)], "nested-nr", seq=32)
+    # peak inside the nested backward (as the reentrant vocab=1000 case above)
+    C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "nested-nr", seq=128)
+    C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "blocks-nr", seq=128)
     return C
 
 

@@ -1,6 +1,9 @@
 """Activation checkpointing for the validation cases: torch.utils.checkpoint.checkpoint
 (reentrant: use_reentrant=True and preserve_rng_state=True, both 1.13's defaults) on
-contiguous runs of a model's modules.
+contiguous runs of a model's modules. A scheme name ending in "-nr" makes the same calls with
+use_reentrant=False (1.13's _checkpoint_without_reentrant: saved_tensors_hooks that keep nothing
+in the forward and re-run the function at the first unpack in the backward); headroom predicts
+those with --checkpoint-impl non-reentrant (impl(scheme)).
 
 A scheme names what is checkpointed; `ranges(model, scheme)` gives the equivalent headroom
 `--checkpoint FIRST..LAST` op ranges (headroom's op names), `apply(model, name, scheme)` rewires the
@@ -27,6 +30,24 @@ import types
 
 import torch
 from torch.utils.checkpoint import checkpoint
+
+# use_reentrant of every checkpoint call made through call(); set by apply() from the scheme.
+_REENTRANT = True
+
+
+def call(function, *args):
+    """torch.utils.checkpoint.checkpoint with the implementation the applied scheme names."""
+    return checkpoint(function, *args, use_reentrant=_REENTRANT)
+
+
+def base_scheme(scheme):
+    return scheme[:-3] if scheme.endswith("-nr") else scheme
+
+
+def impl(scheme):
+    """The headroom --checkpoint-impl of a scheme."""
+    return "non-reentrant" if scheme.endswith("-nr") else "reentrant"
+
 
 MLP_SEGMENTS = ((2, 9), (10, 17), (18, 25))
 MLP_NESTED_OUTER = (2, 25)
@@ -56,6 +77,7 @@ def _params(model_name):
 
 def ranges(model_name, scheme):
     """headroom --checkpoint ranges equivalent to apply(model_name, scheme)."""
+    scheme = base_scheme(scheme)
     fam = _family(model_name)
     if fam == "mlp" and scheme == "seg8":
         return [f"{a}..{b}" for a, b in MLP_SEGMENTS]
@@ -104,7 +126,7 @@ def _mlp_forward(self, x):
     for a, b in MLP_SEGMENTS:
         for m in mods[i:a]:
             x = m(x)
-        x = checkpoint(run(a, b), x)
+        x = call(run(a, b), x)
         i = b + 1
     for m in mods[i:]:
         x = m(x)
@@ -128,7 +150,7 @@ def _mlp_nested_forward(self, x):
         for a, b in MLP_NESTED_INNER:
             for m in mods[i:a]:
                 h = m(h)
-            h = checkpoint(run(a, b), h)
+            h = call(run(a, b), h)
             i = b + 1
         for m in mods[i:b0 + 1]:
             h = m(h)
@@ -136,7 +158,7 @@ def _mlp_nested_forward(self, x):
 
     for m in mods[:a0]:
         x = m(x)
-    x = checkpoint(outer, x)
+    x = call(outer, x)
     for m in mods[b0 + 1:]:
         x = m(x)
     return x
@@ -146,7 +168,7 @@ def _checkpointed_blocks(blocks):
     # A function running `blocks` with each one checkpointed (the body of a nested call).
     def f(h):
         for block in blocks:
-            h = checkpoint(block, h)
+            h = call(block, h)
         return h
     return f
 
@@ -160,12 +182,12 @@ def _resnet_forward(scheme):
         x = self.maxpool(x)
         for layer in (self.layer1, self.layer2, self.layer3, self.layer4):
             if scheme == "layers":
-                x = checkpoint(layer, x)
+                x = call(layer, x)
             elif scheme == "nested":
-                x = checkpoint(_checkpointed_blocks(layer), x)
+                x = call(_checkpointed_blocks(layer), x)
             else:
                 for block in layer:
-                    x = checkpoint(block, x)
+                    x = call(block, x)
         x = self.avgpool(x)
         x = torch.flatten(x, 1)
         x = self.fc(x)
@@ -174,7 +196,10 @@ def _resnet_forward(scheme):
 
 
 def apply(model, model_name, scheme):
+    global _REENTRANT
     ranges(model_name, scheme)  # validates the scheme
+    _REENTRANT = impl(scheme) == "reentrant"
+    scheme = base_scheme(scheme)
     fam = _family(model_name)
     if fam == "mlp":
         model.forward = types.MethodType(_mlp_nested_forward if scheme == "nested" else _mlp_forward, model)

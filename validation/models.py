@@ -488,11 +488,12 @@ class GPT2Model(nn.Module):
         output_shape = (-1,) + input_shape[1:] + (hidden_states.size(-1),)
         if self.gradient_checkpointing == "nested":  # ckpt.py: one call over the blocks, each checkpointed
             import ckpt
-            hidden_states = torch.utils.checkpoint.checkpoint(ckpt._checkpointed_blocks(self.h), hidden_states)
+            hidden_states = ckpt.call(ckpt._checkpointed_blocks(self.h), hidden_states)
         else:
             for block in self.h:
                 if self.gradient_checkpointing:  # HF: torch.utils.checkpoint.checkpoint(block, ...)
-                    hidden_states = torch.utils.checkpoint.checkpoint(block, hidden_states)
+                    import ckpt  # through ckpt.call: the scheme picks use_reentrant
+                    hidden_states = ckpt.call(block, hidden_states)
                 else:
                     hidden_states = block(hidden_states)
         hidden_states = self.ln_f(hidden_states)

@@ -197,8 +197,15 @@ class Plan(dict):
         optimizer.zero_grad(set_to_none=True)
         return total
 
-    def apply(self, model):
+    def apply(self, model, checkpoint_impl=None):
+        """checkpoint_impl: "reentrant" (torch.utils.checkpoint's default in 1.13) or
+        "non-reentrant" (use_reentrant=False); by default the one the plan was made for
+        (plan(..., checkpoint_impl=...)). The re-estimate models the one applied."""
         from . import apply as ap
+        if checkpoint_impl is None:
+            checkpoint_impl = self["decisions"].get("checkpoint_impl", "reentrant")
+        if checkpoint_impl not in ("reentrant", "non-reentrant"):
+            raise Error(f"plan.apply: checkpoint_impl must be reentrant or non-reentrant, got {checkpoint_impl!r}")
         if self._capture is None:
             raise Error("plan.apply needs a plan made for an nn.Module")
         if not self.get("feasible"):
@@ -212,15 +219,18 @@ class Plan(dict):
         offload_modules, offload_ops = ap.choose_offload(model, mops, actions)
         options = dict(self._options)
         options["checkpoint"] = ranges
+        options.pop("checkpoint_impl", None)
+        if ranges and checkpoint_impl != "reentrant":
+            options["checkpoint_impl"] = checkpoint_impl
         options["offload"] = offload_ops
         if self.micro_batches > 1:  # accumulate+checkpoint: the segments at the micro-batch
             options["micro_batch"] = self.micro_batch
         # Re-simulated before the model is touched: an error leaves it as it was.
         applied_estimate = estimate(self._capture, **options)
-        ap.apply_segments(model, chosen)
+        ap.apply_segments(model, chosen, use_reentrant=checkpoint_impl == "reentrant")
         ap.apply_offload(model, offload_modules)
         not_applied = sorted(n for n, a in actions.items() if a == "offload" and n not in set(offload_ops))
-        self.applied = dict(checkpoint=ranges, offload=offload_modules, offload_ops=offload_ops,
+        self.applied = dict(checkpoint=ranges, checkpoint_impl=checkpoint_impl, offload=offload_modules, offload_ops=offload_ops,
                             offload_not_applied=not_applied, estimate=applied_estimate)
         return model
 

@@ -2,7 +2,8 @@
 
 The planner decides per op (keep, recompute); PyTorch checkpoints callables. A plan is applied at
 module granularity: a module all of whose ops are recomputed is called through
-torch.utils.checkpoint.checkpoint (reentrant, 1.13's default, the semantics headroom models), and
+torch.utils.checkpoint.checkpoint (reentrant, 1.13's default, or use_reentrant=False when asked:
+headroom models both, --checkpoint-impl), and
 inside an nn.Sequential a run of consecutive children all recomputed is one checkpoint. Recomputed
 ops that no such module or run covers are kept. What was applied is returned as headroom
 --checkpoint ranges, so the applied model is re-estimated by the same simulation (never assumed
@@ -27,11 +28,11 @@ from torch.utils.checkpoint import checkpoint
 from ._native import Error
 
 
-def _ckpt_call(forward, *args):
-    return checkpoint(forward, *args)
+def _ckpt_call(use_reentrant, forward, *args):
+    return checkpoint(forward, *args, use_reentrant=use_reentrant)
 
 
-def _sequential_forward(runs, self, x):
+def _sequential_forward(runs, use_reentrant, self, x):
     # nn.Sequential.forward (`for module in self: input = module(input)`) with runs checkpointed.
     mods = list(self)
 
@@ -46,7 +47,7 @@ def _sequential_forward(runs, self, x):
     for a, b in runs:
         for m in mods[i:a]:
             x = m(x)
-        x = checkpoint(segment(a, b), x)
+        x = checkpoint(segment(a, b), x, use_reentrant=use_reentrant)
         i = b + 1
     for m in mods[i:]:
         x = m(x)
@@ -136,17 +137,17 @@ def ranges(mops, chosen, model):
     return out
 
 
-def apply_segments(model, chosen):
+def apply_segments(model, chosen, use_reentrant=True):
     runs = {}
     for kind, path, a, b in chosen:
         mod = model.get_submodule(path) if path else model
         if kind == "module":
-            mod.forward = functools.partial(_ckpt_call, mod.forward)
+            mod.forward = functools.partial(_ckpt_call, use_reentrant, mod.forward)
         else:
             runs.setdefault(path, []).append((a, b))
     for path, rs in runs.items():
         mod = model.get_submodule(path) if path else model
-        mod.forward = functools.partial(_sequential_forward, sorted(rs), mod)
+        mod.forward = functools.partial(_sequential_forward, sorted(rs), use_reentrant, mod)
     return model
 
 

@@ -38,6 +38,36 @@ def test_applied_plan_measures_its_predicted_peak():
     assert planned["measured"] < plain["measured"]
 
 
+def test_applied_non_reentrant_plan_measures_its_re_estimate():
+    # The same plan applied with use_reentrant=False: the re-estimate (--checkpoint-impl
+    # non-reentrant) is what PyTorch allocates, to the byte, and no more than the reentrant plan's
+    # peak (no re-run output or incoming gradient held for the segment's whole backward).
+    planned = measure("mlp-seq", "--budget", "30MiB", "--impl", "non-reentrant")
+    assert planned["checkpoint"] == ["1..9"]
+    assert planned["measured"] == planned["predicted"]
+    assert planned["predicted"] <= planned["plan_peak"]
+
+
+def test_plan_judged_non_reentrant_is_applied_non_reentrant():
+    model, x, y = applied.mlp_seq()
+    plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="30MiB",
+                         strategy="checkpoint", device="cpu", optimizer="sgd", foreach=False,
+                         checkpoint_impl="non-reentrant")
+    assert plan["decisions"]["checkpoint_impl"] == "non-reentrant"
+    plan.apply(model)
+    assert plan.applied["checkpoint_impl"] == "non-reentrant"
+    assert plan.applied["checkpoint"] == ["1..9"]
+    assert plan.applied["estimate"]["peak_bytes"] == plan["peak_bytes"]
+
+
+def test_apply_names_a_bad_checkpoint_impl():
+    model, x, y = applied.mlp_seq()
+    plan = headroom.plan(model, x, loss_fn=lambda out: F.cross_entropy(out, y), budget="30MiB",
+                         strategy="checkpoint", device="cpu", optimizer="sgd", foreach=False)
+    with pytest.raises(headroom.Error, match="checkpoint_impl must be reentrant or non-reentrant, got 'lazy'"):
+        plan.apply(model, checkpoint_impl="lazy")
+
+
 def test_applied_plan_keeps_the_gradients():
     model, x, y = applied.mlp_seq()
     loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731

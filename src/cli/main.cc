@@ -162,6 +162,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--checkpoint", a.checkpoints, "training: checkpoint ops FIRST..LAST (op names; repeatable), or blocks: every repeated block (HF gradient checkpointing), or attention: every block's attention core (Megatron's selective recomputation)");
+  cmd->add_option("--checkpoint-impl", a.checkpoint_impl, "with --checkpoint: reentrant (torch.utils.checkpoint's default in 1.13) or non-reentrant (use_reentrant=False)");
   cmd->add_option("--offload", a.offloads, "training on cuda: offload the activations op NAME saves to host memory (repeatable)");
   cmd->add_flag("--allow-unknown", a.allow_unknown, "ONNX: treat unknown ops as elementwise (with a warning)");
   cmd->add_option("--max-detections", a.max_detections, "ONNX: upper bound on every data-dependent count (NonZero, NonMaxSuppression: detections); default their bounds in the file");

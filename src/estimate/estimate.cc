@@ -217,8 +217,9 @@ void add_checkpoint_ranges(const Graph& g, const std::vector<std::string>& range
     OpId first = find(r.substr(0, dots), r), last = find(r.substr(dots + 2), r);
     if (first > last) throw InputError("--checkpoint " + r + ": the first op runs after the last");
     if (g.op(last).stage != OpStage::Model) throw InputError("--checkpoint " + r + ": a segment cannot hold loss ops");
-    if (!checkpoint_gets_gradients(g, first, last)) {
-      throw InputError("--checkpoint " + r + ": no input of the segment requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters");
+    // Reentrant only: a non-reentrant call records the segment's graph in the forward.
+    if (plan.checkpoint_impl == CheckpointImpl::Reentrant && !checkpoint_gets_gradients(g, first, last)) {
+      throw InputError("--checkpoint " + r + ": no input of the segment requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters (or use --checkpoint-impl non-reentrant)");
     }
     plan.checkpoints.push_back({first, last});
   }

@@ -358,6 +358,13 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     }
     apply_model_source(a, o);
     o.checkpoint_ranges = a.checkpoints;
+    if (!a.checkpoint_impl.empty()) {
+      std::optional<CheckpointImpl> impl = parse_checkpoint_impl(a.checkpoint_impl);
+      if (!impl) throw InputError("--checkpoint-impl must be reentrant or non-reentrant, got '" + a.checkpoint_impl + "'");
+      // plan places the checkpoints itself and runs them with this implementation.
+      if (a.checkpoints.empty() && command != RunCommand::Plan) throw InputError("--checkpoint-impl applies with --checkpoint");
+      o.plan.checkpoint_impl = *impl;
+    }
     o.offload_ops = a.offloads;
     return o;
   });
@@ -462,6 +469,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"allow_unknown", [](RunArgs& r, const std::string& v) { r.allow_unknown = parse_flag("allow_unknown", v); }},
       {"max_detections", [](RunArgs& r, const std::string& v) { r.max_detections = v; }},
       {"checkpoint", [](RunArgs& r, const std::string& v) { r.checkpoints.push_back(v); }},
+      {"checkpoint_impl", [](RunArgs& r, const std::string& v) { r.checkpoint_impl = v; }},
       {"offload", [](RunArgs& r, const std::string& v) { r.offloads.push_back(v); }},
   };
   auto it = setters.find(name);

@@ -85,6 +85,7 @@ struct RunArgs {
   // Upper bound on every data-dependent count (NonZero, NonMaxSuppression), as written.
   std::string max_detections;
   std::vector<std::string> checkpoints;
+  std::string checkpoint_impl;        // reentrant | non-reentrant; "" leaves reentrant
   std::vector<std::string> offloads;  // op names whose saved activations go to host memory
   // A program captured from PyTorch (the Python package's capture): builds the graph for a run's
   // BuildConfig. Set, it is the model source and `model` is only its display name.

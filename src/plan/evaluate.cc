@@ -11,7 +11,10 @@ namespace headroom {
 
 PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost)
     : options_(std::move(options)), budget_(budget_bytes), cost_(std::move(cost)) {
+  // The run's plan is the candidates' to make; only how their checkpoints run is the user's.
+  const CheckpointImpl impl = options_.plan.checkpoint_impl;
   options_.plan = {};
+  options_.plan.checkpoint_impl = impl;
   schedule_ = schedule_options(options_);
 }
 
@@ -28,6 +31,7 @@ Program PlanContext::program(const Candidate& c) {
   ScheduleOptions s = schedule_;
   s.micro_batches = static_cast<int>(options_.batch / micro);
   s.plan = c.plan;
+  s.plan.checkpoint_impl = options_.plan.checkpoint_impl;
   return build_program(graph(micro), s);
 }
 

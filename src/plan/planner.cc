@@ -45,6 +45,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
     }
     EstimateOptions o = run;
     o.plan = {};
+    o.plan.checkpoint_impl = run.plan.checkpoint_impl;  // how the candidates' checkpoints run
     int64_t budget = 0;
     if (request.budget_bytes && request.activation_fraction) throw InputError("give a budget or an activation fraction, not both");
     if (request.activation_fraction) {

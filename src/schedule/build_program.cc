@@ -153,6 +153,9 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   segment_state_.assign(segments_.size(), SegmentState::Forward);
   segment_held_.assign(segments_.size(), {});
   segment_incoming_.assign(segments_.size(), {});
+  region_hooks_save_.assign(segments_.size(), false);
+  closure_inputs_.assign(segments_.size(), {});
+  closure_rng_.assign(segments_.size(), kNone);
   offload_candidates_.clear();
 
   // Forward references of each tensor: reads by later ops, Python locals, returned outputs.
@@ -201,7 +204,10 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     gp = forward_plan(context(op, grad_mode));
     ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
     if (segment_of_[static_cast<size_t>(op.id)] >= 0) plain_plans_[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
-    fp = checkpointed ? plain_plans_[static_cast<size_t>(op.id)] : gp;
+    // A checkpointed op runs under no_grad (reentrant) or records a node that keeps nothing
+    // (non-reentrant: its saved tensors go through the region's pack hook).
+    fp = !checkpointed ? gp : non_reentrant_ ? hooked_plan(gp) : plain_plans_[static_cast<size_t>(op.id)];
+    if (checkpointed && hooked_saves(op.id)) region_hooks_save_[static_cast<size_t>(segment_of_[static_cast<size_t>(op.id)])] = true;
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId out = op.outputs[j];
       if (fp.output_alias[j] >= 0) storage_[static_cast<size_t>(out)] = storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
@@ -218,7 +224,9 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   }
   if (grad_mode) {
     for (size_t s = 0; s < segments_.size(); ++s) {
-      if (parent_[s] >= 0) continue;  // nested: called under no_grad in the forward, keeps nothing
+      // Reentrant: a nested call runs under its outer call's no_grad and keeps nothing.
+      // Non-reentrant: every call's closure keeps its arguments.
+      if (parent_[s] >= 0 && !non_reentrant_) continue;
       for (TensorId t : segment_inputs_[s]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
     }
   }
@@ -230,7 +238,10 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     if (grad_mode) {
       // Outermost regions are checkpoint nodes of the graph; regions nested in them are called
       // under their no_grad and keep nothing.
-      for (int r : starting_[static_cast<size_t>(op.id)]) enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] < 0, -1, op.name);
+      for (int r : starting_[static_cast<size_t>(op.id)]) {
+        if (non_reentrant_) enter_hooked_call(r, nullptr, op.name);
+        else enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] < 0, -1, op.name);
+      }
     }
     // FSDP forward_prefetch / DeepSpeed's prefetch: the next unit is gathered while this one runs.
     if (gathers_ && o_.sharding.prefetch_forward) gather(next_param_op_[static_cast<size_t>(op.id)]);
@@ -351,7 +362,7 @@ void Interpreter::backward(int iteration, int micro) {
       OpId prod = g_.tensor(in).producer;
       if (prod != kNone && will_have_node(prod)) reach[static_cast<size_t>(prod)] = true;
       int node = -1;  // the region whose node delivers to `in` so far; -1: op i itself
-      if (prod != kNone) {
+      if (prod != kNone && !non_reentrant_) {  // non-reentrant regions' nodes are the graph's
         for (int r = segment_of_[static_cast<size_t>(i)]; r >= 0 && segments_[static_cast<size_t>(r)].first > prod; r = parent_[static_cast<size_t>(r)]) {
           if (node < 0) add_input_edge(r, in);
           else if (region_edges.insert({node, in}).second) add_input_edge(r, in);
@@ -369,6 +380,21 @@ void Interpreter::backward(int iteration, int micro) {
         segment_last_node[r] = o;
         break;
       }
+    }
+  }
+  // Non-reentrant: the closure of a region goes after the last of its own nodes with saves runs
+  // (if one is never reached, with the graph).
+  closure_last_node_.assign(segments_.size(), kNone);
+  if (non_reentrant_) {
+    std::vector<bool> unreached(segments_.size(), false);
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      if (!op_runs(g_.ops[o]) || !hooked_saves(static_cast<OpId>(o))) continue;
+      const size_t r = static_cast<size_t>(segment_of_[o]);
+      if (!reach[o]) unreached[r] = true;
+      else if (closure_last_node_[r] == kNone) closure_last_node_[r] = static_cast<OpId>(o);
+    }
+    for (size_t r = 0; r < segments_.size(); ++r) {
+      if (unreached[r]) closure_last_node_[r] = kNone;
     }
   }
   // The regions around op i, outermost first.
@@ -407,8 +433,12 @@ void Interpreter::backward(int iteration, int micro) {
     const std::vector<int> regions = regions_of(i);
     // The backward reaches the regions around op i not re-run yet: the outer one's re-run makes
     // the inner ones' nodes, whose own re-run then follows.
+    if (non_reentrant_ && seg >= 0 && hooked_saves(i) && segment_state_[static_cast<size_t>(seg)] == SegmentState::Forward) {
+      need_on_device(closure_inputs_[static_cast<size_t>(seg)]);
+      rerun_hooked(seg, iteration, micro);
+    }
     for (int r : regions) {
-      if (segment_state_[static_cast<size_t>(r)] != SegmentState::Forward) continue;
+      if (non_reentrant_ || segment_state_[static_cast<size_t>(r)] != SegmentState::Forward) continue;
       for (BufferId b : segment_saved_[static_cast<size_t>(r)]) need_on_device({b});
       recompute(r, iteration, micro);
     }
@@ -476,12 +506,13 @@ void Interpreter::backward(int iteration, int micro) {
     for (const GradValue& gv : incoming) unref(gv.buffer);
     for (BufferId b : nodes_[static_cast<size_t>(i)].saved) release_saved(b);
     nodes_[static_cast<size_t>(i)].saved.clear();
+    if (non_reentrant_ && seg >= 0 && closure_last_node_[static_cast<size_t>(seg)] == i) release_closure(seg);
     running_segment_ = seg;
     for (size_t gi = 0; gi < bp.grads.size(); ++gi) {
       deliver(op.inputs[static_cast<size_t>(bp.grads[gi].input)], outs[gi], iteration, micro);
     }
     running_segment_ = -1;
-    for (auto r = regions.rbegin(); r != regions.rend(); ++r) {
+    for (auto r = regions.rbegin(); r != regions.rend() && !non_reentrant_; ++r) {
       if (segment_last_node[static_cast<size_t>(*r)] == i) finish_segment(*r, iteration, micro);
     }
     release_gather(op.id);  // _post_backward_hook reshards; release_sub_module
@@ -493,6 +524,10 @@ void Interpreter::backward(int iteration, int micro) {
   // Dropping the outputs and the loss frees the graph, and with it the checkpoint nodes' ctx.
   for (BufferId b : graph_held_) unref(b);
   graph_held_.clear();
+  // Non-reentrant closures whose hooks a node never reached still held.
+  for (size_t r = 0; r < segments_.size() && non_reentrant_; ++r) {
+    if (!closure_inputs_[r].empty() || closure_rng_[r] != kNone) release_closure(static_cast<int>(r));
+  }
   // Gradients that reached tensors no node consumes are dropped.
   for (GradValue& gv : grad_) {
     if (gv.buffer != kNone) {

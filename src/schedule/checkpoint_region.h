@@ -10,7 +10,8 @@
 namespace headroom {
 
 // Why region r alone cannot be checkpointed (ops, loss ops, in-place writes to its inputs,
-// gradients), or "" when it can.
-std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r);
+// gradients under reentrant checkpoint), or "" when it can.
+std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r,
+                                      CheckpointImpl impl = CheckpointImpl::Reentrant);
 
 }  // namespace headroom

@@ -164,6 +164,33 @@ class Interpreter {
   // into `inp.grad` when the last arrives; the backward returns them (checkpoint.py:158).
   bool deliver_to_detached_input(TensorId t, GradValue g);
 
+  // ---- non-reentrant checkpoint (interpreter_hooked_checkpoint.cc) -------------------------
+  // _checkpoint_without_reentrant (torch/utils/checkpoint.py:326 in 1.13): the region runs with
+  // grad under saved_tensors_hooks; pack stores a Holder, not the tensor, and the unpack closure
+  // keeps the call's `args` and `fwd_cpu_state`.
+
+  // Whether op o's node saves something through the hooks of its innermost region (its pack
+  // runs, so its unpack will re-run the region).
+  bool hooked_saves(OpId o) const;
+  // The forward plan of an op run under the pack hook: autograd records its node, which keeps
+  // nothing.
+  static ForwardPlan hooked_plan(const ForwardPlan& fp) {
+    ForwardPlan h = fp;
+    h.saved.clear();
+    return h;
+  }
+  // Region r's call starts: get_rng_state() and the arguments, held by the closure. A region
+  // whose own nodes save nothing leaves no hook behind: its closure goes when the call returns.
+  // `rerun_graph` (a call made inside a re-run): the closure goes with the re-run's graph.
+  void enter_hooked_call(int r, std::vector<BufferId>* rerun_graph, const std::string& where);
+  // The first unpack of region s's hooks: the region re-runs with grad from the closure's
+  // arguments; its own nodes keep what they save (inner_pack's storage), the rest goes when
+  // unpack returns.
+  void rerun_hooked(int s, int iteration, int micro);
+  // The last of region s's own nodes that saved something has released its variables: the
+  // closure (arguments, RNG state) goes.
+  void release_closure(int s);
+
   void release_returned() {
     for (TensorId t : returned_) unref(buf_of_[static_cast<size_t>(t)]);
     returned_.clear();
@@ -317,6 +344,11 @@ class Interpreter {
   };
   std::vector<std::vector<DetachedInput>> segment_input_grads_;
   int running_segment_ = -1;           // segment of the backward node delivering gradients
+  bool non_reentrant_ = false;         // the plan's regions are non-reentrant checkpoint calls
+  std::vector<bool> region_hooks_save_;                  // per segment: some own node saves a tensor
+  std::vector<std::vector<BufferId>> closure_inputs_;    // per segment: the forward call's `args`
+  std::vector<BufferId> closure_rng_;                    // per segment: its `fwd_cpu_state`, or kNone
+  std::vector<OpId> closure_last_node_;  // per segment: its last own node with saves to run; kNone: with the graph
   std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
   std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage

@@ -60,6 +60,7 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
     segment_outputs_.push_back(std::move(outputs));
   }
   call_held_.assign(segments_.size(), {});
+  non_reentrant_ = plan.checkpoint_impl == CheckpointImpl::NonReentrant;
   region_graph_held_.assign(segments_.size(), {});
   init_sharding();
 }

@@ -50,7 +50,17 @@ std::string range_name(const Graph& g, const CheckpointSegment& r) { return g.op
 
 }  // namespace
 
-std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r) {
+std::optional<CheckpointImpl> parse_checkpoint_impl(const std::string& text) {
+  if (text == "reentrant") return CheckpointImpl::Reentrant;
+  if (text == "non-reentrant") return CheckpointImpl::NonReentrant;
+  return std::nullopt;
+}
+
+const char* checkpoint_impl_name(CheckpointImpl impl) {
+  return impl == CheckpointImpl::Reentrant ? "reentrant" : "non-reentrant";
+}
+
+std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl) {
   if (!valid_op(g, r.first) || !valid_op(g, r.last)) {
     return "checkpoint region " + std::to_string(r.first) + ".." + std::to_string(r.last) + ": no such op (the graph has " +
            std::to_string(g.ops.size()) + ")";
@@ -70,7 +80,9 @@ std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r
       }
     }
   }
-  if (!checkpoint_gets_gradients(g, r.first, r.last)) {
+  // Non-reentrant checkpoint records the region's graph in the forward: its parameters get
+  // gradients whatever its inputs.
+  if (impl == CheckpointImpl::Reentrant && !checkpoint_gets_gradients(g, r.first, r.last)) {
     return "checkpoint region " + range_name(g, r) +
            ": no input of the region requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters";
   }
@@ -79,8 +91,8 @@ std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r
 
 namespace {
 
-void validate_region(const Graph& g, const CheckpointSegment& r) {
-  const std::string problem = checkpoint_region_problem(g, r);
+void validate_region(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl) {
+  const std::string problem = checkpoint_region_problem(g, r, impl);
   if (!problem.empty()) throw InputError(problem);
 }
 
@@ -88,7 +100,7 @@ void validate_region(const Graph& g, const CheckpointSegment& r) {
 
 void validate_plan(const Graph& g, const MemoryPlan& plan) {
   const std::vector<CheckpointSegment>& rs = plan.checkpoints;
-  for (const CheckpointSegment& r : rs) validate_region(g, r);
+  for (const CheckpointSegment& r : rs) validate_region(g, r, plan.checkpoint_impl);
   // Well nested and in order: a stack of the regions enclosing the current one.
   std::vector<CheckpointSegment> open;
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -126,6 +138,9 @@ void validate_plan(const Graph& g, const MemoryPlan& plan) {
 
 std::string plan_text(const Graph& g, const MemoryPlan& plan) {
   std::string s;
+  if (plan.checkpoint_impl != CheckpointImpl::Reentrant && !plan.checkpoints.empty()) {
+    s += std::string("checkpoint-impl ") + checkpoint_impl_name(plan.checkpoint_impl) + "\n";
+  }
   std::vector<CheckpointSegment> open;
   for (const CheckpointSegment& r : plan.checkpoints) {
     while (!open.empty() && !open.back().contains(r)) open.pop_back();

@@ -1,7 +1,8 @@
 // A MemoryPlan is a rewrite of the training schedule that trades time for memory, applied by
 // build_program while it interprets the graph (docs/planning.md):
 //
-//  - checkpoint regions (torch.utils.checkpoint, reentrant semantics, 1.13's default). Regions
+//  - checkpoint regions (torch.utils.checkpoint; reentrant semantics, 1.13's default, unless the
+//    plan says non-reentrant, below). Regions
 //    nest: a region may contain inner regions (a checkpointed function that itself calls
 //    checkpoint). In the first forward an outermost region runs under no_grad and one node keeps
 //    its inputs; the checkpoint calls inside it run under no_grad as well, so they keep nothing
@@ -10,6 +11,12 @@
 //    directly nested regions now act as checkpoints (keep their inputs, run under no_grad, are
 //    re-run themselves when the nested backward reaches them). The re-run outputs are held until
 //    the region's backward is done.
+//    Non-reentrant (use_reentrant=False, 1.13's _checkpoint_without_reentrant): every region, at
+//    any depth, runs with grad under saved_tensors_hooks whose pack keeps nothing; its call's
+//    closure keeps the region's inputs and RNG state until the last of its own nodes that saved
+//    something has run. The first such node to unpack in the backward re-runs the region (nested
+//    regions inside it run again, keeping nothing); the re-run keeps what the region's own nodes
+//    save, each until its node has run, and drops everything else when it returns.
 //  - offload (vDNN): the activations an op's node keeps for its backward are copied to host once
 //    only autograd still references them, and freed on the device at the end of that step (the
 //    copy must be done by then); they are copied back (prefetched) at the start of the backward
@@ -18,12 +25,15 @@
 //
 // Invariants (validate_plan, run by build_program on every plan): regions are well nested
 // (disjoint or one inside the other), sorted outer before inner (first ascending, last
-// descending), inside the model's forward (no loss ops), each one's parameters get gradients,
-// and no op of a region overwrites in place a tensor made before it; offloaded ops are model ops
+// descending), inside the model's forward (no loss ops), each one's parameters get gradients
+// (reentrant only: a non-reentrant region records its graph in the forward), and no op of a
+// region overwrites in place a tensor made before it; offloaded ops are model ops
 // outside every region, listed once; workspace-free ops are convolutions; op ids are valid. An
 // empty plan changes nothing: the program is identical to the one without a plan.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +49,18 @@ struct CheckpointSegment {
   bool contains(const CheckpointSegment& o) const { return first <= o.first && o.last <= last; }
 };
 
+// How torch.utils.checkpoint runs every region of a plan (its use_reentrant argument).
+enum class CheckpointImpl : uint8_t { Reentrant, NonReentrant };
+
+// "reentrant" or "non-reentrant" (the CLI's --checkpoint-impl), nullopt otherwise.
+std::optional<CheckpointImpl> parse_checkpoint_impl(const std::string& text);
+const char* checkpoint_impl_name(CheckpointImpl impl);
+
 struct MemoryPlan {
   std::vector<CheckpointSegment> checkpoints;  // well nested, outer before inner
   std::vector<OpId> offload;            // ops whose saved activations go to host between passes
   std::vector<OpId> no_conv_workspace;  // convolutions run with a workspace-free algorithm
+  CheckpointImpl checkpoint_impl = CheckpointImpl::Reentrant;  // of every region (last: aggregate inits)
 
   bool empty() const { return checkpoints.empty() && offload.empty() && no_conv_workspace.empty(); }
 };
