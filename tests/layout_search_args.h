@@ -12,12 +12,14 @@
 
 namespace headroom::testing {
 
-inline LayoutPlan search_layouts_for(const RunArgs& a, int64_t gpus) {
+// `threads`: LayoutRequest::threads (0: one per hardware thread).
+inline LayoutPlan search_layouts_for(const RunArgs& a, int64_t gpus, int threads = 0) {
   Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
   EXPECT_TRUE(o.ok()) << o.error();
   LayoutRequest r;
   r.run = o.value();
   r.gpus = gpus;
+  r.threads = threads;
   Result<LayoutPlan> p = search_layouts(r);
   EXPECT_TRUE(p.ok()) << p.error();
   return p.value();

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 
 #include "plan/evaluate.h"
 #include "plan/layout_fit.h"
@@ -119,6 +122,173 @@ EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& optio
   return o;
 }
 
+namespace {
+
+// What one family's search found, kept apart so that families can run on several threads and be
+// merged in family order (the output does not depend on the threads).
+struct FamilyOutcome {
+  std::optional<LayoutOption> ranked;
+  std::optional<LayoutRejection> rejected;
+  std::optional<std::string> build_error;  // its rank graph could not be built (merge_outcome)
+  int evaluations = 0;
+  std::exception_ptr error;  // anything else thrown: rethrown by the merge, in family order
+};
+
+FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, const GpuSpec& spec) {
+  FamilyOutcome out;
+  LayoutOption best;
+  best.engine = engine.name;
+  best.parallel.gpus = request.gpus;
+  best.parallel.tensor_parallel = engine.tensor_parallel;
+  best.parallel.zero_stage = engine.zero_stage;
+  best.parallel.fsdp = engine.fsdp;
+  best.parallel.offload_optimizer = engine.offload_optimizer;
+  best.parallel.offload_params = engine.offload_params;
+  best.parallel.pipeline_parallel = engine.pipeline_parallel;
+  EstimateOptions o = plan.run;
+  const int64_t batch = rank_batch(plan, engine.model_parallel());
+  o.batch = batch;
+  o.parallel = best.parallel;
+  std::optional<PlanContext> ctx;
+  try {
+    ctx.emplace(o, plan.budget_bytes, CostModel(spec));
+    // The rank's graph at the largest micro-batch (the first tried, then cached): a split
+    // the frontend refuses is found here.
+    ctx->graph(batch);
+  } catch (const InputError& e) {
+    out.build_error = e.what();  // merged in family order (merge_outcome)
+    return out;
+  }
+  // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
+  const bool fsdp_offload = engine.fsdp && engine.offload_params;
+  std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
+  const int64_t stages = engine.pipeline_parallel;
+  if (stages > 1) {
+    // A pipeline needs at least P micro-batches in a step (m >= P), and the micro-batch is
+    // always explicit (--micro-batch).
+    std::erase_if(sizes, [&](int64_t m) { return batch / m < stages; });
+    if (sizes.empty()) {
+      out.rejected = LayoutRejection{engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches)", batch, stages)};
+      return out;
+    }
+    // A pipeline evaluation simulates several stages over m micro-batches: the smallest
+    // micro-batch (the least activation memory) is tried first, and when it does not fit,
+    // no larger one is.
+    if (sizes.size() > 1) {
+      const Evaluation probe = ctx->evaluate({MemoryPlan{}, sizes.back()});
+      ++out.evaluations;
+      if (!probe.feasible) {
+        out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}, over the {} budget", human_bytes(probe.peak_bytes),
+                                                                sizes.back(), human_bytes(plan.budget_bytes))};
+        return out;
+      }
+    }
+  }
+  const int64_t data_parallel = request.gpus / engine.model_parallel();
+  auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
+    const Graph& g = ctx->graph(m);
+    auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(g);
+    auto [elements, element_bytes] = parameter_elements(g);
+    out.micro_batch = m;
+    out.micro_batches = batch / m;
+    out.peak_bytes = e.peak_bytes;
+    out.compute_ms = e.time.total_ms;
+    // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
+    Interconnect dp_link = plan.link;
+    dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
+    // A pipeline stage holds about 1 / P of the parameters and runs 1 / P of the layers.
+    out.comm = step_communication(engine.kind, param_bytes / stages, grad_bytes / stages, data_parallel, out.micro_batches, dp_link);
+    out.exposed_comm_ms = std::max(0.0, out.comm.ms - e.time.compute_ms * 2.0 / 3.0);
+    Graph stage_dims;
+    stage_dims.dims = g.dims;
+    if (stages > 1 && stage_dims.dims.count("layers")) stage_dims.dims["layers"] /= stages;
+    out.tensor_comm = tensor_parallel_communication(stage_dims, engine.tensor_parallel, out.micro_batches,
+                                                    activation_element_bytes(plan.run.precision), plan.link);
+    if (stages > 1) {
+      const int64_t hidden_bytes = checked_mul(checked_mul(checked_mul(m, g.dims.count("seq") ? g.dims.at("seq") : 1, "p2p"),
+                                                           g.dims.count("hidden") ? g.dims.at("hidden") : 0, "p2p"),
+                                               activation_element_bytes(plan.run.precision), "p2p");
+      out.pipeline = pipeline_overhead(e.time.compute_ms, stages, 1, out.micro_batches, hidden_bytes, request.gpus, plan.link);
+    }
+    out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
+                                               data_parallel, out.micro_batches, element_bytes);
+    out.offload_ms = out.offload_bytes > 0 ? ctx->cost().transfer_ms(out.offload_bytes) : 0;
+    out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms + out.pipeline.bubble_ms + out.pipeline.p2p_ms;
+    return out.step_ms;
+  };
+  // Checkpointing inside pipeline stages is not modelled (estimate/pipeline_estimate.h).
+  EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/stages == 1, [&](const Evaluation& e, int64_t m) {
+    LayoutOption scratch = best;
+    return step_of(e, m, scratch);
+  });
+  out.evaluations += fit.evaluations;
+  if (fit.found) {
+    step_of(fit.evaluation, fit.micro_batch, best);
+    best.checkpointed = fit.checkpointed;
+    best.plan = fit.plan;
+    best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
+    out.ranked = best;
+  } else {
+    out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
+                                                            human_bytes(fit.smallest_peak_bytes), sizes.back(),
+                                                            fit.evaluations > static_cast<int>(sizes.size()) ? " with every block checkpointed" : "",
+                                                            human_bytes(plan.budget_bytes))};
+  }
+  return out;
+}
+
+// Every family of `families` searched, on up to `threads` threads (0: one per hardware thread),
+// the outcomes in the order of `families`. Each family has its own PlanContext: nothing is shared
+// between threads but read-only inputs.
+std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& families, const LayoutPlan& plan, const LayoutRequest& request,
+                                        const GpuSpec& spec) {
+  std::vector<FamilyOutcome> out(families.size());
+  auto run = [&](size_t i) {
+    try {
+      out[i] = fit_family(*families[i], plan, request, spec);
+    } catch (...) {
+      out[i].error = std::current_exception();
+    }
+  };
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t threads = std::min(families.size(), static_cast<size_t>(request.threads > 0 ? request.threads : hardware));
+  if (threads <= 1) {
+    for (size_t i = 0; i < families.size(); ++i) run(i);
+    return out;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < families.size(); i = next++) run(i);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+// Adds a family's outcome to the plan, as the sequential search did.
+void merge_outcome(const Engine& engine, FamilyOutcome& o, LayoutPlan& plan) {
+  if (o.error) std::rethrow_exception(o.error);
+  plan.evaluations += o.evaluations;
+  if (o.build_error) {
+    // A rank graph that cannot be built (no Megatron split, T not dividing the heads) rules out
+    // every engine at that T: one line for it, none repeated.
+    const bool tp = engine.tensor_parallel > 1;
+    const std::string family = tp ? fmt::format("TP {}", engine.tensor_parallel) : engine.name;
+    if (!tp || std::none_of(plan.rejected.begin(), plan.rejected.end(), [&](const LayoutRejection& r) {
+          return r.why == *o.build_error || r.engine == family;
+        })) {
+      plan.rejected.push_back({family, *o.build_error});
+    }
+    return;
+  }
+  if (o.ranked) plan.ranked.push_back(std::move(*o.ranked));
+  if (o.rejected) plan.rejected.push_back(std::move(*o.rejected));
+}
+
+}  // namespace
+
 Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
   return capture_input_errors([&]() -> LayoutPlan {
     const EstimateOptions& run = request.run;
@@ -167,117 +337,18 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
     for (const Engine& e : engines()) {
       if (e.offloads()) families.push_back(e);
     }
-    bool plain_fits = false;  // a family without offloading fits
-    for (const Engine& engine : families) {
-      const bool offloads = engine.offloads();
-      if (offloads && plain_fits) continue;  // offloading only when nothing else fits
-      LayoutOption best;
-      best.engine = engine.name;
-      best.parallel.gpus = request.gpus;
-      best.parallel.tensor_parallel = engine.tensor_parallel;
-      best.parallel.zero_stage = engine.zero_stage;
-      best.parallel.fsdp = engine.fsdp;
-      best.parallel.offload_optimizer = engine.offload_optimizer;
-      best.parallel.offload_params = engine.offload_params;
-      best.parallel.pipeline_parallel = engine.pipeline_parallel;
-      EstimateOptions o = plan.run;
-      const int64_t batch = rank_batch(plan, engine.model_parallel());
-      o.batch = batch;
-      o.parallel = best.parallel;
-      std::optional<PlanContext> ctx;
-      try {
-        ctx.emplace(o, plan.budget_bytes, CostModel(*spec));
-        // The rank's graph at the largest micro-batch (the first tried, then cached): a split
-        // the frontend refuses is found here.
-        ctx->graph(batch);
-      } catch (const InputError& e) {
-        // A rank graph that cannot be built (no Megatron split, T not dividing the heads) rules out
-        // every engine at that T: one line for it, none repeated.
-        const bool tp = engine.tensor_parallel > 1;
-        const std::string family = tp ? fmt::format("TP {}", engine.tensor_parallel) : engine.name;
-        if (!tp || std::none_of(plan.rejected.begin(), plan.rejected.end(), [&](const LayoutRejection& r) {
-              return r.why == e.what() || r.engine == family;
-            })) {
-          plan.rejected.push_back({family, e.what()});
-        }
-        continue;
-      }
-      // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
-      const bool fsdp_offload = engine.fsdp && engine.offload_params;
-      std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
-      const int64_t stages = engine.pipeline_parallel;
-      if (stages > 1) {
-        // A pipeline needs at least P micro-batches in a step (m >= P), and the micro-batch is
-        // always explicit (--micro-batch).
-        std::erase_if(sizes, [&](int64_t m) { return batch / m < stages; });
-        if (sizes.empty()) {
-          plan.rejected.push_back({engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches)", batch, stages)});
-          continue;
-        }
-        // A pipeline evaluation simulates several stages over m micro-batches: the smallest
-        // micro-batch (the least activation memory) is tried first, and when it does not fit,
-        // no larger one is.
-        if (sizes.size() > 1) {
-          const Evaluation probe = ctx->evaluate({MemoryPlan{}, sizes.back()});
-          ++plan.evaluations;
-          if (!probe.feasible) {
-            plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}, over the {} budget", human_bytes(probe.peak_bytes),
-                                                              sizes.back(), human_bytes(plan.budget_bytes))});
-            continue;
-          }
-        }
-      }
-      const int64_t data_parallel = request.gpus / engine.model_parallel();
-      auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
-        const Graph& g = ctx->graph(m);
-        auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(g);
-        auto [elements, element_bytes] = parameter_elements(g);
-        out.micro_batch = m;
-        out.micro_batches = batch / m;
-        out.peak_bytes = e.peak_bytes;
-        out.compute_ms = e.time.total_ms;
-        // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
-        Interconnect dp_link = plan.link;
-        dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
-        // A pipeline stage holds about 1 / P of the parameters and runs 1 / P of the layers.
-        out.comm = step_communication(engine.kind, param_bytes / stages, grad_bytes / stages, data_parallel, out.micro_batches, dp_link);
-        out.exposed_comm_ms = std::max(0.0, out.comm.ms - e.time.compute_ms * 2.0 / 3.0);
-        Graph stage_dims;
-        stage_dims.dims = g.dims;
-        if (stages > 1 && stage_dims.dims.count("layers")) stage_dims.dims["layers"] /= stages;
-        out.tensor_comm = tensor_parallel_communication(stage_dims, engine.tensor_parallel, out.micro_batches,
-                                                        activation_element_bytes(plan.run.precision), plan.link);
-        if (stages > 1) {
-          const int64_t hidden_bytes = checked_mul(checked_mul(checked_mul(m, g.dims.count("seq") ? g.dims.at("seq") : 1, "p2p"),
-                                                               g.dims.count("hidden") ? g.dims.at("hidden") : 0, "p2p"),
-                                                   activation_element_bytes(plan.run.precision), "p2p");
-          out.pipeline = pipeline_overhead(e.time.compute_ms, stages, 1, out.micro_batches, hidden_bytes, request.gpus, plan.link);
-        }
-        out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
-                                                   data_parallel, out.micro_batches, element_bytes);
-        out.offload_ms = out.offload_bytes > 0 ? ctx->cost().transfer_ms(out.offload_bytes) : 0;
-        out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms + out.pipeline.bubble_ms + out.pipeline.p2p_ms;
-        return out.step_ms;
-      };
-      // Checkpointing inside pipeline stages is not modelled (estimate/pipeline_estimate.h).
-      EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/stages == 1, [&](const Evaluation& e, int64_t m) {
-        LayoutOption scratch = best;
-        return step_of(e, m, scratch);
-      });
-      plan.evaluations += fit.evaluations;
-      if (fit.found) {
-        step_of(fit.evaluation, fit.micro_batch, best);
-        best.checkpointed = fit.checkpointed;
-        best.plan = fit.plan;
-        best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
-        plan.ranked.push_back(best);
-        plain_fits = plain_fits || !offloads;
-      } else {
-        plan.rejected.push_back({engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
-                                                          human_bytes(fit.smallest_peak_bytes), sizes.back(),
-                                                          fit.evaluations > static_cast<int>(sizes.size()) ? " with every block checkpointed" : "",
-                                                          human_bytes(plan.budget_bytes))});
-      }
+    // The families without offloading, then (only when none of them fits) the offload families.
+    std::vector<const Engine*> plain, offload;
+    for (const Engine& e : families) (e.offloads() ? offload : plain).push_back(&e);
+    std::vector<FamilyOutcome> found = fit_families(plain, plan, request, *spec);
+    bool plain_fits = false;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      plain_fits = plain_fits || found[i].ranked.has_value();
+      merge_outcome(*plain[i], found[i], plan);
+    }
+    if (!plain_fits) {
+      std::vector<FamilyOutcome> offloaded = fit_families(offload, plan, request, *spec);
+      for (size_t i = 0; i < offload.size(); ++i) merge_outcome(*offload[i], offloaded[i], plan);
     }
     std::stable_sort(plan.ranked.begin(), plan.ranked.end(),
                      [](const LayoutOption& a, const LayoutOption& b) { return a.step_ms < b.step_ms; });
