@@ -237,7 +237,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   return out;
 }
 
-// Every family of `families` searched, on up to `threads` threads (0: one per hardware thread),
+// Every family of `families` searched, on up to request.threads threads (0: automatic, below),
 // the outcomes in the order of `families`. Each family has its own PlanContext: nothing is shared
 // between threads but read-only inputs.
 std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& families, const LayoutPlan& plan, const LayoutRequest& request,
@@ -250,8 +250,12 @@ std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& famili
       out[i].error = std::current_exception();
     }
   };
-  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const size_t threads = std::min(families.size(), static_cast<size_t>(request.threads > 0 ? request.threads : hardware));
+  // By default one thread per hardware thread, but none beside the caller on two or fewer: on the
+  // 2-core build machine under load a second thread added a third of CPU time (allocator
+  // contention) and no wall time was saved (docs/distributed.md).
+  const unsigned hardware = std::thread::hardware_concurrency();
+  const size_t automatic = hardware > 2 ? hardware : 1;
+  const size_t threads = std::min(families.size(), request.threads > 0 ? static_cast<size_t>(request.threads) : automatic);
   if (threads <= 1) {
     for (size_t i = 0; i < families.size(); ++i) run(i);
     return out;

@@ -18,7 +18,8 @@
 // Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
 // ordered by step time, then engine order; every engine is either ranked or rejected with a
 // reason (a tensor-parallel size whose rank graph cannot be built once, for both its engines);
-// the output is deterministic.
+// the output is deterministic, whatever the threads (families are searched apart, each with its
+// own PlanContext, and merged in family order).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,9 @@ struct LayoutRequest {
   int64_t gpus = 0;
   std::optional<int64_t> global_batch;  // default: run.batch x gpus (run.batch per GPU)
   std::optional<double> interconnect_bytes_per_s;
-  // Threads searching the families at once (0: one per hardware thread, 1: sequential). The
-  // result does not depend on it (outcomes are merged in family order); tests compare the two.
+  // Threads searching the families at once (0: one per hardware thread when there are more than
+  // two, else one; 1: sequential). The result does not depend on it (outcomes are merged in
+  // family order); tests compare the two.
   int threads = 0;
 };
 
