@@ -2,14 +2,11 @@
 // solve_chain: discretization, the table, reconstruction and both re-simulations), at budgets from
 // 10% to 90% of storing everything. The argument is the budget in percent of M_all.
 // Then the table alone (solve_chain_dp) on one thread: at 400 stages x 500 slots, and over
-// 100-1,000 stages at 500 slots and a 50% budget (the growth in stages), beside the fill as it was
-// before issue #17 (tests/chain_dp_reference.cc) on the same problems, so that old and new are
-// measured in one run.
+// 100-1,000 stages at 500 slots and a 50% budget (the growth in stages).
 #include <benchmark/benchmark.h>
 
 #include <random>
 
-#include "chain_dp_reference.h"
 #include "plan/chain_dp.h"
 #include "plan/chain_simulate.h"
 
@@ -78,21 +75,6 @@ void BM_ChainTableOneThread(benchmark::State& state) {
 }
 BENCHMARK(BM_ChainTableOneThread)
     ->Args({400, 10})->Args({400, 25})->Args({400, 50})->Args({400, 90})
-    ->Args({100, 50})->Args({200, 50})->Args({300, 50})->Args({500, 50})->Args({700, 50})->Args({1000, 50})
-    ->Unit(benchmark::kMillisecond);
-
-void BM_ReferenceChainTableOneThread(benchmark::State& state) {
-  const SlotProblem p = slot_problem(static_cast<int>(state.range(0)), state.range(1));
-  double makespan = 0;
-  for (auto _ : state) {
-    const ChainDpResult r = testing::reference_solve_chain_dp(p.chain, p.memory, 1);
-    makespan = r.makespan_ms;
-    benchmark::DoNotOptimize(r);
-  }
-  state.counters["makespan_ms"] = makespan;
-}
-BENCHMARK(BM_ReferenceChainTableOneThread)
-    ->Args({400, 50})
     ->Args({100, 50})->Args({200, 50})->Args({300, 50})->Args({500, 50})->Args({700, 50})->Args({1000, 50})
     ->Unit(benchmark::kMillisecond);
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedule/build_program.h"
@@ -152,6 +153,18 @@ class Interpreter {
 
   // Re-runs segment s's forward with grad, at the point the backward first reaches it.
   void recompute(int s, int iteration, int micro);
+  // Shared by both re-runs of region s (reentrant recompute, non-reentrant rerun_hooked): the
+  // references its ops take per tensor (their inputs, the function locals it holds until it
+  // returns, its return value) and, per op, the locals released after it.
+  struct RerunUses {
+    std::vector<int> uses;
+    std::vector<std::vector<TensorId>> hold_release;
+  };
+  RerunUses rerun_uses(int s) const;
+  // Binds region s's inputs to `kept` (what its call kept) and references every tensor from
+  // outside the region the re-run reads; the old bindings go onto `restore`.
+  void bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const std::vector<int>& uses,
+                         std::vector<std::pair<TensorId, BufferId>>& restore);
 
   // The segment's backward returned: its held outputs, incoming gradients and saved inputs go,
   // then the gradients of its inputs (returned by CheckpointFunction.backward) reach the outer

@@ -69,36 +69,13 @@ void Interpreter::enter_hooked_call(int r, std::vector<BufferId>* rerun_graph, c
 void Interpreter::rerun_hooked(int s, int iteration, int micro) {
   const size_t si = static_cast<size_t>(s);
   const CheckpointSegment& seg = segments_[si];
-  std::vector<int> uses(g_.tensors.size(), 0);
-  std::vector<std::vector<TensorId>> hold_release(g_.ops.size());
-  for (OpId o = seg.first; o <= seg.last; ++o) {
-    for (TensorId in : g_.op(o).inputs) ++uses[static_cast<size_t>(in)];
-  }
-  for (const Hold& h : g_.holds) {
-    OpId made = g_.tensor(h.tensor).producer;
-    if (h.until < seg.first || made == kNone || made < seg.first || made > seg.last) continue;
-    // A local of the re-run function lives until that function returns.
-    ++uses[static_cast<size_t>(h.tensor)];
-    hold_release[static_cast<size_t>(std::min(h.until, seg.last))].push_back(h.tensor);
-  }
-  // `_unused = function(*args)`: the re-run's return value lives until unpack returns.
-  for (TensorId t : segment_outputs_[si]) ++uses[static_cast<size_t>(t)];
+  RerunUses ru = rerun_uses(s);
+  const std::vector<int>& uses = ru.uses;
+  const std::vector<std::vector<TensorId>>& hold_release = ru.hold_release;
   // The re-run reads `args`, the forward's tensors the closure kept; every tensor it writes gets
   // its forward buffer back afterwards.
   std::vector<std::pair<TensorId, BufferId>> restore;
-  for (size_t k = 0; k < segment_inputs_[si].size(); ++k) {
-    const TensorId t = segment_inputs_[si][k];
-    restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
-    buf_of_[static_cast<size_t>(t)] = closure_inputs_[si][k];
-  }
-  for (size_t t = 0; t < uses.size(); ++t) {
-    if (uses[t] == 0) continue;
-    OpId made = g_.tensors[t].producer;
-    if (made != kNone && made >= seg.first && made <= seg.last) continue;
-    BufferId b = on_device(buf_of_[t]);
-    buf_of_[t] = b;
-    ref(b, uses[t]);
-  }
+  bind_rerun_inputs(s, closure_inputs_[si], uses, restore);
   // The region's own nodes save into storage; nested calls pack into their own (re-run) hooks.
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
   std::vector<bool> saved_storage(g_.tensors.size(), false);

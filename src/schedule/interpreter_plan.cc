@@ -162,36 +162,37 @@ void Interpreter::leave_calls(OpId o) {
   }
 }
 
-void Interpreter::recompute(int s, int iteration, int micro) {
+Interpreter::RerunUses Interpreter::rerun_uses(int s) const {
   const size_t si = static_cast<size_t>(s);
   const CheckpointSegment& seg = segments_[si];
-  std::vector<int> uses(g_.tensors.size(), 0);
-  std::vector<std::vector<TensorId>> hold_release(g_.ops.size());
+  RerunUses r{std::vector<int>(g_.tensors.size(), 0), std::vector<std::vector<TensorId>>(g_.ops.size())};
   for (OpId o = seg.first; o <= seg.last; ++o) {
-    for (TensorId in : g_.op(o).inputs) ++uses[static_cast<size_t>(in)];
+    for (TensorId in : g_.op(o).inputs) ++r.uses[static_cast<size_t>(in)];
   }
   for (const Hold& h : g_.holds) {
     OpId made = g_.tensor(h.tensor).producer;
     if (h.until < seg.first || made == kNone || made < seg.first || made > seg.last) continue;
     // A local of the re-run function lives until that function returns.
-    ++uses[static_cast<size_t>(h.tensor)];
-    hold_release[static_cast<size_t>(std::min(h.until, seg.last))].push_back(h.tensor);
+    ++r.uses[static_cast<size_t>(h.tensor)];
+    r.hold_release[static_cast<size_t>(std::min(h.until, seg.last))].push_back(h.tensor);
   }
-  // The recomputed outputs are held by checkpoint's backward until its nested backward returns.
-  for (TensorId t : segment_outputs_[si]) ++uses[static_cast<size_t>(t)];
-  // Every tensor the re-run writes or rebinds gets its old buffer back afterwards: the forward's
-  // buffers (still referenced as returned outputs or by later ops' nodes), and for a nested
-  // region, the enclosing re-run's buffers of its inputs.
-  std::vector<std::pair<TensorId, BufferId>> restore;
-  // The re-run reads the inputs the node kept (detach_variable of ctx.saved_tensors); for a
-  // nested region they are the enclosing re-run's tensors, not the forward's.
+  // The re-run's outputs: held by checkpoint's backward until its nested backward returns
+  // (reentrant), or `_unused = function(*args)` until unpack returns (non-reentrant).
+  for (TensorId t : segment_outputs_[si]) ++r.uses[static_cast<size_t>(t)];
+  return r;
+}
+
+void Interpreter::bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const std::vector<int>& uses,
+                                    std::vector<std::pair<TensorId, BufferId>>& restore) {
+  const size_t si = static_cast<size_t>(s);
+  const CheckpointSegment& seg = segments_[si];
   for (size_t k = 0; k < segment_inputs_[si].size(); ++k) {
     const TensorId t = segment_inputs_[si][k];
     restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
-    buf_of_[static_cast<size_t>(t)] = segment_saved_[si][k];
+    buf_of_[static_cast<size_t>(t)] = kept[k];
   }
-  // Tensors from outside the segment (its saved inputs, weights, model inputs) already have
-  // buffers; each read by a recomputed op is a reference.
+  // Tensors from outside the segment (its kept inputs, weights, model inputs) already have
+  // buffers; each read by a re-run op is a reference.
   for (size_t t = 0; t < uses.size(); ++t) {
     if (uses[t] == 0) continue;
     OpId made = g_.tensors[t].producer;
@@ -200,6 +201,21 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     buf_of_[t] = b;
     ref(b, uses[t]);
   }
+}
+
+void Interpreter::recompute(int s, int iteration, int micro) {
+  const size_t si = static_cast<size_t>(s);
+  const CheckpointSegment& seg = segments_[si];
+  RerunUses ru = rerun_uses(s);
+  const std::vector<int>& uses = ru.uses;
+  const std::vector<std::vector<TensorId>>& hold_release = ru.hold_release;
+  // Every tensor the re-run writes or rebinds gets its old buffer back afterwards: the forward's
+  // buffers (still referenced as returned outputs or by later ops' nodes), and for a nested
+  // region, the enclosing re-run's buffers of its inputs.
+  std::vector<std::pair<TensorId, BufferId>> restore;
+  // The re-run reads the inputs the node kept (detach_variable of ctx.saved_tensors); for a
+  // nested region they are the enclosing re-run's tensors, not the forward's.
+  bind_rerun_inputs(s, segment_saved_[si], uses, restore);
   // The segment's own ops record nodes; ops of regions nested in it run inside their own
   // checkpoint calls, under no_grad.
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
