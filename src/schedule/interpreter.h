@@ -162,9 +162,12 @@ class Interpreter {
   };
   RerunUses rerun_uses(int s) const;
   // Binds region s's inputs to `kept` (what its call kept) and references every tensor from
-  // outside the region the re-run reads; the old bindings go onto `restore`.
+  // outside the region the re-run reads; the old bindings of its inputs and of every tensor its
+  // ops write go onto `restore`.
   void bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const std::vector<int>& uses,
                          std::vector<std::pair<TensorId, BufferId>>& restore);
+  // The storages region s's own ops save in its re-run (ops of nested regions save in theirs).
+  std::vector<bool> own_saved_storage(int s);
 
   // The segment's backward returned: its held outputs, incoming gradients and saved inputs go,
   // then the gradients of its inputs (returned by CheckpointFunction.backward) reach the outer

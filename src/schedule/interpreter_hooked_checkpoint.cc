@@ -78,13 +78,7 @@ void Interpreter::rerun_hooked(int s, int iteration, int micro) {
   bind_rerun_inputs(s, closure_inputs_[si], uses, restore);
   // The region's own nodes save into storage; nested calls pack into their own (re-run) hooks.
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
-  std::vector<bool> saved_storage(g_.tensors.size(), false);
-  for (OpId o = seg.first; o <= seg.last; ++o) {
-    if (own(o)) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
-  }
-  for (OpId o = seg.first; o <= seg.last; ++o) {
-    for (TensorId t : g_.op(o).outputs) restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
-  }
+  std::vector<bool> saved_storage = own_saved_storage(s);
   std::vector<BufferId> rerun_graph;  // nested calls' closures, referenced from the re-run's graph
   BufferId fork_rng = kNone;
   for (OpId o = seg.first; o <= seg.last; ++o) {

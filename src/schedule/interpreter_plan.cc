@@ -201,6 +201,19 @@ void Interpreter::bind_rerun_inputs(int s, const std::vector<BufferId>& kept, co
     buf_of_[t] = b;
     ref(b, uses[t]);
   }
+  // Every tensor the re-run writes gets its current buffer back afterwards.
+  for (OpId o = seg.first; o <= seg.last; ++o) {
+    for (TensorId t : g_.op(o).outputs) restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
+  }
+}
+
+std::vector<bool> Interpreter::own_saved_storage(int s) {
+  const CheckpointSegment& seg = segments_[static_cast<size_t>(s)];
+  std::vector<bool> saved_storage(g_.tensors.size(), false);
+  for (OpId o = seg.first; o <= seg.last; ++o) {
+    if (segment_of_[static_cast<size_t>(o)] == s) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
+  }
+  return saved_storage;
 }
 
 void Interpreter::recompute(int s, int iteration, int micro) {
@@ -219,16 +232,10 @@ void Interpreter::recompute(int s, int iteration, int micro) {
   // The segment's own ops record nodes; ops of regions nested in it run inside their own
   // checkpoint calls, under no_grad.
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
-  std::vector<bool> saved_storage(g_.tensors.size(), false);
-  for (OpId o = seg.first; o <= seg.last; ++o) {
-    if (own(o)) mark_saved(g_.op(o), grad_plans_[static_cast<size_t>(o)], saved_storage);
-  }
+  std::vector<bool> saved_storage = own_saved_storage(s);
   for (size_t r = si + 1; r < segments_.size() && seg.contains(segments_[r]); ++r) {
     if (parent_[r] != s) continue;
     for (TensorId t : segment_inputs_[r]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
-  }
-  for (OpId o = seg.first; o <= seg.last; ++o) {
-    for (TensorId t : g_.op(o).outputs) restore.push_back({t, buf_of_[static_cast<size_t>(t)]});
   }
   // CheckpointFunction.backward(ctx, *args) keeps its incoming gradients `args` (and passes them
   // to torch.autograd.backward as grad_tensors) until it returns (checkpoint.py:111,157 in
