@@ -265,7 +265,9 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
-  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Fit);
+  EstimateArgs searched = a;
+  searched.run.vary = vary;  // a fixed-batch ONNX export refuses the batch search (model_source.h)
+  Result<EstimateOptions> o = to_options(searched, cmd, RunCommand::Fit);
   if (!o.ok()) return fail(o.error());
   const bool serve_mode = a.run.mode == "serve";
   if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {

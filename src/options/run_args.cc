@@ -79,7 +79,7 @@ namespace {
 
 // The frontend's own options (--dim, --allow-unknown, a captured program); the library picks the
 // frontend.
-void apply_model_source(const RunArgs& a, EstimateOptions& o) {
+void apply_model_source(const RunArgs& a, EstimateOptions& o, RunCommand command) {
   ModelSourceOptions src;
   for (const std::string& d : a.dims) {
     size_t eq = d.find('=');
@@ -92,6 +92,7 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
   src.captured = a.captured;
   src.precision_given = a.precision_given;
   src.batch_given = a.batch_given || a.grad_accum.has_value();
+  src.batch_searched = command == RunCommand::Fit && a.vary == "batch" && a.mode != "serve";
   select_frontend(o, src);
 }
 
@@ -356,7 +357,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       if (a.mode == "serve") throw InputError(std::string(given) + " does not apply to --mode serve");
       (void)to_rank_request(a);
     }
-    apply_model_source(a, o);
+    apply_model_source(a, o, command);
     o.checkpoint_ranges = a.checkpoints;
     if (!a.checkpoint_impl.empty()) {
       std::optional<CheckpointImpl> impl = parse_checkpoint_impl(a.checkpoint_impl);

@@ -57,6 +57,7 @@ struct RunArgs {
   std::optional<std::string> objective;
   std::vector<std::string> prices;
   bool batch_given = false;               // --batch written (it must then equal micro x accum)
+  std::string vary = "batch";             // fit: the axis searched (--vary batch or seq)
   std::vector<std::string> freeze;                // regular expressions over parameter names
   bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
   std::string zero_grad;   // none | zeros; "" leaves the default (none)
