@@ -313,7 +313,7 @@ class Bounder {
       return ShapeBound{label, op, checked_dims(*dims),
                         "its sizes are computed from tensor values: their upper ends"};
     }
-    if (op == "Slice" && opset_ >= 10) {
+    if (op == "Slice" && opset_ >= 10 && node.input_size() >= 3) {
       // Starts/ends from values: each sliced axis keeps at most its input's size, and at most
       // end - start where both are non-negative (step 1).
       const int64_t rank = static_cast<int64_t>(in->size());
