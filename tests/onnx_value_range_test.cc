@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "frontends/onnx/onnx_const_pass.h"
 #include "frontends/onnx/onnx_import.h"
+#include "frontends/onnx/onnx_model.h"
+#include "frontends/onnx/onnx_value_range.h"
 #include "onnx_test_models.h"
 
 namespace headroom {
@@ -126,6 +131,50 @@ TEST(OnnxValueRange, SizesFromUnclampedValuesStillStopInOneLine) {
             std::string::npos)
       << r.error();
   EXPECT_EQ(r.error().find('\n'), std::string::npos);
+}
+
+// The interval rules, one tensor each, on x [4] (unbounded): clamped by Clip to [-2, 3].
+TEST(OnnxValueRange, IntervalRulesOfTheOps) {
+  OnnxModel m;
+  m.input("x", {4});
+  m.constant("lo", OnnxModel::float_scalar(-2.0f));
+  m.constant("hi", OnnxModel::float_scalar(3.0f));
+  m.constant("minus2", OnnxModel::float_scalar(-2.0f));
+  m.constant("half", OnnxModel::float_scalar(0.5f));
+  m.constant("four", OnnxModel::float_scalar(4.0f));
+  m.node("Relu", {"x"}, {"relu"});
+  m.node("Clip", {"x", "lo", "hi"}, {"c"});        // [-2, 3]
+  m.node("Neg", {"c"}, {"neg"});                   // [-3, 2]
+  m.node("Mul", {"c", "minus2"}, {"mul"});         // [-6, 4]
+  m.node("Sub", {"c", "neg"}, {"sub"});            // [-2 - 2, 3 + 3] = [-4, 6]: c - (-c) forgets they are one value
+  m.node("Mul", {"c", "half"}, {"halved"});        // [-1, 1.5]
+  m.node("Cast", {"halved"}, {"trunc"}).i("to", TensorProto::INT64);  // truncation: [-1, 1]
+  m.node("Div", {"c", "four"}, {"div"});           // [-0.5, 0.75]
+  m.node("Div", {"c", "c"}, {"div0"});             // a divisor that may be 0: unbounded
+  m.node("ReduceMax", {"c"}, {"rmax"}).i("keepdims", 0);  // [-2, 3]
+  m.output("rmax");
+  onnx::ModelProto& model = m.proto();
+  onnx_import::TypeTable types = onnx_import::infer_types(model);
+  onnx_import::ConstantPass consts(model.graph(), 13, types);
+  onnx_import::ValueRanges ranges(model.graph(), 13, types, consts);
+  consts.run_until(model.graph().node_size());
+  ranges.run_until(model.graph().node_size());
+  auto ends = [&](const std::string& name) {
+    onnx_import::ValueRange r = ranges.range(name);
+    return std::make_pair(r.min(), r.max());
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(ends("x"), std::make_pair(-inf, inf));
+  EXPECT_EQ(ends("relu"), std::make_pair(0.0, inf));
+  EXPECT_EQ(ends("c"), std::make_pair(-2.0, 3.0));
+  EXPECT_EQ(ends("neg"), std::make_pair(-3.0, 2.0));
+  EXPECT_EQ(ends("mul"), std::make_pair(-6.0, 4.0));
+  EXPECT_EQ(ends("sub"), std::make_pair(-4.0, 6.0));
+  EXPECT_EQ(ends("halved"), std::make_pair(-1.0, 1.5));
+  EXPECT_EQ(ends("trunc"), std::make_pair(-1.0, 1.0));
+  EXPECT_EQ(ends("div"), std::make_pair(-0.5, 0.75));
+  EXPECT_EQ(ends("div0"), std::make_pair(-inf, inf));
+  EXPECT_EQ(ends("rmax"), std::make_pair(-2.0, 3.0));
 }
 
 }  // namespace
