@@ -108,8 +108,9 @@ const std::deque<OptimizerRule>& optimizer_rules();
 const OptimizerRule& optimizer_rule(OptimizerKind k);
 // Adds a rule for a kind outside the named values (tests, out-of-tree optimizers); from then on
 // estimate, --optimizer NAME and the cost model see it like a built-in one. InputError when the
-// kind or the name is taken or the rule breaks an invariant. Not thread-safe: register before
-// estimating.
+// kind or the name is taken or the rule breaks an invariant. The rule's string_views (name,
+// source, suffixes) must outlive the program (string literals). Not thread-safe: register
+// before estimating.
 void register_optimizer_rule(OptimizerRule rule);
 
 // The --optimizer words in table order, and as one phrase: "sgd, momentum, ... or adafactor".
