@@ -9,6 +9,7 @@
 #include "estimate/offload.h"
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/format.h"
 
@@ -251,7 +252,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       else throw InputError("--attention must be eager, sdpa or flash, got '" + *a.attention + "'");
     }
     auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor, got '" + a.optimizer + "'");
+    if (!opt) throw InputError("--optimizer must be " + optimizer_names_phrase() + ", got '" + a.optimizer + "'");
     o.optimizer = *opt;
     if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
     if (a.foreach) o.foreach = true;

@@ -238,9 +238,14 @@ class Interpreter {
   // ---- optimizer ---------------------------------------------------------------------------
   std::vector<TensorId> trainable() const;
 
+  // One step of o_.optimizer: its OptimizerRule (training/optimizer_rules.h) replayed.
   void optimizer_step(int iteration);
-  // bitsandbytes 8-bit AdamW (paged or not), Lion and Adafactor: their state and temporaries.
-  void fine_tuning_optimizer_step(const std::vector<TensorId>& ps);
+  // The first step's state of parameter p under the rule, on the device or (FSDP CPUOffload)
+  // recorded as host state.
+  void create_optimizer_state(TensorId p, bool on_host);
+  // The rule's state (when create_state) and update temporaries for the parameters ps, in the
+  // rule's order: foreach once over all of them, else the single-tensor program per parameter.
+  void replay_optimizer_update(const std::vector<TensorId>& ps, bool create_state);
 
   // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
   // 288-byte RecordFunction holder, both freed before the work starts.
@@ -273,6 +278,8 @@ class Interpreter {
   int64_t param_state_bytes(const Tensor& t) const;
   // DeepSpeed's flat fp32 master partition and its optimizer states, built with the engine.
   void deepspeed_setup_states();
+  // The names of the fp32 moment partitions DeepSpeed keeps for the rule ("exp_avg partition").
+  std::vector<std::string> partition_moments() const;
   // The full parameters op reads, allocated before it runs (all-gather / cast); idempotent.
   void gather(OpId op);
   void release_gather(OpId op);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -91,14 +92,20 @@ void Interpreter::deepspeed_setup_states() {
   if (s.optimizer_sharded() || low_precision_) state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
   // initialize_optimizer_states() runs one step on zero gradients: the moments exist from the
   // start, in fp32 like the master. FusedAdam keeps `step` in the param group (no tensor).
-  const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
-  if (adam) {
-    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg partition");
-    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg_sq partition");
-  } else if (o_.optimizer == OptimizerKind::Momentum) {
-    state(checked_mul(part, 4, "sharded state bytes"), "momentum_buffer partition");
-  }
+  for (const std::string& moment : partition_moments()) state(checked_mul(part, 4, "sharded state bytes"), moment);
   state_created_ = true;
+}
+
+std::vector<std::string> Interpreter::partition_moments() const {
+  // The rule's states like the parameter (torch.optim's zeros_like(p)) become fp32 partitions
+  // ("exp_avg partition"); a 0-dim `step` does not (FusedAdam keeps it in the param group), nor
+  // do the 8-bit, factored or whole-parameter states of rules DeepSpeed has no partitioned
+  // counterpart of here.
+  std::vector<std::string> names;
+  for (const StateRule& s : optimizer_rule(o_.optimizer).state) {
+    if (s.size == SizeRule::StateLikeParam && s.when == ParamCondition::Always) names.push_back(std::string(s.suffix.substr(1)) + " partition");
+  }
+  return names;
 }
 
 void Interpreter::gather(OpId op) {
