@@ -40,6 +40,14 @@ std::vector<BufferId> held_at_end(const Program& p) {
   return held;
 }
 
+// Bytes of the buffers of category c held at the end (never freed).
+int64_t held_bytes(const Program& p, Category c) {
+  int64_t sum = 0;
+  for (BufferId b : held_at_end(p))
+    if (p.buffers[static_cast<size_t>(b)].category == c) sum += p.buffers[static_cast<size_t>(b)].bytes;
+  return sum;
+}
+
 int64_t allocated_bytes(const Program& p, Category c) {
   int64_t sum = 0;
   for (const Event& e : p.events)
@@ -85,8 +93,9 @@ TEST(SetProgram, TrioAllocatesEachPoolOnceAndOneHandleWorkspace) {
   go.gpu_memory = int64_t{1} << 30;
   std::vector<Program> programs;
   for (const LoadedModel& m : models) programs.push_back(inference_program(m.graph, go));
-  // Each model's program holds one cuBLAS workspace (its fc), 8,519,680 B on a pre-Hopper GPU.
-  for (const Program& p : programs) EXPECT_EQ(allocated_bytes(p, Category::Workspaces), 8'519'680);
+  // Each model's program holds one cuBLAS handle workspace to the end (its fc), 8,519,680 B on a
+  // pre-Hopper GPU (its per-op workspaces are freed after their ops).
+  for (const Program& p : programs) EXPECT_EQ(held_bytes(p, Category::Workspaces), 8'519'680);
 
   const std::vector<std::vector<int32_t>> subsets = {{0}, {1}, {0, 1}, {0, 2}, {2, 0}, {0, 1, 2}, {1, 2, 0}};
   for (Sharing sh : kSharingChoices) {
@@ -103,7 +112,12 @@ TEST(SetProgram, TrioAllocatesEachPoolOnceAndOneHandleWorkspace) {
       // unshared, 788 B free, 724 B free + merges; pack_residency_test.cc derives each).
       EXPECT_EQ(allocated_bytes(q, Category::Weights), weights_with_sharing(layers, plan, identical, sh, subset));
       // One process, one cuBLAS handle: its workspace once, however many models use it.
-      EXPECT_EQ(allocated_bytes(q, Category::Workspaces), 8'519'680);
+      EXPECT_EQ(held_bytes(q, Category::Workspaces), 8'519'680);
+      // Each request's buffers are freed before the next: only weights and that workspace stay.
+      for (BufferId b : held_at_end(q)) {
+        const Category c = q.buffers[static_cast<size_t>(b)].category;
+        EXPECT_TRUE(c == Category::Weights || c == Category::Workspaces) << q.buffers[static_cast<size_t>(b)].name;
+      }
       // Replayed: the workspace's 20 MiB large-pool segment and one 2 MiB small-pool segment for
       // everything else (pack_residency_test.cc, TrioThreeWaysByHand).
       EXPECT_EQ(device_memory(q, go).reserved_peak_bytes, 22LL << 20);
