@@ -42,6 +42,10 @@ namespace headroom {
 
 enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp };
 enum class OffloadDevice : uint8_t { None, Cpu, Nvme };
+// FSDP's auto_wrap_policy: Param, one unit per op's parameters (the finest wrapping);
+// Block, one unit per repeated block (transformer_auto_wrap_policy) plus the root unit holding
+// every parameter outside the blocks (schedule/fsdp_units.h).
+enum class FsdpWrap : uint8_t { Param, Block };
 
 struct Sharding {
   ShardingEngine engine = ShardingEngine::None;  // None: plain PyTorch (DDP keeps a full replica)
@@ -52,6 +56,7 @@ struct Sharding {
   int64_t reduce_bucket_elements = 500000000;
   bool prefetch_forward = true;   // gather the next op's parameters while one computes
   bool prefetch_backward = true;
+  FsdpWrap fsdp_wrap = FsdpWrap::Param;  // FSDP only: what one FlatParameter holds
   OffloadDevice offload_optimizer = OffloadDevice::None;  // DeepSpeed zero_optimization.offload_optimizer
   bool offload_params = false;  // DeepSpeed stage 3 offload_param (cpu); FSDP CPUOffload(offload_params=True)
   // ZeRO-Infinity (offload_optimizer nvme): the optimizer swapper's pinned host buffers,
