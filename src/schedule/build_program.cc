@@ -304,8 +304,8 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
   GradValue g = grad_[static_cast<size_t>(param)];
   grad_[static_cast<size_t>(param)] = {};
   ddp_mark_ready(param);
-  if (unit_gradients()) {
-    unit_gradient(param, g);
+  if (block_units() && param_unit_[static_cast<size_t>(param)] >= 0) {
+    unit_gradient(param, g);  // the FlatParameter's split node holds it (interpreter_fsdp_units.cc)
     return;
   }
   if (o_.sharding.grads_sharded() || fsdp_mixed_ || (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params)) {

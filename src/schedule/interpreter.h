@@ -298,7 +298,9 @@ class Interpreter {
   // reaches (`reach`).
   void begin_unit_backward(const std::vector<bool>& reach);
   // A parameter's gradient reached AccumulateGrad: held by the FlatParameter's split node until
-  // the unit's last one, then the post-backward hook (reshard, reduce-scatter).
+  // the unit's last one, then the post-backward hook (reshard, reduce-scatter). unit_gradients():
+  // the flat-gradient path applies (FULL_SHARD, SHARD_GRAD_OP without CPU offload); otherwise
+  // each gradient takes reduce_gradient's path and the last one reshards the unit.
   bool unit_gradients() const;
   void unit_gradient(TensorId param, GradValue g);
   void unit_post_backward(int u);

@@ -106,13 +106,23 @@ bool Interpreter::unit_gradients() const {
 void Interpreter::unit_gradient(TensorId param, GradValue g) {
   const int u = param_unit_[static_cast<size_t>(param)];
   HEADROOM_CHECK(u >= 0 && unit_pending_[static_cast<size_t>(u)] > 0, "FSDP unit gradient out of order for " + g_.tensor(param).name);
-  unit_grads_[static_cast<size_t>(u)].push_back(g.buffer);
-  unit_got_[static_cast<size_t>(u)].push_back(param);
+  if (unit_gradients()) {
+    unit_grads_[static_cast<size_t>(u)].push_back(g.buffer);
+    unit_got_[static_cast<size_t>(u)].push_back(param);
+  } else {
+    // NO_SHARD under MixedPrecision and CPUOffload keep the parameter-wise gradient path.
+    reduce_gradient(param, g);
+  }
   if (--unit_pending_[static_cast<size_t>(u)] == 0) unit_post_backward(u);
 }
 
 void Interpreter::unit_post_backward(int u) {
   const Sharding& s = o_.sharding;
+  if (!unit_gradients()) {
+    release_unit(u);
+    unit_done_[static_cast<size_t>(u)] = true;
+    return;
+  }
   const FsdpUnit& unit = fsdp_units_.units[static_cast<size_t>(u)];
   const int64_t elem = dtype_size(g_.tensor(unit.params.front()).dtype);  // the compute dtype
   const int64_t padded = fsdp_padded_elements(unit.elements, s.data_parallel);
