@@ -60,6 +60,7 @@ const std::map<std::string, std::vector<std::string>>& fixed_values() {
       {"--framework", {"hf-trainer"}},
       {"--zero", {"0", "1", "2", "3"}},
       {"--fsdp", {"full", "grad-op", "no-shard"}},
+      {"--fsdp-wrap", {"block", "param"}},
       {"--offload-optimizer", {"cpu", "nvme"}},
       {"--offload-params", {"cpu"}},
       {"--emit", {"deepspeed", "fsdp", "accelerate"}},

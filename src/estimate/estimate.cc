@@ -396,6 +396,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     Graph g = build_graph(o, micro);
     ScheduleOptions so = schedule_options(o);
     so.micro_batches = micro_batches;
+    resolve_fsdp_wrap(o.parallel, g, so.sharding);
     if (!o.checkpoint_ranges.empty()) {
       if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
       add_checkpoint_ranges(g, o.checkpoint_ranges, so.plan);

@@ -281,6 +281,11 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       if (!f) throw InputError("--fsdp must be full, grad-op or no-shard, got '" + *a.fsdp + "'");
       o.parallel.fsdp = *f;
     }
+    if (a.fsdp_wrap) {
+      auto w = parse_fsdp_wrap(*a.fsdp_wrap);
+      if (!w) throw InputError("--fsdp-wrap must be block or param, got '" + *a.fsdp_wrap + "'");
+      o.parallel.fsdp_wrap = *w;
+    }
     if (a.tensor_parallel) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", *a.tensor_parallel);
     if (a.pipeline_parallel) o.parallel.pipeline_parallel = parse_positive("--pipeline-parallel", *a.pipeline_parallel);
     if (a.pipeline_schedule) {
@@ -422,6 +427,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"gpus", [](RunArgs& r, const std::string& v) { r.gpus = v; }},
       {"zero", [](RunArgs& r, const std::string& v) { r.zero = v; }},
       {"fsdp", [](RunArgs& r, const std::string& v) { r.fsdp = v; }},
+      {"fsdp_wrap", [](RunArgs& r, const std::string& v) { r.fsdp_wrap = v; }},
       {"reduce_bucket_size", [](RunArgs& r, const std::string& v) { r.reduce_bucket_size = v; }},
       {"offload_optimizer", [](RunArgs& r, const std::string& v) { r.offload_optimizer = v; }},
       {"offload_params", [](RunArgs& r, const std::string& v) { r.offload_params = v; }},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "schedule/build_program.h"
+#include "schedule/fsdp_units.h"
 #include "training/op_rules.h"
 #include "util/error.h"
 
@@ -289,6 +290,37 @@ class Interpreter {
   // A parameter's full gradient is reduce-scattered into this rank's partition and freed.
   void reduce_gradient(TensorId param, GradValue g);
   void deepspeed_optimizer_step(int iteration);
+
+  // ---- FSDP units under block wrap (interpreter_fsdp_units.cc) -------------------------------
+  // gather / release_gather / the gradient path go through these when block_units().
+  bool block_units() const { return !fsdp_units_.units.empty(); }
+  void init_fsdp_units();
+  // _unshard: the unit's padded unsharded FlatParameter in the compute dtype; idempotent, and a
+  // no-op for a unit whose post-backward already ran in this backward.
+  void gather_unit(int u);
+  void release_unit(int u);
+  // BACKWARD_PRE: the next unit in the backward's order after op i's, gathered with it.
+  void prefetch_next_unit(int i);
+  // Which parameters of each unit get a gradient in the backward about to run, which ops it
+  // reaches (`reach`).
+  void begin_unit_backward(const std::vector<bool>& reach);
+  // A parameter's gradient reached AccumulateGrad: held by the FlatParameter's split node until
+  // the unit's last one, then the post-backward hook (reshard, reduce-scatter). unit_gradients():
+  // the flat-gradient path applies (FULL_SHARD, SHARD_GRAD_OP without CPU offload); otherwise
+  // each gradient takes reduce_gradient's path and the last one reshards the unit.
+  bool unit_gradients() const;
+  void unit_gradient(TensorId param, GradValue g);
+  void unit_post_backward(int u);
+  FsdpUnits fsdp_units_;
+  std::vector<int> param_unit_;                    // per tensor: its unit, -1 outside
+  std::vector<BufferId> unit_gathered_;            // per unit: its unsharded FlatParameter while alive
+  std::vector<std::vector<BufferId>> unit_grads_;  // per unit: parameter gradients held by the split node
+  std::vector<std::vector<TensorId>> unit_got_;    // per unit: the parameters those gradients are for
+  std::vector<int> unit_pending_;                  // per unit: gradients still to come this backward
+  std::vector<bool> unit_done_;                    // per unit: its post-backward ran this backward
+  std::vector<BufferId> unit_grad_shard_;          // per unit: _saved_grad_shard, until zero_grad
+  bool in_backward_ = false;                       // backward() runs (checkpoint re-runs included)
+  std::vector<bool> unit_reach_;                   // per op: the running backward reaches it
 
   // ---- engine offloading (interpreter_offload.cc) ---------------------------------------------
   void host_state(int64_t bytes, std::string name, bool nvme = false);
