@@ -153,7 +153,9 @@ TEST(PipelineCheckpoint, EveryScheduleAndImplementationRunsAndLowersEveryStage) 
       const PerGpu& b = *ck.value().per_gpu;
       ASSERT_EQ(a.stage_peak_bytes.size(), b.stage_peak_bytes.size());
       for (size_t i = 0; i < a.stage_peak_bytes.size(); ++i) EXPECT_LT(b.stage_peak_bytes[i], a.stage_peak_bytes[i]) << "stage " << i;
-      EXPECT_EQ(a.model_states_bytes, b.model_states_bytes);
+      // The reported stage may change (stage 0's activations fall, the last stage keeps its
+      // logits); the same stage holds the same model states.
+      if (a.stage == b.stage) EXPECT_EQ(a.model_states_bytes, b.model_states_bytes);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "frontends/hf/hf_frontend.h"
 
 namespace headroom {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 PerGpu llama_pipeline(PipelineScheduleKind kind, std::optional<int64_t> virtual_stages = std::nullopt) {
   EstimateOptions o;
   o.model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-2-7b.json";
+  o.graph_loader = hf_graph_loader(o.model).load;
   o.seq = 2048;
   o.precision = Precision::Bf16;
   o.batch = 8;
