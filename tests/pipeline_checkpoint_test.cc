@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli_runner.h"
+#include "layout_search_args.h"
 
 #include "estimate/estimate.h"
 #include "estimate/pipeline_estimate.h"
@@ -188,6 +189,42 @@ TEST(PipelineCheckpointCli, MegatronRecomputeAndSequenceParallelArguments) {
   testing::expect_usage_error(layout + "--checkpoint transformer.h.0.ln_1..transformer.h.0.attn.c_attn --emit megatron " + file,
                               "Megatron recomputes whole layers");
   testing::expect_usage_error(layout + "--checkpoint transformer.h.1.ln_1..transformer.h.2.ln_1", "crosses a pipeline stage boundary");
+}
+
+TEST(PipelineCheckpointSearch, APipelineThatFitsOnlyCheckpointedRanksCheckpointed) {
+  // gpt2 with 4 layers, seq 1024, bf16, batch 2 per GPU on 2 GPUs under 1.8e9 bytes: PP 2 x
+  // ZeRO-1 needs about 1.99e9 at micro-batch 1 without checkpoints, so its probe tries every
+  // block of each stage checkpointed, which fits (about 1.73e9); the larger micro-batch is then
+  // tried checkpointed only, and does not fit. The
+  // ranked layout is its estimate with --checkpoint blocks (one source of truth).
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "2";
+  a.seq = "1024";
+  a.gpu = "A100-SXM4-40GB";
+  a.gpu_memory = "1800000000B";
+  a.margin = "0%";
+  a.precision = "bf16";
+  LayoutPlan p = testing::search_layouts_for(a, 2);
+  const LayoutOption* pp = nullptr;
+  for (const LayoutOption& l : p.ranked) {
+    if (l.engine == "PP 2 x ZeRO-1") pp = &l;
+  }
+  ASSERT_NE(pp, nullptr);
+  EXPECT_EQ(pp->recompute, Recompute::Full);
+  EXPECT_EQ(pp->micro_batch, 1);
+  EXPECT_EQ(pp->micro_batches, 4);
+  EXPECT_LE(pp->peak_bytes, p.budget_bytes);
+  EstimateOptions o = layout_options(p, *pp);
+  EXPECT_EQ(o.checkpoint_ranges, std::vector<std::string>{"blocks"});
+  Result<Estimate> e = estimate(o);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e.value().device->device_total_bytes, pp->peak_bytes);
+  // Without the checkpoints the same layout is over the budget.
+  o.checkpoint_ranges.clear();
+  Result<Estimate> plain = estimate(o);
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_GT(plain.value().device->device_total_bytes, p.budget_bytes);
 }
 
 }  // namespace
