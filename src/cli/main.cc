@@ -454,7 +454,7 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
       for (const LayoutOption& opt : r.value().ranked) {
         // Megatron runs DDP or its distributed optimizer (ZeRO-1) under any T and P.
         const bool megatron = !opt.parallel.fsdp && opt.parallel.zero_stage.value_or(0) <= 1 && !opt.parallel.offload_optimizer &&
-                              !opt.parallel.offload_params && !opt.checkpointed;
+                              !opt.parallel.offload_params;
         const bool accelerate = opt.parallel.tensor_parallel == 1 && opt.parallel.pipeline_parallel == 1;
         const bool runs = kind == EmitKind::Accelerate ? accelerate : (kind == EmitKind::Megatron ? megatron
                                                            : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value()

@@ -411,6 +411,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     if (o.parallel.pipeline_parallel > 1) {
       stages = simulate_pipeline_stages(g, so, o.parallel, micro_batches, o.micro_batch.has_value());
       g = std::move(stages->graph);
+      so.plan = stages->plan;  // the reported stage's checkpoints, on its graph
     }
     Program p = stages ? std::move(stages->program) : build_program(g, so);
     if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");

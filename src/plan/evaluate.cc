@@ -73,7 +73,9 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
     e.peak_bytes = sim.peak.bytes;
   }
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
-  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, c.plan, options_.optimizer, schedule_.foreach, options_.iterations);
+  // A stage's checkpoints are on its own graph (schedule/pipeline_plan.h).
+  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer, schedule_.foreach,
+                          options_.iterations);
   return e;
 }
 

@@ -435,6 +435,10 @@ class Interpreter {
     std::vector<BufferId> graph_held;
     std::vector<std::vector<BufferId>> segment_saved, segment_held, segment_incoming;
     std::vector<SegmentState> segment_state;
+    // Non-reentrant checkpoints: what each region's call keeps until its backward.
+    std::vector<bool> region_hooks_save;
+    std::vector<std::vector<BufferId>> closure_inputs;
+    std::vector<BufferId> closure_rng;
     // What the forward decided for its ops (another model chunk's forward decides for others).
     std::vector<bool> requires_grad;
     std::vector<TensorId> redirect, storage;

@@ -17,9 +17,16 @@ namespace headroom {
 // parameters are reached through the module, not passed): if none requires grad, its outputs do
 // not either and the segment's parameters get no gradients (1.13 only warns, "None of the
 // inputs have requires_grad=True", torch/utils/checkpoint.py:31).
+// A pipeline stage's received hidden state (schedule/pipeline_split.h names the leaf
+// "p2p recv ...") is made with requires_grad=True by Megatron's _communicate: its gradient is
+// sent back. A region starting at the stage's first block reads it.
+static bool received_hidden_state(const Tensor& t) {
+  return t.producer == kNone && t.role == TensorRole::Input && t.name.rfind("p2p recv ", 0) == 0;
+}
+
 bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
   std::vector<bool> rg(g.tensors.size(), false);
-  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad();
+  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad() || received_hidden_state(t);
   for (OpId o = 0; o < first; ++o) {
     const Op& op = g.op(o);
     bool any = false;
@@ -30,7 +37,8 @@ bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
     const Op& op = g.op(o);
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const Tensor& t = g.tensor(op.inputs[i]);
-      if (t.producer != kNone && t.producer < first && rg[static_cast<size_t>(t.id)] && differentiable_input(op, static_cast<int>(i))) return true;
+      const bool before = t.producer != kNone ? t.producer < first : received_hidden_state(t);
+      if (before && rg[static_cast<size_t>(t.id)] && differentiable_input(op, static_cast<int>(i))) return true;
     }
   }
   return false;
