@@ -9,6 +9,7 @@
 #include <string>
 
 #include "estimate/estimate.h"
+#include "graph_dsl.h"
 #include "plan/planner.h"
 #include "report/plan_report.h"
 #include "schedule/memory_plan.h"
@@ -195,13 +196,43 @@ TEST(NestedStrategy, OffloadCheckpointNestsWhereItWins) {
 }
 
 TEST(NestedStrategy, ReRunOfAnOffloadedInputFetchesItInItsOwnStep) {
-  // At 50 % a candidate's region reads a tensor another node saved and that was offloaded: its
-  // copy back used to be allocated between steps (internal error "steps must tile the events");
-  // it now has a step of its own before the re-run.
-  const EstimateOptions run = bert_large_a100();
-  const Plan p = offload_checkpoint_plan(run, 0.5);
-  ASSERT_TRUE(p.feasible);
-  expect_reestimated(run, p);
+  // bert-base:layers=2, batch 2, seq 128: layer 1's query is offloaded (it saves its input, layer
+  // 0's output hidden state) and a region from context.permute to attention.output.LayerNorm
+  // reads that hidden state too (the residual add), so its checkpoint keeps it. Before the re-run
+  // it must be on the device again: it was copied back between steps ("steps must tile the
+  // events", an internal error; offload+checkpoint on bert-large hit it). Now a step of its own
+  // allocates the copy, 2 x 128 x 768 x 4 = 786,432 bytes, right before the re-run, in each
+  // training step and for both implementations.
+  for (CheckpointImpl impl : {CheckpointImpl::Reentrant, CheckpointImpl::NonReentrant}) {
+    EstimateOptions o;
+    o.model = "bert-base:layers=2,vocab=1000";
+    o.batch = 2;
+    o.seq = 128;
+    o.mode = RunMode::Training;
+    o.optimizer = OptimizerKind::Sgd;
+    o.gpu = GpuOptions{};
+    o.gpu->gpu = "A100-SXM4-40GB";
+    o.keep_program = true;
+    o.offload_ops = {"bert.encoder.layer.1.attention.self.query"};
+    o.checkpoint_ranges = {"bert.encoder.layer.1.attention.self.context.permute..bert.encoder.layer.1.attention.output.LayerNorm"};
+    o.plan.checkpoint_impl = impl;
+    Result<Estimate> r = estimate(o);
+    ASSERT_TRUE(r.ok()) << r.error();
+    const Program& p = r.value().program;
+    EXPECT_EQ(testing::check_oracles(p), "");
+    int fetches = 0;
+    for (size_t k = 0; k + 1 < p.steps.size(); ++k) {
+      const Step& st = p.steps[k];
+      if (st.label.rfind("prefetch for the re-run (", 0) != 0) continue;
+      ++fetches;
+      EXPECT_TRUE(p.steps[k + 1].recompute) << p.steps[k + 1].label;
+      ASSERT_EQ(st.end_event - st.first_event, 1);
+      const Event& e = p.events[static_cast<size_t>(st.first_event)];
+      EXPECT_EQ(e.kind, Event::Kind::Alloc);
+      EXPECT_EQ(p.buffers[static_cast<size_t>(e.buffer)].bytes, 786432);
+    }
+    EXPECT_EQ(fetches, 2) << checkpoint_impl_name(impl);  // one per training step
+  }
 }
 
 }  // namespace
