@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Measures a module trained as is and with a headroom plan applied (plan.apply: checkpointing),
+"""Measures a module trained as is and with a headroom plan applied (plan.apply: checkpointing,
+nested regions as nested checkpoint calls),
 with the harness of memtrace.py, in this fresh process, and prints one JSON object with the
 measured and predicted CPU peaks of both (python/tests/test_apply.py runs it).
 
@@ -30,7 +31,25 @@ def mlp_seq():
     return nn.Sequential(*layers), torch.randn(2048, 256), torch.randint(0, 10, (2048,))
 
 
-MODELS = {"mlp-seq": mlp_seq}
+def mlp_deep():
+    """A 32-layer ReLU MLP as one nn.Sequential, batch 2048: deep enough for the planner's
+    checkpoint strategy to nest regions (Rotor) at tight budgets."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(256, 256)]
+    for _ in range(30):
+        layers += [nn.ReLU(), nn.Linear(256, 256)]
+    layers += [nn.ReLU(), nn.Linear(256, 10)]
+    return nn.Sequential(*layers), torch.randn(2048, 256), torch.randint(0, 10, (2048,))
+
+
+def resnet18():
+    """torchvision's resnet18, batch 8 at 128x128: layerN are Sequentials of BasicBlocks."""
+    import torchvision
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(num_classes=10), torch.randn(8, 3, 128, 128), torch.randint(0, 10, (8,))
+
+
+MODELS = {"mlp-seq": mlp_seq, "mlp-deep": mlp_deep, "resnet18": resnet18}
 
 
 def micro_batches(micro, count):
@@ -73,14 +92,21 @@ def measure_accumulation(name, budget, strategy="accumulate"):
                 micro_batch=plan.micro_batch, micro_batches=plan.micro_batches)
 
 
-def measure(name, ranges_from_plan, budget, impl="reentrant"):
+def measure(name, ranges_from_plan, budget, impl="reentrant", regions=None, plan_impl="reentrant"):
+    """regions: checkpoint regions ("FIRST..LAST", nested ones after theirs) put in the plan in
+    place of the planner's, for plan.apply to realise (nested plans by hand). plan_impl: the
+    checkpoint implementation the planner judges its candidates with."""
     import headroom
     model, x, y = MODELS[name]()
     loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
     options = dict(device="cpu", optimizer="sgd", foreach=False)
     plan = None
     if ranges_from_plan:
+        if plan_impl != "reentrant":
+            options["checkpoint_impl"] = plan_impl
         plan = headroom.plan(model, x, loss_fn=loss_fn, budget=budget, strategy="checkpoint", **options)
+        if regions is not None:
+            plan["decisions"]["checkpoint_regions"] = regions
         predicted = None
     else:
         predicted = headroom.estimate(model, x, loss_fn=loss_fn, **options)["peak_bytes"]
@@ -112,7 +138,8 @@ def measure(name, ranges_from_plan, budget, impl="reentrant"):
     m = memtrace.analyze(dict(mode="train"), rec, rp)
     out = dict(measured=m["peak_bytes"], predicted=predicted, phase=m["peak_phase"])
     if plan is not None:
-        out.update(plan_peak=plan["peak_bytes"], checkpoint=plan.applied["checkpoint"])
+        out.update(plan_peak=plan["peak_bytes"], checkpoint=plan.applied["checkpoint"],
+                   planned=plan["decisions"]["checkpoint_regions"], note=plan.get("note"))
     return out
 
 
@@ -124,12 +151,19 @@ def main():
                     help="with --budget: the checkpoint implementation plan.apply uses")
     ap.add_argument("--accumulate", default=None, metavar="STRATEGY",
                     help="with --budget: an accumulate or accumulate+checkpoint plan run by plan.step")
+    ap.add_argument("--regions", default=None, metavar="R1,R2,...",
+                    help="with --budget: apply these checkpoint regions (FIRST..LAST, comma-separated) instead of the plan's")
+    ap.add_argument("--plan-impl", default="reentrant", choices=("reentrant", "non-reentrant"),
+                    help="with --budget: the checkpoint implementation the plan is judged with")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.regions is not None and a.budget is None:
+        ap.error("--regions applies with --budget")
     if a.accumulate:
         print(json.dumps(measure_accumulation(a.model, a.budget, a.accumulate), sort_keys=True))
         return
-    print(json.dumps(measure(a.model, a.budget is not None, a.budget, a.impl), sort_keys=True))
+    regions = a.regions.split(",") if a.regions is not None else None
+    print(json.dumps(measure(a.model, a.budget is not None, a.budget, a.impl, regions, a.plan_impl), sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -190,6 +190,12 @@ def _build():
     # peak inside the nested backward (as the reentrant vocab=1000 case above)
     C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "nested-nr", seq=128)
     C += checkpointed("gpt2:layers=2,vocab=1000", [2], [("sgd", False)], "blocks-nr", seq=128)
+    # inner calls that end the outer one: non-reentrant, each re-runs from its own closure before
+    # the outer re-run calls them again under fresh hooks; reentrant, inside the outer's backward.
+    # Batch 1024 puts the peak inside them (non-reentrant: the re-run of 18..25; reentrant: the
+    # backward of 10..17 inside the outer call's), not in the weights' gradients after them.
+    C += checkpointed("mlp", [1024], [("sgd", False)], "nested-tail")
+    C += checkpointed("mlp", [1024], [("sgd", False)], "nested-tail-nr")
     return C
 
 

@@ -15,6 +15,10 @@ require grad, and its parameters would get no gradients.
 Schemes:
   mlp     "seg8":   modules 2..9, 10..17, 18..25 of the 32-module Sequential (4 layers each)
           "nested": modules 2..25 in one call, which checkpoints 2..9 and 10..17 inside it
+          "nested-tail": modules 2..25 in one call, which checkpoints 10..17 and 18..25 inside
+                    it: the inner calls end the outer one, so in the backward their nodes come
+                    first (non-reentrant: each inner call re-runs from its own closure before
+                    the outer call's re-run, which then calls them again under fresh hooks)
   resnet  "blocks": every BasicBlock/Bottleneck;  "layers": every layerN (a run of blocks)
           "nested": every layerN, whose function checkpoints each of its blocks
   gpt2, llama, bert "blocks": every transformer block (HF's gradient_checkpointing loop; BERT's
@@ -26,6 +30,7 @@ under the outer one's no_grad; when the backward reaches the outer call, its re-
 makes the inner calls checkpoints of their own. Their ranges list the outer range and the inner
 ones (headroom accepts nested --checkpoint ranges).
 """
+import functools
 import types
 
 import torch
@@ -50,8 +55,8 @@ def impl(scheme):
 
 
 MLP_SEGMENTS = ((2, 9), (10, 17), (18, 25))
-MLP_NESTED_OUTER = (2, 25)
-MLP_NESTED_INNER = ((2, 9), (10, 17))
+# scheme -> (outer call's modules, the runs its function checkpoints inside it)
+MLP_NESTED = {"nested": ((2, 25), ((2, 9), (10, 17))), "nested-tail": ((2, 25), ((10, 17), (18, 25)))}
 RESNET_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 
 
@@ -81,8 +86,9 @@ def ranges(model_name, scheme):
     fam = _family(model_name)
     if fam == "mlp" and scheme == "seg8":
         return [f"{a}..{b}" for a, b in MLP_SEGMENTS]
-    if fam == "mlp" and scheme == "nested":
-        return [f"{a}..{b}" for a, b in (MLP_NESTED_OUTER,) + MLP_NESTED_INNER]
+    if fam == "mlp" and scheme in MLP_NESTED:
+        outer, inner = MLP_NESTED[scheme]
+        return [f"{a}..{b}" for a, b in (outer,) + inner]
     if fam == "resnet" and scheme == "nested":
         return ranges(model_name, "layers") + ranges(model_name, "blocks")
     if fam == "resnet" and scheme in ("blocks", "layers"):
@@ -133,10 +139,10 @@ def _mlp_forward(self, x):
     return x
 
 
-def _mlp_nested_forward(self, x):
-    # One checkpoint call over modules 2..25 whose function checkpoints 2..9 and 10..17.
+def _mlp_nested_forward(scheme, self, x):
+    # One checkpoint call over the outer modules whose function checkpoints the inner runs.
     mods = list(self)
-    a0, b0 = MLP_NESTED_OUTER
+    (a0, b0), inner = MLP_NESTED[scheme]
 
     def run(a, b):
         def f(h):
@@ -147,7 +153,7 @@ def _mlp_nested_forward(self, x):
 
     def outer(h):
         i = a0
-        for a, b in MLP_NESTED_INNER:
+        for a, b in inner:
             for m in mods[i:a]:
                 h = m(h)
             h = call(run(a, b), h)
@@ -202,7 +208,8 @@ def apply(model, model_name, scheme):
     scheme = base_scheme(scheme)
     fam = _family(model_name)
     if fam == "mlp":
-        model.forward = types.MethodType(_mlp_nested_forward if scheme == "nested" else _mlp_forward, model)
+        forward = functools.partial(_mlp_nested_forward, scheme) if scheme in MLP_NESTED else _mlp_forward
+        model.forward = types.MethodType(forward, model)
     elif fam == "resnet":
         model.forward = types.MethodType(_resnet_forward(scheme), model)
     elif fam == "gpt2":

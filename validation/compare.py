@@ -20,6 +20,8 @@ def flags(c):
         f += ["--dropout", "off"]
     for r in c.get("checkpoint") or []:
         f += ["--checkpoint", r]
+    if c.get("checkpoint_impl"):
+        f += ["--checkpoint-impl", c["checkpoint_impl"]]
     return f
 
 

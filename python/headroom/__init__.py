@@ -210,11 +210,10 @@ class Plan(dict):
             raise Error("plan.apply needs a plan made for an nn.Module")
         if not self.get("feasible"):
             raise Error("plan.apply: the plan is not feasible")
-        recompute = ap.recomputed_ops(self)
         actions = ap.planned_actions(self)
         low = self._capture.lowering()
         mops = ap.ModuleOps(low)
-        chosen = ap.choose(model, mops, recompute)
+        chosen = ap.choose_regions(model, mops, self["decisions"]["checkpoint_regions"])
         ranges = ap.ranges(mops, chosen, model)
         offload_modules, offload_ops = ap.choose_offload(model, mops, actions)
         options = dict(self._options)

@@ -1,13 +1,17 @@
 """Applying a plan's checkpointing and offloading to the user's nn.Module.
 
-The planner decides per op (keep, recompute); PyTorch checkpoints callables. A plan is applied at
-module granularity: a module all of whose ops are recomputed is called through
-torch.utils.checkpoint.checkpoint (reentrant, 1.13's default, or use_reentrant=False when asked:
-headroom models both, --checkpoint-impl), and
-inside an nn.Sequential a run of consecutive children all recomputed is one checkpoint. Recomputed
-ops that no such module or run covers are kept. What was applied is returned as headroom
---checkpoint ranges, so the applied model is re-estimated by the same simulation (never assumed
-equal to the plan).
+The planner decides checkpoint regions over ops, possibly nested (a region inside another: a
+checkpointed function that itself calls checkpoint, Rotor's persistent schedules); PyTorch
+checkpoints callables. Each planned region (the plan's decisions.checkpoint_regions, outer
+first) is realised at module granularity: a module all of whose ops are in the region is called
+through torch.utils.checkpoint.checkpoint (reentrant, 1.13's default, or use_reentrant=False when
+asked: headroom models both, --checkpoint-impl), and inside an nn.Sequential a run of consecutive
+children all in the region is one checkpoint call. Nesting is kept: an inner region's module or
+run lies inside its outer region's, so its checkpoint call is made from inside the outer call's
+function (a wrapped child module, or a run inside the run's function), exactly the nested calls
+the interpreter replays. Ops of a region that no such module or run covers are not checkpointed.
+What was applied is returned as headroom --checkpoint ranges (nested ranges included), so the
+applied model is re-estimated by the same simulation (never assumed equal to the plan).
 
 Offloading is applied at module granularity too: a module all of whose planned ops are offloaded
 runs its forward inside torch.autograd.graph.save_on_cpu(pin_memory=True), so what autograd saves
@@ -17,8 +21,9 @@ returned as headroom --offload op names for the same re-simulation.
 
 Invariants: a segment never contains the model's first op (with reentrant checkpoint, a segment
 none of whose inputs requires grad gives its parameters no gradient) and never starts with an
-in-place module (its re-run would need the input it overwrote); the module's parameters and
-numerics are unchanged (checkpoint preserves the RNG state, so dropout masks are the same).
+in-place module (its re-run would need the input it overwrote); the applied segments are well
+nested (disjoint or one inside the other) and distinct; the module's parameters and numerics are
+unchanged (checkpoint preserves the RNG state, so dropout masks are the same).
 """
 import functools
 
@@ -32,26 +37,37 @@ def _ckpt_call(use_reentrant, forward, *args):
     return checkpoint(forward, *args, use_reentrant=use_reentrant)
 
 
+def _outermost(runs):
+    """The runs (sorted: first ascending, enclosing first) that no other run contains, each with
+    the runs inside it."""
+    out = []
+    for a, b in runs:
+        if out and out[-1][0][0] <= a and b <= out[-1][0][1]:
+            out[-1][1].append((a, b))
+        else:
+            out.append(((a, b), []))
+    return out
+
+
 def _sequential_forward(runs, use_reentrant, self, x):
-    # nn.Sequential.forward (`for module in self: input = module(input)`) with runs checkpointed.
+    # nn.Sequential.forward (`for module in self: input = module(input)`) with runs checkpointed;
+    # a run inside another is checkpointed from inside the outer run's function (nested calls).
     mods = list(self)
 
-    def segment(a, b):
+    def span(a, b, inner):
         def run(h):
-            for m in mods[a:b + 1]:
+            i = a
+            for (c, d), nested in _outermost(inner):
+                for m in mods[i:c]:
+                    h = m(h)
+                h = checkpoint(span(c, d, nested), h, use_reentrant=use_reentrant)
+                i = d + 1
+            for m in mods[i:b + 1]:
                 h = m(h)
             return h
         return run
 
-    i = 0
-    for a, b in runs:
-        for m in mods[i:a]:
-            x = m(x)
-        x = checkpoint(segment(a, b), x, use_reentrant=use_reentrant)
-        i = b + 1
-    for m in mods[i:]:
-        x = m(x)
-    return x
+    return span(0, len(mods) - 1, sorted(runs, key=lambda r: (r[0], -r[1])))(x)
 
 
 class ModuleOps:
@@ -76,13 +92,14 @@ class ModuleOps:
         return self.ranges.get(path)
 
 
-def choose(model, mops, recompute):
-    """[(kind, module path, a, b)]: whole modules ("module", path) and Sequential runs
-    ("run", path, a, b), largest first, never containing op 0."""
+def choose(model, mops, lo, hi):
+    """The modules and Sequential runs all of whose ops lie in ops lo..hi, largest first, never
+    containing op 0: [(kind, module path, a, b)], whole modules ("module", path, None, None) and
+    runs of children ("run", path, a, b)."""
     chosen = []
 
     def all_recomputed(rng):
-        return rng is not None and rng[0] > 0 and all(mops.op_names[i] in recompute for i in range(rng[0], rng[1] + 1))
+        return rng is not None and rng[0] > 0 and lo <= rng[0] and rng[1] <= hi
 
     def in_place(mod):
         # nn.ReLU(inplace=True) and the like overwrite their input, which checkpoint keeps for the
@@ -122,37 +139,60 @@ def _join(path, name):
     return f"{path}.{name}" if path else name
 
 
+def op_range(mops, model, c):
+    """The (first, last) op ids a chosen module or run covers."""
+    kind, path, a, b = c
+    if kind == "module":
+        return mops.of(path)
+    names = [n for n, _ in (model.get_submodule(path) if path else model).named_children()]
+    return mops.of(_join(path, names[a]))[0], mops.of(_join(path, names[b]))[1]
+
+
+def choose_regions(model, mops, regions):
+    """The modules and runs realising the plan's checkpoint regions ("FIRST..LAST" op names, outer
+    before inner), outer before inner: each region's largest modules and runs (choose), less any
+    that another already chosen covers exactly or crosses (a run cut differently), so that what is
+    applied is well nested."""
+    index = {n: i for i, n in enumerate(mops.op_names)}
+    chosen, spans = [], []
+    for region in regions:
+        first, _, last = region.partition("..")
+        if first not in index or last not in index:
+            raise Error(f"plan.apply: the plan's region {region!r} names ops the module's capture does not have")
+        for c in choose(model, mops, index[first], index[last]):
+            lo, hi = op_range(mops, model, c)
+            if any((lo, hi) == s or (s[0] < lo <= s[1] < hi) or (lo < s[0] <= hi < s[1]) for s in spans):
+                continue
+            chosen.append(c)
+            spans.append((lo, hi))
+    order = sorted(range(len(chosen)), key=lambda k: (spans[k][0], -spans[k][1]))
+    return [chosen[k] for k in order]
+
+
 def ranges(mops, chosen, model):
     """headroom --checkpoint ranges (FIRST..LAST op names) of the chosen segments."""
     out = []
-    for kind, path, a, b in chosen:
-        if kind == "module":
-            lo, hi = mops.of(path)
-        else:
-            names = [n for n, _ in model.get_submodule(path).named_children()] if path else \
-                [n for n, _ in model.named_children()]
-            lo = mops.of(_join(path, names[a]))[0]
-            hi = mops.of(_join(path, names[b]))[1]
+    for c in chosen:
+        lo, hi = op_range(mops, model, c)
         out.append(f"{mops.op_names[lo]}..{mops.op_names[hi]}")
     return out
 
 
 def apply_segments(model, chosen, use_reentrant=True):
+    # Runs first: a Sequential's forward becomes the run-checkpointing one, and a module that is
+    # itself a segment then wraps that forward (its call checkpoints the whole, the runs inside).
     runs = {}
     for kind, path, a, b in chosen:
-        mod = model.get_submodule(path) if path else model
-        if kind == "module":
-            mod.forward = functools.partial(_ckpt_call, use_reentrant, mod.forward)
-        else:
+        if kind == "run":
             runs.setdefault(path, []).append((a, b))
     for path, rs in runs.items():
         mod = model.get_submodule(path) if path else model
-        mod.forward = functools.partial(_sequential_forward, sorted(rs), use_reentrant, mod)
+        mod.forward = functools.partial(_sequential_forward, rs, use_reentrant, mod)
+    for kind, path, a, b in chosen:
+        if kind == "module":
+            mod = model.get_submodule(path) if path else model
+            mod.forward = functools.partial(_ckpt_call, use_reentrant, mod.forward)
     return model
-
-
-def recomputed_ops(plan):
-    return {d["layer"] for d in plan.get("decisions", {}).get("layers", []) if d["action"] == "recompute"}
 
 
 def planned_actions(plan):

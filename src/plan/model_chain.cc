@@ -6,9 +6,9 @@
 
 namespace headroom {
 
-Chain model_chain(PlanContext& ctx, const std::vector<Stage>& stages) {
-  const Graph& g = ctx.graph(0);
-  std::vector<SegmentStage> stats = stage_statistics(ctx, Candidate{}, stages);
+Chain model_chain(PlanContext& ctx, const std::vector<Stage>& stages, const Candidate& base) {
+  const Graph& g = ctx.graph(base.micro_batch);
+  std::vector<SegmentStage> stats = stage_statistics(ctx, base, stages);
   Chain c;
   const size_t n = stages.size();
   int64_t inputs = 0, outputs = 0;

@@ -6,7 +6,10 @@
 // stage i; x_L = the model outputs; x̄_{i+1} = max(saved activations stage i leaves alive at the
 // end of the forward, x_{i+1}) (an approximation: the stage's output is counted once whether or
 // not something saves it). Transients are 0 (not measured per stage). The loss stage's time is
-// the loss ops' forward and backward. Invariant: the result passes validate_chain.
+// the loss ops' forward and backward. On top of a base candidate (a micro-batch, offloaded ops:
+// the joint strategies) the sizes and times are those of the base's run, and `stages` must be cut
+// on the base's micro-batch graph (their boundary bytes are its). Invariant: the result passes
+// validate_chain.
 #pragma once
 
 #include "plan/chain_model.h"
@@ -15,6 +18,6 @@
 
 namespace headroom {
 
-Chain model_chain(PlanContext& ctx, const std::vector<Stage>& stages);
+Chain model_chain(PlanContext& ctx, const std::vector<Stage>& stages, const Candidate& base = Candidate{});
 
 }  // namespace headroom

@@ -154,8 +154,13 @@ Result<Plan> make_plan(const PlanRequest& request) {
         plan.smallest_peak_strategy = r.name;
       }
     }
-    plan.decisions = decisions_of(ctx.graph(plan.feasible ? plan.chosen.candidate.micro_batch : 0),
-                                  plan.feasible ? plan.chosen.candidate : Candidate{}, o.device == "cuda");
+    const Graph& chosen_graph = ctx.graph(plan.feasible ? plan.chosen.candidate.micro_batch : 0);
+    plan.decisions = decisions_of(chosen_graph, plan.feasible ? plan.chosen.candidate : Candidate{}, o.device == "cuda");
+    if (plan.feasible) {
+      for (const CheckpointSegment& s : plan.chosen.candidate.plan.checkpoints) {
+        plan.checkpoint_regions.push_back(chosen_graph.op(s.first).name + ".." + chosen_graph.op(s.last).name);
+      }
+    }
     plan.foreach = plan.chosen.single_tensor_optimizer ? false : ctx.foreach();
     plan.evaluations = ctx.evaluations() + (single ? single->evaluations() : 0);
 

@@ -74,6 +74,9 @@ struct Plan {
   std::vector<StrategyResult> alternatives;
   std::vector<NumericsOption> numerics;
   std::vector<LayerDecision> decisions;
+  // The chosen plan's checkpoint regions as `--checkpoint FIRST..LAST` op names, outer before
+  // inner (MemoryPlan order): nesting is containment, so estimate re-runs exactly this plan.
+  std::vector<std::string> checkpoint_regions;
   std::vector<Stage> stages;
   // When nothing fits: the smallest peak any strategy reached, and which.
   int64_t smallest_peak_bytes = 0;

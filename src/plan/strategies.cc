@@ -185,24 +185,32 @@ std::vector<CheckpointSegment> nested_to_ops(const Graph& g, const std::vector<S
 }
 
 // Rotor's optimal persistent schedule on the model's chain (chain_dp.h, model_chain.h), realised
-// as nested checkpoint regions (rotor_regions.h) and judged by re-simulation like every
-// candidate. The chain counts the stages' activations and their gradients: the DP gets the
-// budget less what the keep-everything run holds besides them (its peak less the chain's
-// store-all peak), lowered by the overshoot until the re-simulated plan fits.
+// as nested checkpoint regions (rotor_regions.h) on top of `base` (a micro-batch, offloaded ops:
+// an offloaded op a region takes in is recomputed instead, set_checkpoints) and judged by
+// re-simulation like every candidate. The chain counts the stages' activations and their
+// gradients in the base's run: the DP gets the budget less what the base holds besides them (its
+// peak less the chain's store-all peak), lowered by the overshoot until the re-simulated plan
+// fits. No result (peak -1) when the base's micro-batch graph cuts into other stages.
 StrategyResult rotor_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
-                                const Evaluation& baseline) {
+                                const Candidate& base, const Evaluation& base_eval) {
   StrategyResult best;
   best.name = name;
   best.eval.peak_bytes = -1;
-  const Chain chain = model_chain(ctx, stages);
-  int64_t dp_budget = ctx.budget_bytes() - (baseline.peak_bytes - store_all_peak(chain));
+  // The stages with the base's boundary bytes (the same cuts: they depend on counts, not sizes).
+  std::vector<Stage> own = base.micro_batch == 0 ? stages : chain_stages(ctx.graph(base.micro_batch));
+  if (own.size() != stages.size()) return best;
+  for (size_t k = 0; k < own.size(); ++k) {
+    if (own[k].first != stages[k].first || own[k].last != stages[k].last) return best;
+  }
+  const Chain chain = model_chain(ctx, own, base);
+  int64_t dp_budget = ctx.budget_bytes() - (base_eval.peak_bytes - store_all_peak(chain));
   for (int attempt = 0; attempt < 8 && dp_budget > 0; ++attempt) {
     Result<ChainPlan> cp = solve_chain(chain, dp_budget);
     if (!cp.ok() || !cp.value().feasible) break;
     std::vector<ChainOp> schedule;
     for (const std::string& token : cp.value().schedule) schedule.push_back(parse_op_token(token));
-    Candidate c;
-    c.plan.checkpoints = nested_to_ops(ctx.graph(0), stages, rotor_regions(schedule));
+    Candidate c = base;
+    set_checkpoints(c, nested_to_ops(ctx.graph(0), own, rotor_regions(schedule)));
     const std::vector<CheckpointSegment>& rs = c.plan.checkpoints;
     size_t inner = 0;  // regions inside another (sorted outer first: the one just before, or one of its enclosers)
     for (size_t i = 0; i < rs.size(); ++i) {
@@ -214,6 +222,21 @@ StrategyResult rotor_checkpoint(const std::string& name, PlanContext& ctx, const
     dp_budget -= std::max<int64_t>(r.eval.peak_bytes - ctx.budget_bytes(), dp_budget / 100 + 1);
   }
   return best;
+}
+
+// The segments on `base` (checkpoint_on), or Rotor's nested regions on it where they re-simulate
+// faster (or fit where the segments do not); the note then gives the segments' step time.
+StrategyResult segments_or_nested(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages,
+                                  const Candidate& base, const Evaluation& base_eval) {
+  StrategyResult segments = checkpoint_on(name, ctx, stages, base, base_eval);
+  if (base_eval.feasible) return segments;
+  StrategyResult nested = rotor_checkpoint(name, ctx, stages, base, base_eval);
+  if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) {
+    nested.note += segments.eval.feasible ? fmt::format("; single-level segments: {:.1f} ms", segments.eval.time.total_ms)
+                                          : "; single-level segments do not fit";
+    return nested;
+  }
+  return segments;
 }
 
 // Ops whose nodes keep activations that offloading would move, with the bytes and the compute
@@ -315,8 +338,8 @@ StrategyResult search_accumulate(const std::string& name, PlanContext& ctx, cons
 
 StrategyResult search_accumulate_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation&) {
   // Smaller micro-batches cost launches, checkpointing costs recomputation: the optimal
-  // segments at each micro-batch that divides the batch (largest first, at most 4, until one
-  // fits without segments), fastest wins.
+  // segments, or Rotor's nested regions where they re-simulate faster, at each micro-batch that
+  // divides the batch (largest first, at most 4, until one fits without segments), fastest wins.
   const int64_t batch = ctx.options().batch;
   StrategyResult best;
   best.eval.peak_bytes = -1;
@@ -326,7 +349,7 @@ StrategyResult search_accumulate_checkpoint(const std::string& name, PlanContext
     ++tried;
     Candidate base;
     base.micro_batch = m;
-    StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+    StrategyResult r = segments_or_nested(name, ctx, stages, base, ctx.evaluate(base));
     r.note = "micro-batch " + std::to_string(m) + " x " + std::to_string(batch / m) + ", " + r.note;
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     // Fitting without segments: smaller micro-batches only add launches.
@@ -343,17 +366,8 @@ StrategyResult search_sqrt(const std::string& name, PlanContext& ctx, const std:
 }
 
 StrategyResult search_checkpoint(const std::string& name, PlanContext& ctx, const std::vector<Stage>& stages, const Evaluation& baseline) {
-  StrategyResult segments = checkpoint_on(name, ctx, stages, Candidate{}, baseline);
-  if (baseline.feasible) return segments;
-  // Rotor's nested schedule where it is faster (or fits where the segments do not); the
-  // single-level segments otherwise, so the strategy is never slower than they are.
-  StrategyResult nested = rotor_checkpoint(name, ctx, stages, baseline);
-  if (nested.eval.peak_bytes >= 0 && better(nested.eval, segments.eval)) {
-    nested.note += segments.eval.feasible ? fmt::format("; single-level segments: {:.1f} ms", segments.eval.time.total_ms)
-                                          : "; single-level segments do not fit";
-    return nested;
-  }
-  return segments;
+  // Never slower than the single-level segments (segments_or_nested).
+  return segments_or_nested(name, ctx, stages, Candidate{}, baseline);
 }
 
 StrategyResult search_vdnn(const std::string& name, PlanContext& ctx, bool convolutions_only) {
@@ -394,13 +408,14 @@ StrategyResult search_offload_checkpoint(const std::string& name, PlanContext& c
   size_t hidden = 0;
   while (hidden < order.choices.size() && order.choices[hidden].exposed_ms == 0) ++hidden;
   // Copies estimated as hidden one by one still queue on one copy engine; try the hidden set,
-  // halves of it and none (= checkpoint alone), and keep the fastest, so the combination is
-  // never worse than either part.
+  // halves of it and none (= checkpoint alone), each with the segments or Rotor's nested regions
+  // over what remains (whichever re-simulates faster), and keep the fastest, so the combination
+  // is never worse than either part.
   StrategyResult best;
   best.eval.peak_bytes = -1;
   for (size_t k : {hidden, hidden / 2, hidden / 4, size_t{0}}) {
     Candidate base = order.first(k);
-    StrategyResult r = checkpoint_on(name, ctx, stages, base, ctx.evaluate(base));
+    StrategyResult r = segments_or_nested(name, ctx, stages, base, ctx.evaluate(base));
     r.note = std::to_string(k) + " offloaded layers, " + r.note;
     if (best.eval.peak_bytes < 0 || better(r.eval, best.eval)) best = r;
     if (k == 0) break;

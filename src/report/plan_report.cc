@@ -131,6 +131,8 @@ std::string plan_json(const Plan& p) {
     for (const std::string& r : runs_of(p, "recompute")) segs.push_back(r);
   }
   d["recomputed_runs"] = segs;
+  // Nesting is containment: what plan.apply realises with nested checkpoint calls.
+  d["checkpoint_regions"] = p.checkpoint_regions;
   d["checkpoint_impl"] = checkpoint_impl_name(p.run.plan.checkpoint_impl);
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const LayerDecision& l : p.decisions) {

@@ -422,6 +422,16 @@ void Interpreter::backward(int iteration, int micro) {
 
   in_backward_ = true;
   begin_unit_backward(reach);
+  // A re-run reads the inputs its checkpoint kept; one that another op's node saved may have
+  // been offloaded, and its copy back is allocated in a step of its own before the re-run (steps
+  // tile the events), due by then.
+  auto fetch_rerun_inputs = [&](const std::vector<BufferId>& inputs, const Op& at, int it, int mb) {
+    if (std::none_of(inputs.begin(), inputs.end(), [&](BufferId b) { return offloaded_[static_cast<size_t>(b)]; })) return;
+    begin_step(Phase::Backward, it, mb, at.id, "prefetch for the re-run (" + at.name + ")");
+    need_on_device(inputs);
+    end_step();
+  };
+
   begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
   // A stage before the last starts from the gradient received for the hidden state it sent.
   BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, chunk_sends() ? "p2p recv " + loss.name + ".grad" : "loss.grad (ones)", kNone);
@@ -440,12 +450,12 @@ void Interpreter::backward(int iteration, int micro) {
     // The backward reaches the regions around op i not re-run yet: the outer one's re-run makes
     // the inner ones' nodes, whose own re-run then follows.
     if (non_reentrant_ && seg >= 0 && hooked_saves(i) && segment_state_[static_cast<size_t>(seg)] == SegmentState::Forward) {
-      need_on_device(closure_inputs_[static_cast<size_t>(seg)]);
+      fetch_rerun_inputs(closure_inputs_[static_cast<size_t>(seg)], op, iteration, micro);
       rerun_hooked(seg, iteration, micro);
     }
     for (int r : regions) {
       if (non_reentrant_ || segment_state_[static_cast<size_t>(r)] != SegmentState::Forward) continue;
-      for (BufferId b : segment_saved_[static_cast<size_t>(r)]) need_on_device({b});
+      fetch_rerun_inputs(segment_saved_[static_cast<size_t>(r)], op, iteration, micro);
       recompute(r, iteration, micro);
     }
     begin_step(Phase::Backward, iteration, micro, op.id, op.name);
