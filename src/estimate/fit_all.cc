@@ -8,6 +8,7 @@
 
 #include "estimate/device_budget.h"
 #include "sim/allocated_lower_bound.h"
+#include "sim/replay.h"
 #include "sim/simulate.h"
 
 namespace headroom {
@@ -132,7 +133,7 @@ class SharedSweep {
       a.capacity_bytes = std::get<5>(k);
       CachingAllocator alloc(a);
       use(r);
-      simulate(*r.program, &alloc);
+      replay_allocations(*r.program, alloc);
       it->second = alloc.stats();
     }
     return it->second;
