@@ -8,7 +8,6 @@
 
 #include "estimate/device_budget.h"
 #include "sim/allocated_lower_bound.h"
-#include "sim/replay.h"
 #include "sim/simulate.h"
 
 namespace headroom {
@@ -133,7 +132,7 @@ class SharedSweep {
       a.capacity_bytes = std::get<5>(k);
       CachingAllocator alloc(a);
       use(r);
-      replay_allocations(*r.program, alloc);
+      simulate(*r.program, &alloc);
       it->second = alloc.stats();
     }
     return it->second;

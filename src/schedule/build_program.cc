@@ -192,10 +192,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   // Plans first: which storages some node saves decides their category from birth. The plan
   // autograd would record (grad_plans_) decides which tensors require grad and what a
   // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
-  // plans[op] points into grad_plans_, plain_plans_ or hooked (not copied: a plan is four
-  // vectors); none of them is resized or reassigned until the forward ends.
-  std::vector<const ForwardPlan*> plans(g_.ops.size(), nullptr);
-  std::vector<ForwardPlan> hooked(grad_mode && non_reentrant_ ? g_.ops.size() : 0);
+  std::vector<ForwardPlan> plans(g_.ops.size());
   grad_plans_.assign(g_.ops.size(), ForwardPlan{});
   plain_plans_.assign(g_.ops.size(), ForwardPlan{});
   std::vector<bool> saved_storage(g_.tensors.size(), false);
@@ -206,18 +203,11 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     const bool checkpointed = grad_mode && segment_of_[static_cast<size_t>(op.id)] >= 0;
     ForwardPlan& gp = grad_plans_[static_cast<size_t>(op.id)];
     gp = forward_plan(context(op, grad_mode));
+    ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
     if (segment_of_[static_cast<size_t>(op.id)] >= 0) plain_plans_[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
     // A checkpointed op runs under no_grad (reentrant) or records a node that keeps nothing
     // (non-reentrant: its saved tensors go through the region's pack hook).
-    if (!checkpointed) {
-      plans[static_cast<size_t>(op.id)] = &gp;
-    } else if (non_reentrant_) {
-      hooked[static_cast<size_t>(op.id)] = hooked_plan(gp);
-      plans[static_cast<size_t>(op.id)] = &hooked[static_cast<size_t>(op.id)];
-    } else {
-      plans[static_cast<size_t>(op.id)] = &plain_plans_[static_cast<size_t>(op.id)];
-    }
-    const ForwardPlan& fp = *plans[static_cast<size_t>(op.id)];
+    fp = !checkpointed ? gp : non_reentrant_ ? hooked_plan(gp) : plain_plans_[static_cast<size_t>(op.id)];
     if (checkpointed && hooked_saves(op.id)) region_hooks_save_[static_cast<size_t>(segment_of_[static_cast<size_t>(op.id)])] = true;
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId out = op.outputs[j];
@@ -244,7 +234,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
 
   for (const Op& op : g_.ops) {
     if (!op_runs(op)) continue;
-    const ForwardPlan& fp = *plans[static_cast<size_t>(op.id)];
+    const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
     begin_step(phase, iteration, micro, op.id, op.name);
     if (grad_mode) {
       // Outermost regions are checkpoint nodes of the graph; regions nested in them are called
