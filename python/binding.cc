@@ -86,6 +86,7 @@ std::string trace_text(const std::string& model, const std::vector<std::pair<std
 std::string fit_json_text(const std::string& model, const std::vector<std::pair<std::string, std::string>>& options,
                           const py::object& captured, const std::string& vary) {
   RunArgs a = to_run_args(model, options, captured);
+  a.vary = vary;  // a fixed-batch ONNX export refuses the batch search (model_source.h)
   if (a.mode == "serve") throw InputError("mode='serve' is the CLI's for now: headroom fit CONFIG --gpu NAME --mode serve --context N");
   EstimateOptions o = unwrap(to_estimate_options(a, RunCommand::Fit));
   if (vary != "batch" && vary != "seq") throw InputError("vary must be batch or seq, got '" + vary + "'");

@@ -161,17 +161,20 @@ TEST(ChainSimulate, WorkedExampleScheduleOpByOp) {
   const Chain c = example_chain(1);
   const std::vector<int64_t> in_use = {160, 270, 330, 420, 450, 490, 490, 320, 450, 500, 330};
   const std::vector<int64_t> live_after = {140, 200, 320, 400, 440, 360, 200, 300, 440, 240, 80};
-  ChainState s = ChainState::initial(c);
+  // The chain runs on the one schedule simulator as the graph whose stage i reads only a_i.
+  const RematGraph g = graph_of_chain(c);
+  const std::vector<std::vector<int>> consumers = remat_consumers(g);
+  RematState s = RematState::initial(g);
   EXPECT_EQ(s.live, 80);
   for (size_t k = 0; k < kExampleSchedule.size(); ++k) {
     int64_t used = 0;
     double t = 0;
-    ASSERT_EQ(apply_chain_op(c, parse_op_token(kExampleSchedule[k]), s, &used, &t), "")
-        << kExampleSchedule[k];
+    const RematOp op = lower_chain_op(parse_op_token(kExampleSchedule[k]));
+    ASSERT_EQ(apply_remat_op(g, consumers, op, s, &used, &t), "") << kExampleSchedule[k];
     EXPECT_EQ(used, in_use[k]) << kExampleSchedule[k];
     EXPECT_EQ(s.live, live_after[k]) << kExampleSchedule[k];
   }
-  EXPECT_EQ(check_finished(c, s), "");
+  EXPECT_EQ(check_remat_finished(g, s), "");
   Result<ChainSimResult> r = simulate_chain(example_chain(), kExampleSchedule);
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r.value().peak, 500 * MiB);
@@ -184,7 +187,7 @@ TEST(ChainSimulate, StoreEverythingPeakIs610MiB) {
   // Fall0 80+100+20=200, Fall1 180+140+10=330, Fall2 320+120+10=450, Fall3 440+80+20=540,
   // Loss 520+40+10=570, B3 560+40+10=610 (the peak), B2 480+120+10=610, B1 420+60=480, B0 ...
   EXPECT_EQ(store_all_peak(example_chain()), 610 * MiB);
-  Result<ChainSimResult> r = simulate_chain(example_chain(), store_all_schedule(4));
+  Result<ChainSimResult> r = simulate_remat(graph_of_chain(example_chain()), remat_store_all_schedule(4));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value().makespan_ms, 25);
   EXPECT_EQ(no_checkpoint_makespan_ms(example_chain()), 25);
@@ -227,7 +230,7 @@ TEST(ChainSimulate, RejectsInvalidSchedules) {
             "schedule op 9 (B0): every backward has already run");
   // Stages and tokens.
   EXPECT_EQ(sim_error({"Fall4"}),
-            "schedule op 0 (Fall4): stage 4 is out of range (the chain has 4 stages)");
+            "schedule op 0 (Fall4): stage 4 is out of range (the graph has 4 stages)");
   EXPECT_EQ(sim_error(with({"bogus"})),
             "schedule: unknown operation 'bogus' (expected Fck<i>, Fn<i>, Fall<i>, Loss or B<i>)");
   // Complete.

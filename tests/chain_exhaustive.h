@@ -1,6 +1,6 @@
 // Test oracle: the cheapest persistent schedule of a small chain by exhaustive search, with no
-// knowledge of the dynamic program. It explores every sequence of operations the simulator
-// accepts (apply_chain_op) whose in-use memory stays within the budget, as a shortest-path
+// knowledge of the dynamic program. It explores every sequence of chain operations the one
+// schedule simulator accepts (apply_remat_op on the chain's graph, chain_simulate.h) whose in-use memory stays within the budget, as a shortest-path
 // search (Dijkstra; op times are non-negative) over simulator states. Persistent: a stored
 // checkpoint stays until its own backward, so
 //   - Fn_i may not consume x̄_i (that would drop the state B_{i-1} needs), and
@@ -31,8 +31,10 @@ struct ExhaustiveResult {
 
 inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget) {
   const int L = chain.length();
+  const RematGraph graph = graph_of_chain(chain);
+  const std::vector<std::vector<int>> consumers = remat_consumers(graph);
   struct Node {
-    ChainState state;
+    RematState state;
     std::vector<uint8_t> pinned;  // plain x_i that is a checkpoint
   };
   auto key_of = [L](const Node& n) {
@@ -59,7 +61,7 @@ inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget
   std::unordered_map<uint64_t, Visit> seen;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
 
-  Node start{ChainState::initial(chain), std::vector<uint8_t>(static_cast<size_t>(L) + 1, 0)};
+  Node start{RematState::initial(graph), std::vector<uint8_t>(static_cast<size_t>(L) + 1, 0)};
   start.pinned[0] = 1;
   if (start.state.live > budget) return {};
   const uint64_t start_key = key_of(start);
@@ -84,7 +86,7 @@ inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget
     v.settled = true;
     ++result.states;
     const Node node = v.node;
-    if (check_finished(chain, node.state).empty()) {
+    if (check_remat_finished(graph, node.state).empty()) {
       result.feasible = true;
       result.makespan_ms = v.dist;
       for (uint64_t k = e.key; k != start_key;) {
@@ -103,7 +105,9 @@ inline ExhaustiveResult exhaustive_persistent(const Chain& chain, int64_t budget
       Node next = node;
       int64_t in_use = 0;
       double t = 0;
-      if (!apply_chain_op(chain, op, next.state, &in_use, &t).empty() || in_use > budget) continue;
+      if (!apply_remat_op(graph, consumers, lower_chain_op(op), next.state, &in_use, &t).empty() ||
+          in_use > budget)
+        continue;
       if ((op.kind == ChainOpKind::Fck || op.kind == ChainOpKind::Fall) && node.state.plain[i])
         next.pinned[i] = 1;
       for (size_t k = 0; k < next.pinned.size(); ++k) next.pinned[k] &= next.state.plain[k];

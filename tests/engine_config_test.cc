@@ -107,6 +107,29 @@ TEST(EmitFsdp, CheckpointedOffloadedLayoutWrapsBlocksAndOffloads) {
   EXPECT_EQ(std::system(check.c_str()), 0) << code;
 }
 
+TEST(EmitFsdp, ParamWrapEmitsASizeBasedPolicy) {
+  // --fsdp-wrap param simulates one unit per op's parameters: the snippet wraps every module
+  // holding parameters (size_based_auto_wrap_policy, min_num_params=1) and names no block class;
+  // the accelerate YAML says SIZE_BASED_WRAP. mlp has no blocks: param is its default.
+  const std::string py = temp("fsdp_param.py"), yaml = temp("accelerate_param.yaml");
+  CliRun r = run_cli("estimate gpt2:layers=2 --seq 32 --precision bf16 --gpus 4 --fsdp full --fsdp-wrap param --emit fsdp " + py +
+                     " --emit accelerate " + yaml);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string code = slurp(py);
+  std::vector<std::string> ls = lines(code);
+  EXPECT_TRUE(has_line(ls, "        auto_wrap_policy=functools.partial(size_based_auto_wrap_policy, min_num_params=1),"));
+  EXPECT_EQ(code.find("BLOCK_CLASS_NAME"), std::string::npos);
+  std::vector<std::string> y = lines(slurp(yaml));
+  EXPECT_TRUE(has_line(y, "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP"));
+  EXPECT_TRUE(has_line(y, "  fsdp_min_num_params: 1"));
+  CliRun mlp = run_cli("estimate mlp:layers=2,dim=64 --precision bf16 --gpus 4 --fsdp full --emit fsdp " + py);
+  ASSERT_EQ(mlp.code, 0) << mlp.err;
+  EXPECT_TRUE(has_line(lines(slurp(py)), "        auto_wrap_policy=functools.partial(size_based_auto_wrap_policy, min_num_params=1),"));
+  if (!python_with_torch()) GTEST_SKIP() << "/usr/bin/python3 missing";
+  const std::string check = "/usr/bin/python3 " + std::string(HEADROOM_SOURCE_DIR) + "/tests/check_snippet_imports.py " + py;
+  EXPECT_EQ(std::system(check.c_str()), 0) << code;
+}
+
 TEST(EmitDeepSpeed, EmitAndTheAliasWriteTheSameConfigWithOffload) {
   // 8 GPUs, ZeRO-3, optimizer on NVMe and parameters on the CPU; micro-batch 1 x 2: 1 * 2 * 8 = 16.
   const std::string a = temp("ds_a.json"), b = temp("ds_b.json"), yaml = temp("ds_accelerate.yaml");

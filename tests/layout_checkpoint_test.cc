@@ -194,10 +194,11 @@ TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {
   // With room for everything, each engine's plain peak at micro-batch 1; a budget one byte under
   // the smallest leaves no plain layout: what ranks is checkpointed or offloaded, and each is
   // exactly its estimate.
-  // Eleven families: the six data-parallel engines, TP 2 x DDP, ZeRO-1, 2 and 3 (T = 4, 8 do not
-  // divide 2 GPUs), PP 2 x ZeRO-1; the offload families are not tried while one of them fits.
+  // Fourteen families: the six data-parallel engines, TP 2 x DDP, ZeRO-1, 2 and 3 (T = 4, 8 do not
+  // divide 2 GPUs), TP 2 + SP x DDP and ZeRO-1, PP 2 x ZeRO-1 with 1F1B and interleaved (v = 2:
+  // one layer per model chunk); the offload families are not tried while one of them fits.
   LayoutPlan roomy = search("gpt2:layers=4", "40GiB", 2, 1, "512");
-  ASSERT_EQ(roomy.ranked.size(), 11u);
+  ASSERT_EQ(roomy.ranked.size(), 14u);
   int64_t smallest = roomy.ranked.front().peak_bytes;
   for (const LayoutOption& l : roomy.ranked) {
     EXPECT_FALSE(l.checkpointed) << l.engine;

@@ -238,7 +238,7 @@ TEST(OnnxDetection, FuzzSeedsImportOrFailInOneLine) {
       EXPECT_TRUE(r.ok()) << name << ": " << r.error();
     }
   }
-  EXPECT_EQ(seen, 4);
+  EXPECT_EQ(seen, 5);
 }
 
 }  // namespace

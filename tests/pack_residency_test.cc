@@ -111,62 +111,66 @@ TEST(PackSharingPools, NoLinkThroughAModelThatIsNotInTheSet) {
 
 TEST(PackResidency, TrioThreeWaysByHand) {
   testing::Trio t = testing::write_trio("residency_three");
-  // Residency counts each model's device need: its inference program alone on the caching
-  // allocator, reserved peak - weights. Each model's fc runs on cuBLAS, whose workspace (8,519,680
-  // B, the pre-Hopper default) is between 1 and 10 MiB: the allocator gives it a 20 MiB large-pool
-  // segment. Every other block (at most 15 weight tensors, the 192 B input, activations, each
-  // rounded up to 512 B) is under 1 MiB and fits one 2 MiB small-pool segment. Reserved peak:
-  // 22 MiB = 23,068,672. So need_a = need_c = 23,068,672 - 696 = 23,067,976 and need_b =
-  // 23,068,672 - 716 = 23,067,956: a set holding a or c needs need_a besides its weights.
+  // Each model alone: its fc runs on cuBLAS, whose workspace (8,519,680 B, the pre-Hopper default)
+  // is between 1 and 10 MiB: the allocator gives it a 20 MiB large-pool segment. Every other block
+  // (at most 15 weight tensors, the 192 B input, activations, each rounded up to 512 B) is under
+  // 1 MiB and fits one 2 MiB small-pool segment. Reserved peak: 22 MiB = 23,068,672, so the device
+  // need is 22 MiB - 696 for a and c, 22 MiB - 716 for b.
   PackReport probe = trio(t, {t.a, t.b, t.c}, int64_t{1} << 30);
   for (const PackModel& m : probe.models) EXPECT_EQ(m.reserved_peak_bytes, 22LL << 20) << m.label;
-  const int64_t need_a = probe.models[0].device_need_bytes;
-  EXPECT_EQ(need_a, (22LL << 20) - 696);
+  EXPECT_EQ(probe.models[0].device_need_bytes, (22LL << 20) - 696);
   EXPECT_EQ(probe.models[1].device_need_bytes, (22LL << 20) - 716);
-  EXPECT_EQ(probe.models[2].device_need_bytes, need_a);  // c is a copy of a
-  const int64_t act_a = need_a, act_b = need_a;  // the largest need of any set holding a
-  // Memory for all three with free sharing and every merge, exactly: context + 724 + need_a.
-  const int64_t mem = kContext + 724 + act_b;
+  EXPECT_EQ(probe.models[2].device_need_bytes, (22LL << 20) - 696);  // c is a copy of a
+
+  // A set is replayed as one program (pack/set_program.h): the set's weights, then one request per
+  // model on one caching allocator. The process has one cuBLAS handle, so its workspace is
+  // allocated once (by a's fc) and its 20 MiB segment serves every model; the other blocks of all
+  // three models (3 x at most 15 weights + inputs + activations, a few dozen 512 B blocks, each
+  // request's freed before the next) stay inside the one 2 MiB small-pool segment. So every
+  // non-empty set, whatever it shares, reserves 22 MiB: total = context + 22 MiB. (The former rule
+  // added the exact weights of the set to the largest device need, context + 22 MiB + 1412 for all
+  // three unshared: it counted the other models' weights outside segments that already hold them.)
+  const int64_t mem = kContext + (22LL << 20);
   PackReport r = trio(t, {t.a, t.b, t.c}, mem);
   const Residency& rs = *r.residency;
+  for (Sharing sh : kSharingChoices) {
+    SCOPED_TRACE(std::string(sharing_label(sh)));
+    EXPECT_EQ(rs.all(sh).total_bytes, mem);
+    EXPECT_TRUE(rs.all(sh).fits);
+    EXPECT_EQ(rs.all(sh).activation_bytes, (22LL << 20) - rs.all(sh).weights_bytes);
+    // Greedy: every trial ties at context + 22 MiB, so the lowest index comes first: a, b, c.
+    EXPECT_EQ(rs.greedy(sh).models, (std::vector<int32_t>{0, 1, 2}));
+    EXPECT_EQ(rs.greedy(sh).total_bytes, mem);
+  }
+  // The exact weights of the set still follow the sharing rule (pack/sharing.h).
   EXPECT_EQ(rs.all_unshared.weights_bytes, 2108);
-  EXPECT_EQ(rs.all_unshared.total_bytes, kContext + 2108 + act_b);
-  EXPECT_FALSE(rs.all_unshared.fits);
   EXPECT_EQ(rs.all_free.weights_bytes, 788);
-  EXPECT_EQ(rs.all_free.total_bytes, kContext + 788 + act_b);
-  EXPECT_FALSE(rs.all_free.fits);
   EXPECT_EQ(rs.all_shared.weights_bytes, 724);
-  EXPECT_EQ(rs.all_shared.total_bytes, mem);
-  EXPECT_TRUE(rs.all_shared.fits);
-  // Greedy, no sharing: a (696 + need_a = 22 MiB, tie with b's 716 + need_b and with c: lowest
-  // index); any pair needs >= 1392 > 724: {a}.
-  EXPECT_EQ(rs.greedy_unshared.models, (std::vector<int32_t>{0}));
-  EXPECT_EQ(rs.greedy_unshared.total_bytes, kContext + 696 + act_a);
-  // Free: a (696 - 64 = 632 with its twin batch norms; b alone 652 + need_b ties: lowest index),
-  // then c (648 < 772 with b), then b would
-  // need 788 > 724: {a, c}, context + 648 + act_a.
-  EXPECT_EQ(rs.greedy_free.models, (std::vector<int32_t>{0, 2}));
-  EXPECT_EQ(rs.greedy_free.weights_bytes, 648);
-  EXPECT_EQ(rs.greedy_free.total_bytes, kContext + 648 + act_a);
-  // Free + merges: a (632), c (648), b (724 = what fits): all three.
-  EXPECT_EQ(rs.greedy_shared.models, (std::vector<int32_t>{0, 2, 1}));
-  EXPECT_EQ(rs.greedy_shared.total_bytes, mem);
+  // One byte less: no set fits, not even one model.
+  PackReport tight = trio(t, {t.a, t.b, t.c}, mem - 1);
+  for (Sharing sh : kSharingChoices) {
+    EXPECT_FALSE(tight.residency->all(sh).fits);
+    EXPECT_TRUE(tight.residency->greedy(sh).models.empty());
+  }
 
   nlohmann::json j = nlohmann::json::parse(pack_json(r));
   EXPECT_EQ(j["residency"]["all_unshared"]["weights_bytes"], 2108);
   EXPECT_EQ(j["residency"]["all_free"]["weights_bytes"], 788);
   EXPECT_EQ(j["residency"]["all_shared"]["weights_bytes"], 724);
-  EXPECT_EQ(j["residency"]["greedy_free"]["weights_bytes"], 648);
-  EXPECT_EQ(j["residency"]["greedy_free"]["total_bytes"], kContext + 648 + act_a);
-  EXPECT_EQ(j["residency"]["all_free"]["fits"], false);
+  EXPECT_EQ(j["residency"]["all_shared"]["activation_bytes"], (22LL << 20) - 724);
+  EXPECT_EQ(j["residency"]["greedy_free"]["total_bytes"], mem);
+  EXPECT_EQ(j["residency"]["all_free"]["fits"], true);
 
   std::string text = pack_text(r);
-  for (const std::string& line :
-       {"  no sharing    all 3 together: " + human_bytes(kContext + 2108 + act_b) + " (does not fit)",
-        "  free only     all 3 together: " + human_bytes(kContext + 788 + act_b) + " (does not fit)",
-        "  free + merges all 3 together: " + human_bytes(mem) + " (fits)"}) {
+  for (const std::string& line : {"  no sharing    all 3 together: " + human_bytes(mem) + " (fits)",
+                                  "  free only     all 3 together: " + human_bytes(mem) + " (fits)",
+                                  "  free + merges all 3 together: " + human_bytes(mem) + " (fits)"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
+  std::string tight_text = pack_text(tight);
+  EXPECT_NE(tight_text.find("all 3 together: " + human_bytes(mem) + " (does not fit); greedy set: none (none fits)"),
+            std::string::npos)
+      << tight_text;
 
   // The page's residency table: one row per choice, all and greedy, weights in bytes.
   std::string html = pack_html(r);
@@ -174,7 +178,43 @@ TEST(PackResidency, TrioThreeWaysByHand) {
   EXPECT_NE(html.find("<td class=\"n\">788 B</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"n\">724 B</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>greedy, free sharing</td>"), std::string::npos);
-  EXPECT_NE(html.find("<td class=\"n\">648 B</td>"), std::string::npos);
+}
+
+TEST(PackSwap, ActivationReserveIsTheAllocatorsDeviceNeed) {
+  // Without weights_capacity, the simulation keeps room for the largest device need of the
+  // simulated models (each alone on the caching allocator of the workload's memory): a and c both
+  // reserve 22 MiB (TrioThreeWaysByHand), need 22 MiB - 696. With memory = context + 22 MiB + 1000
+  // the weights get 1000 + 696 = 1696 B. (The exact activation peak, a few hundred bytes, left
+  // 22 MiB more for weights than the allocator has.)
+  testing::Trio t = testing::write_trio("residency_reserve");
+  const int64_t mem = kContext + (22LL << 20) + 1000;
+  const std::string text = R"({"window_s": 0.1, "gpu_memory": )" + std::to_string(mem) + R"(,
+    "models": [{"model": ")" + t.a + R"(", "arrivals_ms": [0], "latency_ms": 15, "exec_ms": 2},
+               {"model": ")" + t.c + R"(", "arrivals_ms": [0], "latency_ms": 15, "exec_ms": 2}]})";
+  Result<Workload> w = parse_workload(text, "w.json");
+  ASSERT_TRUE(w.ok()) << w.error();
+  PackReport r = trio(t, {t.a, t.c}, std::nullopt, w.value());
+  const SimulationSetup& st = *r.setup;
+  EXPECT_EQ(st.models[0].device_need_bytes, (22LL << 20) - 696);
+  EXPECT_EQ(st.models[1].device_need_bytes, (22LL << 20) - 696);
+  // The exact peak less weights, still reported: the workspace's exact 8,519,680 B and a few
+  // hundred bytes of input and activations, under the 22 MiB of segments the allocator reserves.
+  EXPECT_GE(st.models[0].activation_bytes, 8'519'680);
+  EXPECT_LT(st.models[0].activation_bytes, 9 << 20);
+  EXPECT_EQ(st.activation_reserve_bytes, (22LL << 20) - 696);
+  EXPECT_EQ(st.weights_capacity_bytes, 1696);
+  EXPECT_NE(pack_text(r).find("largest device need " + human_bytes((22LL << 20) - 696)), std::string::npos);
+  // A memory the replay of one model alone does not fit in is one clear error.
+  const std::string small = R"({"window_s": 0.1, "gpu_memory": "1MiB",
+    "models": [{"model": ")" + t.a + R"(", "arrivals_ms": [0], "latency_ms": 15, "exec_ms": 2}]})";
+  Result<Workload> ws = parse_workload(small, "w.json");
+  ASSERT_TRUE(ws.ok()) << ws.error();
+  PackOptions o;
+  o.models = {t.a};
+  o.workload = ws.value();
+  Result<PackReport> bad = pack(o, testing::load_onnx);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "w.json: model '" + t.a + "' at batch 1 alone runs out of the 1048576 bytes of GPU memory");
 }
 
 TEST(PackSwap, FreeSharingSavesALoadByHand) {

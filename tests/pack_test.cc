@@ -222,17 +222,19 @@ TEST(PackSharing, WithinModelDuplicatesAreNotMerged) {
 // ---- Residency. ----
 
 TEST(PackResidency, SharingLetsMoreModelsFit) {
-  // resnet50 + resnet101 on a custom GPU: without sharing the pair needs context + 97.7 + 170 MiB
-  // of weights + the larger activation peak; with sharing resnet50's layers come free.
-  // The probe has room to spare, so each model's replay alone holds what it does at any memory
-  // that fits it; act is the larger device need (reserved peak alone - weights).
+  // resnet50 + resnet101 on a custom GPU. A set's total is its own program replayed on the caching
+  // allocator (pack/set_program.h): without sharing both models' weights (97.7 + 170 MiB), with
+  // every merge resnet101's plus resnet50's 53 batch-norm counters (8 bytes each; its other layers
+  // are served by resnet101's copies), then a request of each. The probe has room to spare, so
+  // each replay holds what it does at any memory that fits it.
   Result<PackReport> probe = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", int64_t{80} << 30, std::nullopt, std::nullopt});
   ASSERT_TRUE(probe.ok());
-  const PackReport& p = probe.value();
-  int64_t act = std::max(p.models[0].device_need_bytes, p.models[1].device_need_bytes);
-  // Shared, the pair's weights are resnet101's plus resnet50's 53 batch-norm counters (8 bytes).
-  int64_t shared_total = (254LL << 20) + p.models[1].weights_bytes + 53 * 8 + act;
+  const Residency& pr = *probe.value().residency;
+  EXPECT_EQ(pr.all_shared.weights_bytes, probe.value().models[1].weights_bytes + 53 * 8);
+  // Pooled weights are not allocated: the shared pair reserves less than the unshared one.
+  EXPECT_LT(pr.all_shared.total_bytes, pr.all_unshared.total_bytes);
   // Memory for the shared pair exactly.
+  const int64_t shared_total = pr.all_shared.total_bytes;
   Result<PackReport> r = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", shared_total, std::nullopt, std::nullopt});
   ASSERT_TRUE(r.ok());
   const Residency& rs = *r.value().residency;
@@ -243,6 +245,10 @@ TEST(PackResidency, SharingLetsMoreModelsFit) {
   ASSERT_EQ(rs.greedy_unshared.models.size(), 1u);
   EXPECT_EQ(rs.greedy_unshared.models[0], 0);
   EXPECT_EQ(rs.greedy_shared.models.size(), 2u);
+  // One byte less and the shared pair does not fit.
+  Result<PackReport> less = pack(PackOptions{{"resnet50", "resnet101"}, 1, "", shared_total - 1, std::nullopt, std::nullopt});
+  ASSERT_TRUE(less.ok());
+  EXPECT_FALSE(less.value().residency->all_shared.fits);
 }
 
 TEST(PackResidency, OneModelFitsExactlyWhenEstimateSaysSo) {

@@ -828,7 +828,7 @@ class InceptionLoss(nn.Module):
 
 
 def default_seq(name):
-    if name.startswith("captured:"):
+    if name.startswith(("captured:", "detection:")):
         return None
     fam = family(name)
     return 128 if fam in ("bert", "gpt2", "llama") else None
@@ -840,6 +840,9 @@ def build(name, batch, seq=None, dropout=True, checkpoint=None):
     if name.startswith("captured:"):
         import captured
         return captured.build(name[len("captured:"):], batch)
+    if name.startswith("detection:"):
+        import detection
+        return detection.build(name[len("detection:"):], batch)
     model, inputs, targets, loss_fn = build_plain(name, batch, seq, dropout)
     if checkpoint is not None:
         import ckpt

@@ -41,6 +41,9 @@ def case_list(suite):
     if suite == "captured":
         import captured
         return captured.CASES
+    if suite == "detection":
+        import detection
+        return detection.CASES
     import cases
     return cases.CASES
 
@@ -110,8 +113,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", action="append", default=None,
                     help="run cases whose id contains this substring (repeatable: any of them)")
-    ap.add_argument("--suite", choices=("builtin", "captured"), default="builtin",
-                    help="builtin (cases.py -> measured.json) or captured modules (captured.py -> captured.json)")
+    ap.add_argument("--suite", choices=("builtin", "captured", "detection"), default="builtin",
+                    help="builtin (cases.py -> measured.json), captured modules (captured.py -> captured.json) "
+                         "or detection models (detection.py -> detection.json)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--fresh", action="store_true", help="with --only: do not merge into existing --out")
@@ -122,7 +126,7 @@ def main():
     if a.worker:
         return worker(a.worker, a.suite)
     if a.out is None:
-        a.out = os.path.join(HERE, "captured.json" if a.suite == "captured" else "measured.json")
+        a.out = os.path.join(HERE, {"captured": "captured.json", "detection": "detection.json"}.get(a.suite, "measured.json"))
     all_cases = case_list(a.suite)
 
     import cases

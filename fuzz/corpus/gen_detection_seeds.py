@@ -68,3 +68,27 @@ save("detect_runtime_cond.onnx", [
     N("If", ["cond"], ["y"], then_branch=branch([N("Relu", ["x"], ["r"])], "r"),
       else_branch=branch([N("Identity", ["x"], ["e"])], "e")),
 ], [f32("half", 0.5), f32("zerof", 0.0)], ["batch", 8])
+
+# Mask pasting in small (_onnx_paste_mask_in_image): boxes x [batch, 4] clipped to a 16x16 image,
+# the first box's width w = x2 - x0 + 1 (at least 1) sizes a Resize of the boxes seen as a
+# [1, 1, batch, 4] mask to [1, 1, w, w]; w's range bounds it at 17 (onnx_value_range.h).
+save("detect_paste_resize.onnx", [
+    N("Greater", ["x", "half"], ["mask"]),
+    N("NonZero", ["mask"], ["keep"]),
+    N("Max", ["x", "zerof"], ["lo"]),
+    N("Min", ["lo", "side"], ["clipped"]),
+    N("Gather", ["clipped", "first"], ["box"], axis=0),
+    N("Gather", ["box", "c0"], ["x0"], axis=0),
+    N("Gather", ["box", "c2"], ["x2"], axis=0),
+    N("Sub", ["x2", "x0"], ["span"]),
+    N("Add", ["span", "onef"], ["w1"]),
+    N("Cast", ["w1"], ["wi"], to=TensorProto.INT64),
+    N("Unsqueeze", ["wi", "axis0"], ["wv"]),
+    N("Concat", ["wv", "onei"], ["w_or_1"], axis=0),
+    N("ReduceMax", ["w_or_1"], ["w"], keepdims=1),
+    N("Concat", ["lead", "w", "w"], ["sizes"], axis=0),
+    N("Reshape", ["x", "as_mask"], ["m"]),
+    N("Resize", ["m", "", "", "sizes"], ["y"], mode="linear"),
+], [f32("half", 0.5), f32("zerof", 0.0), f32("side", 16.0), i64("first", 0), i64("c0", 0),
+    i64("c2", 2), f32("onef", 1.0), i64("axis0", [0]), i64("onei", [1]), i64("lead", [1, 1]),
+    i64("as_mask", [1, 1, -1, 4])], ["batch", 4])

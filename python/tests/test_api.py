@@ -192,3 +192,15 @@ def test_pipeline_keywords_equal_cli_json():
     assert py["per_gpu"]["in_flight_micro_batches"] == 4 - py["per_gpu"]["stage"]
     with pytest.raises(headroom.InputError, match="is not a multiple of --tensor-parallel 1 x --pipeline-parallel 3"):
         headroom.estimate("gpt2:layers=4", gpus=8, pipeline_parallel=3, micro_batch=1, grad_accum=8)
+
+
+def test_fsdp_wrap_keyword_equals_cli_json():
+    # The FSDP unit choice reaches the library through the same keyword table as the CLI.
+    model = "gpt2:layers=2,hidden=64,heads=2,vocab=128,n_positions=16"
+    for wrap in ("block", "param"):
+        py = headroom.estimate(model, seq=16, precision="bf16", gpus=4, fsdp="full", fsdp_wrap=wrap)
+        assert py == cli_json("estimate", model, "--seq", "16", "--precision", "bf16", "--gpus", "4", "--fsdp", "full",
+                              "--fsdp-wrap", wrap, "--json")
+        assert py["per_gpu"]["layout"]["fsdp_wrap"] == wrap
+    with pytest.raises(headroom.InputError, match="no repeated blocks"):
+        headroom.estimate("mlp:layers=2,dim=64", precision="bf16", gpus=2, fsdp="full", fsdp_wrap="block")

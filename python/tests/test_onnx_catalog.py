@@ -171,21 +171,34 @@ def export_detection(name, path):
 
 
 # Mask and Keypoint R-CNN paste each detection's mask (heatmap) into the image with a Resize to
-# the box's size (torchvision's scripted _onnx_paste_mask_in_image): a size that depends on the
-# boxes' values, not on a count, which nothing bounds yet.
+# the box's size (torchvision's scripted _onnx_paste_mask_in_image, _onnx_heatmaps_to_keypoints):
+# a size computed from the boxes' values, bounded by the range of those values (the boxes are
+# clipped to the image), and stated (src/frontends/onnx/onnx_value_range.h).
 RESIZE_TO_BOX = {"maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn"}
+
+
+# The peaks docs/onnx.md's detection table quotes (upper bounds; the export is deterministic:
+# torch.manual_seed(0) before the model is built), without and with max_detections=5: the
+# simulation of these files, pinned so that the docs' numbers are checked. Only
+# fasterrcnn_mobilenet_v3_large_320_fpn runs in make test (DETECTION_SUBSET).
+PINNED_PEAKS = {
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (101_348_296, 96_379_400),
+    "ssdlite320_mobilenet_v3_large": (32_458_952, 32_458_952),
+    "maskrcnn_resnet50_fpn": (438_469_188, 204_262_084),
+    "keypointrcnn_resnet50_fpn": (497_400_360, 263_193_256),
+}
 
 
 @pytest.mark.parametrize("name", DETECTION_CASES)
 def test_detection_export_imports(name, tmp_path):
     path = str(tmp_path / f"{name}.onnx")
     export_detection(name, path)
-    if name in RESIZE_TO_BOX:
-        with pytest.raises(Exception, match=r"\(Resize\): shape inference gives no static shape"):
-            headroom.estimate(path, mode="infer", device="cpu")
-        return
     est = headroom.estimate(path, mode="infer", device="cpu")
     assert est["peak_bytes"] >= est["weights_bytes"] > 0
     assert any("this estimate is an upper bound" in n for n in est["notes"]), est["notes"]
+    if name in RESIZE_TO_BOX:
+        assert any(n.startswith("Resize output bounded at") for n in est["notes"]), est["notes"]
     capped = headroom.estimate(path, mode="infer", device="cpu", max_detections=5)
     assert capped["peak_bytes"] <= est["peak_bytes"]
+    if name in PINNED_PEAKS:
+        assert (est["peak_bytes"], capped["peak_bytes"]) == PINNED_PEAKS[name]

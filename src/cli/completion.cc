@@ -7,6 +7,7 @@
 
 #include "frontends/zoo/registry.h"
 #include "sim/device_catalog.h"
+#include "training/optimizer_rules.h"
 
 namespace headroom {
 namespace {
@@ -49,7 +50,7 @@ const std::map<std::string, std::vector<std::string>>& fixed_values() {
   static const std::map<std::string, std::vector<std::string>> values = {
       {"--mode", {"infer", "train", "generate", "serve"}},
       {"--precision", {"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16"}},
-      {"--optimizer", {"sgd", "momentum", "adam", "adamw", "adamw8bit", "paged-adamw8bit", "lion", "adafactor"}},
+      {"--optimizer", optimizer_names()},
       {"--attention", {"eager", "sdpa", "flash"}},
       {"--weights", {"int8", "nf4", "int4"}},
       {"--device", {"cuda", "cpu"}},
@@ -59,6 +60,7 @@ const std::map<std::string, std::vector<std::string>>& fixed_values() {
       {"--framework", {"hf-trainer"}},
       {"--zero", {"0", "1", "2", "3"}},
       {"--fsdp", {"full", "grad-op", "no-shard"}},
+      {"--fsdp-wrap", {"block", "param"}},
       {"--offload-optimizer", {"cpu", "nvme"}},
       {"--offload-params", {"cpu"}},
       {"--emit", {"deepspeed", "fsdp", "accelerate"}},

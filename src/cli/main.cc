@@ -97,7 +97,7 @@ bool color_enabled() {
 struct EstimateArgs {
   RunArgs run;
   std::string seq, micro_batch, threads, prompt, new_tokens, beams, cache, attention, lora, qlora, weights, group_size;
-  std::string gpus, zero, fsdp, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
+  std::string gpus, zero, fsdp, fsdp_wrap, reduce_bucket_size, grad_accum, tensor_parallel;  // parallel layout
   std::string offload_optimizer, offload_params;
   std::string pipeline_parallel, pipeline_schedule, virtual_stages;
   std::string samples, tokens, epochs, host_memory;  // estimate's time options
@@ -151,6 +151,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--gpus", e.gpus, "data-parallel GPUs: the estimate is one rank's (docs/distributed.md)");
   cmd->add_option("--zero", e.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
   cmd->add_option("--fsdp", e.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");
+  cmd->add_option("--fsdp-wrap", e.fsdp_wrap, "with --fsdp: its units, block (one per repeated block, transformer_auto_wrap_policy; the default where the model has blocks) or param (one per op's parameters)");
   cmd->add_option("--reduce-bucket-size", e.reduce_bucket_size, "--zero 2/3: DeepSpeed reduce_bucket_size in elements (default 5e8 = 500000000)");
   cmd->add_option("--offload-optimizer", e.offload_optimizer, "with --zero 1-3: DeepSpeed offload_optimizer device, cpu (ZeRO-Offload) or nvme (ZeRO-Infinity, --zero 3)");
   cmd->add_option("--offload-params", e.offload_params, "with --zero 3 or --fsdp: cpu keeps the parameter shards on the host (offload_param, CPUOffload)");
@@ -185,6 +186,7 @@ RunArgs run_args(const EstimateArgs& e, const CLI::App* cmd) {
   if (cmd->count("--gpus")) a.gpus = e.gpus;
   if (cmd->count("--zero")) a.zero = e.zero;
   if (cmd->count("--fsdp")) a.fsdp = e.fsdp;
+  if (cmd->count("--fsdp-wrap")) a.fsdp_wrap = e.fsdp_wrap;
   if (cmd->count("--reduce-bucket-size")) a.reduce_bucket_size = e.reduce_bucket_size;
   if (cmd->count("--tensor-parallel")) a.tensor_parallel = e.tensor_parallel;
   if (cmd->count("--pipeline-parallel")) a.pipeline_parallel = e.pipeline_parallel;
@@ -265,7 +267,9 @@ int run_serve(const EstimateArgs& a, const CLI::App* cmd, const ServeArgs& s, co
 }
 
 int run_fit(const EstimateArgs& a, const CLI::App* cmd, const std::string& vary, const ServeArgs& serve) {
-  Result<EstimateOptions> o = to_options(a, cmd, RunCommand::Fit);
+  EstimateArgs searched = a;
+  searched.run.vary = vary;  // a fixed-batch ONNX export refuses the batch search (model_source.h)
+  Result<EstimateOptions> o = to_options(searched, cmd, RunCommand::Fit);
   if (!o.ok()) return fail(o.error());
   const bool serve_mode = a.run.mode == "serve";
   if (!serve_mode && (!serve.context.empty() || !serve.block_size.empty() || !serve.utilization.empty())) {
@@ -429,9 +433,9 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     req.run = o;
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
-    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel ||
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.fsdp_wrap || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel ||
         o.parallel.reduce_bucket_elements || o.parallel.offload_optimizer || o.parallel.offload_params || o.parallel.pipeline_given()) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --tensor-parallel, --sequence-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --fsdp-wrap, --tensor-parallel, --sequence-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);
@@ -450,7 +454,7 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
       for (const LayoutOption& opt : r.value().ranked) {
         // Megatron runs DDP or its distributed optimizer (ZeRO-1) under any T and P.
         const bool megatron = !opt.parallel.fsdp && opt.parallel.zero_stage.value_or(0) <= 1 && !opt.parallel.offload_optimizer &&
-                              !opt.parallel.offload_params && !opt.checkpointed;
+                              !opt.parallel.offload_params;
         const bool accelerate = opt.parallel.tensor_parallel == 1 && opt.parallel.pipeline_parallel == 1;
         const bool runs = kind == EmitKind::Accelerate ? accelerate : (kind == EmitKind::Megatron ? megatron
                                                            : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value()

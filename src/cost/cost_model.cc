@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "training/optimizer_rules.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -50,7 +51,7 @@ double CostModel::optimizer_ms(const Graph& g, OptimizerKind kind, bool foreach)
     bytes += t.bytes();
     ++tensors;
   }
-  const double per_byte = kind == OptimizerKind::Sgd ? 3 : kind == OptimizerKind::Momentum ? 5 : 7;
+  const double per_byte = optimizer_rule(kind).traffic_per_param_byte;
   const double launches = foreach
       ? c_.optimizer_kernels_per_tensor * std::ceil(static_cast<double>(tensors) / c_.foreach_tensors_per_launch)
       : c_.optimizer_kernels_per_tensor * tensors;

@@ -396,6 +396,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     Graph g = build_graph(o, micro);
     ScheduleOptions so = schedule_options(o);
     so.micro_batches = micro_batches;
+    resolve_fsdp_wrap(o.parallel, g, so.sharding);
     if (!o.checkpoint_ranges.empty()) {
       if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
       add_checkpoint_ranges(g, o.checkpoint_ranges, so.plan);
@@ -410,6 +411,7 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     if (o.parallel.pipeline_parallel > 1) {
       stages = simulate_pipeline_stages(g, so, o.parallel, micro_batches, o.micro_batch.has_value());
       g = std::move(stages->graph);
+      so.plan = stages->plan;  // the reported stage's checkpoints, on its graph
     }
     Program p = stages ? std::move(stages->program) : build_program(g, so);
     if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");

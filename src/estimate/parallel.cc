@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/transformer_blocks.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -12,6 +13,12 @@ std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s) {
   if (s == "full") return FsdpStrategy::Full;
   if (s == "grad-op") return FsdpStrategy::GradOp;
   if (s == "no-shard") return FsdpStrategy::NoShard;
+  return std::nullopt;
+}
+
+std::optional<FsdpWrap> parse_fsdp_wrap(std::string_view s) {
+  if (s == "block") return FsdpWrap::Block;
+  if (s == "param") return FsdpWrap::Param;
   return std::nullopt;
 }
 
@@ -40,6 +47,7 @@ static void check_pipeline_layout(const ParallelOptions& p, bool training) {
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients) {
   Sharding s;
   if (!p.given()) return s;
+  if (p.fsdp_wrap && !p.fsdp) throw InputError("--fsdp-wrap applies to --fsdp (the units PyTorch FSDP flattens its parameters into)");
   if (p.gpus <= 0) throw InputError("--zero, --fsdp, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size and the offload options need --gpus N");
   if (p.zero_stage && p.fsdp) throw InputError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are two engines: give one");
   if (p.zero_stage && (*p.zero_stage < 0 || *p.zero_stage > 3)) {
@@ -100,6 +108,16 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
   return s;
 }
 
+void resolve_fsdp_wrap(const ParallelOptions& p, const Graph& g, Sharding& s) {
+  if (s.engine != ShardingEngine::Fsdp) return;
+  const bool has_blocks = !transformer_blocks(g).segments.empty();
+  if (p.fsdp_wrap == FsdpWrap::Block && !has_blocks) {
+    throw InputError("--fsdp-wrap block: model '" + g.model +
+                     "' has no repeated blocks for transformer_auto_wrap_policy to wrap; use --fsdp-wrap param");
+  }
+  s.fsdp_wrap = p.fsdp_wrap.value_or(has_blocks ? FsdpWrap::Block : FsdpWrap::Param);
+}
+
 std::string describe_layout(const ParallelOptions& p) {
   if (!p.given()) return "";
   std::string s = "one rank of " + std::to_string(p.gpus) + " GPUs (";
@@ -150,11 +168,15 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   switch (s.engine) {
     case ShardingEngine::None: r.engine = "ddp"; break;
     case ShardingEngine::DeepSpeed: r.engine = "deepspeed"; break;
-    case ShardingEngine::Fsdp: r.engine = "fsdp"; break;
+    case ShardingEngine::Fsdp:
+      r.engine = "fsdp";
+      r.fsdp_wrap = s.fsdp_wrap == FsdpWrap::Block ? "block" : "param";
+      break;
   }
   std::string what = s.engine == ShardingEngine::DeepSpeed ? "DeepSpeed ZeRO-" + std::to_string(s.zero_stage)
                      : s.engine == ShardingEngine::Fsdp
-                         ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD")
+                         ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD") +
+                               (s.fsdp_wrap == FsdpWrap::Block ? ", one unit per block" : ", one unit per parameter")
                          : p.pipeline_parallel > 1 ? std::string("DDP (a replica of the stage)") : std::string("DDP (full replica)");
   r.layout = std::to_string(p.gpus) + (p.gpus == 1 ? " GPU" : " GPUs") + ": " +
              (p.tensor_parallel > 1 ? "tensor-parallel " + std::to_string(p.tensor_parallel) + (p.sequence_parallel ? " (sequence-parallel)" : "") + " x "

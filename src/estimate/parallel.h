@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "schedule/pipeline_schedule.h"
 #include "schedule/program.h"
 #include "schedule/sharding.h"
@@ -21,11 +22,14 @@ namespace headroom {
 
 enum class FsdpStrategy : uint8_t { Full, GradOp, NoShard };
 std::optional<FsdpStrategy> parse_fsdp_strategy(std::string_view s);
+std::optional<FsdpWrap> parse_fsdp_wrap(std::string_view s);  // "block", "param"
 
 struct ParallelOptions {
   int64_t gpus = 0;  // 0: no layout (a single-GPU estimate, no per_gpu summary)
   std::optional<int> zero_stage;
   std::optional<FsdpStrategy> fsdp;
+  // --fsdp-wrap: FSDP's units; unset: block where the model has repeated blocks, else param.
+  std::optional<FsdpWrap> fsdp_wrap;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
   bool sequence_parallel = false;  // Megatron sequence parallelism (needs T > 1)
@@ -38,7 +42,7 @@ struct ParallelOptions {
   bool pipeline_given() const { return pipeline_parallel != 1 || pipeline_schedule || virtual_stages; }
   PipelineScheduleKind schedule() const { return pipeline_schedule.value_or(PipelineScheduleKind::OneFOneB); }
   bool given() const {
-    return gpus > 0 || zero_stage || fsdp || reduce_bucket_elements || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
+    return gpus > 0 || zero_stage || fsdp || fsdp_wrap || reduce_bucket_elements || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
            offload_params || pipeline_given();
   }
 };
@@ -58,6 +62,7 @@ struct PerGpu {
   int layers_per_stage = 0;  // L / P
   std::vector<int64_t> stage_peak_bytes;
   std::string engine;             // "ddp", "deepspeed", "fsdp"
+  std::string fsdp_wrap;          // FSDP's units: "block" or "param"; "" for other engines
   int zero_stage = 0;
   // Parameters, gradients and optimizer states one rank holds when the optimizer step begins
   // (the last simulated iteration): what the ZeRO paper's Figure 1 counts.
@@ -73,6 +78,11 @@ struct PerGpu {
 // InputError for an invalid layout. `training`, `cuda` and `low_precision` (--precision bf16)
 // describe the run; `amp` is --precision amp-*.
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients);
+
+// FSDP's wrap for graph g (the graph one rank runs): --fsdp-wrap, or block where g has repeated
+// blocks (what --emit fsdp writes) and param otherwise. InputError for block on a model
+// without blocks. Leaves other engines alone.
+void resolve_fsdp_wrap(const ParallelOptions& p, const Graph& g, Sharding& s);
 
 // "one rank of 8 GPUs (tensor-parallel 2, DeepSpeed ZeRO-3)"; "" without a layout.
 std::string describe_layout(const ParallelOptions& p);

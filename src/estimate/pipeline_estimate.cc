@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "schedule/pipeline_plan.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -15,6 +16,8 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
   so.pipeline.active = true;
   so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(r.rank.chunks.size()));
   so.pipeline.chunks = r.rank.chunks;
+  so.plan = plan_for_rank(model, r.rank.graph, base.plan);
+  r.plan = so.plan;
   r.in_flight_micro_batches = max_in_flight(so.pipeline.order);
   r.program = build_program(r.rank.graph, so);
   return r;
@@ -26,7 +29,8 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
   }
-  if (!base.plan.empty()) throw InputError("--checkpoint and --offload with --pipeline-parallel are not modelled yet");
+  if (!base.plan.offload.empty()) throw InputError("--offload with --pipeline-parallel is not modelled yet (checkpointing is: --checkpoint blocks or attention)");
+  if (!base.plan.no_conv_workspace.empty()) throw InputError("convolution workspace choices with --pipeline-parallel are not modelled");
   const PipelineScheduleKind kind = p.schedule();
   const int per_stage = blocks_per_stage(model, stages, model.model);  // the split's InputErrors before any stage is built
   int chunks = 1;
@@ -54,6 +58,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
       best.sim = std::move(sim);
       best.stage = stage;
       best.in_flight_micro_batches = run.in_flight_micro_batches;
+      best.plan = std::move(run.plan);
     }
   }
   return best;

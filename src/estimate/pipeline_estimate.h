@@ -27,10 +27,13 @@ struct PipelineStages {
   int in_flight_micro_batches = 0;  // the reported stage's, from its schedule
   int layers_per_stage = 0;
   std::vector<int64_t> stage_peak_bytes;
+  MemoryPlan plan;  // the reported stage's checkpoints, on its graph (schedule/pipeline_plan.h)
 };
 
 // InputError for a layout the model or the batch does not allow: see check in the .cc (the
-// micro-batch rules of each schedule, the layer split, the memory plans not modelled with it).
+// micro-batch rules of each schedule, the layer split, offloading not modelled with it).
+// base.plan's checkpoint regions are the model graph's: each stage runs those of its own layers
+// (schedule/pipeline_plan.h); a region the split cuts is an InputError.
 // `micro_batches` is --grad-accum (the m of the schedules); `micro_batch_given` whether
 // --micro-batch was written.
 // `every_stage` false (the layout search): stages 0, 1 and P - 1 only. A middle stage i >= 2 runs
@@ -48,6 +51,7 @@ struct PipelineStageRun {
   RankGraph rank;
   Program program;
   int in_flight_micro_batches = 0;  // (chunk, micro-batch) forwards in flight at most
+  MemoryPlan plan;                  // base.plan on the rank's graph
 };
 PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
                                         int micro_batches, int virtual_stages = 1);

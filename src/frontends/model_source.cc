@@ -74,6 +74,9 @@ void select_frontend(EstimateOptions& options, const ModelSourceOptions& source)
       }
       const OnnxFrontend& onnx = onnx_frontend();
       if (std::optional<OnnxExportFacts> facts = onnx.inspect_export(options.model)) {
+        if (facts->fixed_batch && source.batch_searched) {
+          throw InputError(onnx.fit_fixed_batch_message(options.model, *facts));
+        }
         if (facts->fixed_batch && *facts->fixed_batch != options.batch) {
           if (source.batch_given) throw InputError(onnx.fixed_batch_message(options.model, *facts, options.batch));
           options.batch = *facts->fixed_batch;

@@ -38,6 +38,9 @@ struct ModelSourceOptions {
   // Whether the user chose the batch (--batch, or --grad-accum's micro x accumulation). ONNX:
   // when not, a fixed-batch export runs at its own batch; when so, another batch is refused.
   bool batch_given = false;
+  // Whether the run searches the batch (fit --vary batch). ONNX: a fixed-batch or image-list
+  // export holds one batch, so the search is refused in one line.
+  bool batch_searched = false;
   // Whether the user chose the precision (--precision). Hugging Face configs: when not, the
   // config's torch_dtype is the precision (float16 -> fp16, bfloat16 -> bf16).
   bool precision_given = false;

@@ -29,6 +29,7 @@ struct OnnxFrontend {
   std::string (*eval_export_for_training_message)(const std::string& model, const OnnxExportFacts& facts) = nullptr;
   std::string (*fixed_batch_message)(const std::string& model, const OnnxExportFacts& facts, int64_t batch) = nullptr;
   Result<WeightData> (*read_weights)(const std::string& path) = nullptr;
+  std::string (*fit_fixed_batch_message)(const std::string& model, const OnnxExportFacts& facts) = nullptr;
 };
 
 // The C name of the plugin's entry point: `const OnnxFrontend* headroom_onnx_frontend_v1()`.

@@ -9,6 +9,7 @@
 #include "estimate/offload.h"
 #include "frontends/model_source.h"
 #include "sim/device_catalog.h"
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/format.h"
 
@@ -79,7 +80,7 @@ namespace {
 
 // The frontend's own options (--dim, --allow-unknown, a captured program); the library picks the
 // frontend.
-void apply_model_source(const RunArgs& a, EstimateOptions& o) {
+void apply_model_source(const RunArgs& a, EstimateOptions& o, RunCommand command) {
   ModelSourceOptions src;
   for (const std::string& d : a.dims) {
     size_t eq = d.find('=');
@@ -92,6 +93,7 @@ void apply_model_source(const RunArgs& a, EstimateOptions& o) {
   src.captured = a.captured;
   src.precision_given = a.precision_given;
   src.batch_given = a.batch_given || a.grad_accum.has_value();
+  src.batch_searched = command == RunCommand::Fit && a.vary == "batch" && a.mode != "serve";
   select_frontend(o, src);
 }
 
@@ -250,7 +252,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       else throw InputError("--attention must be eager, sdpa or flash, got '" + *a.attention + "'");
     }
     auto opt = parse_optimizer(a.optimizer);
-    if (!opt) throw InputError("--optimizer must be sgd, momentum, adam, adamw, adamw8bit, paged-adamw8bit, lion or adafactor, got '" + a.optimizer + "'");
+    if (!opt) throw InputError("--optimizer must be " + optimizer_names_phrase() + ", got '" + a.optimizer + "'");
     o.optimizer = *opt;
     if (a.foreach && a.no_foreach) throw InputError("--foreach and --no-foreach contradict each other");
     if (a.foreach) o.foreach = true;
@@ -278,6 +280,11 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       auto f = parse_fsdp_strategy(*a.fsdp);
       if (!f) throw InputError("--fsdp must be full, grad-op or no-shard, got '" + *a.fsdp + "'");
       o.parallel.fsdp = *f;
+    }
+    if (a.fsdp_wrap) {
+      auto w = parse_fsdp_wrap(*a.fsdp_wrap);
+      if (!w) throw InputError("--fsdp-wrap must be block or param, got '" + *a.fsdp_wrap + "'");
+      o.parallel.fsdp_wrap = *w;
     }
     if (a.tensor_parallel) o.parallel.tensor_parallel = parse_positive("--tensor-parallel", *a.tensor_parallel);
     if (a.pipeline_parallel) o.parallel.pipeline_parallel = parse_positive("--pipeline-parallel", *a.pipeline_parallel);
@@ -356,7 +363,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
       if (a.mode == "serve") throw InputError(std::string(given) + " does not apply to --mode serve");
       (void)to_rank_request(a);
     }
-    apply_model_source(a, o);
+    apply_model_source(a, o, command);
     o.checkpoint_ranges = a.checkpoints;
     if (!a.checkpoint_impl.empty()) {
       std::optional<CheckpointImpl> impl = parse_checkpoint_impl(a.checkpoint_impl);
@@ -420,6 +427,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"gpus", [](RunArgs& r, const std::string& v) { r.gpus = v; }},
       {"zero", [](RunArgs& r, const std::string& v) { r.zero = v; }},
       {"fsdp", [](RunArgs& r, const std::string& v) { r.fsdp = v; }},
+      {"fsdp_wrap", [](RunArgs& r, const std::string& v) { r.fsdp_wrap = v; }},
       {"reduce_bucket_size", [](RunArgs& r, const std::string& v) { r.reduce_bucket_size = v; }},
       {"offload_optimizer", [](RunArgs& r, const std::string& v) { r.offload_optimizer = v; }},
       {"offload_params", [](RunArgs& r, const std::string& v) { r.offload_params = v; }},

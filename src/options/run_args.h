@@ -45,7 +45,7 @@ struct RunArgs {
   std::optional<std::string> weights;             // int8 | int4 | nf4
   std::optional<std::string> group_size;          // --weights int4
   // Parallel layout (docs/distributed.md): the estimate becomes one rank's
-  std::optional<std::string> gpus, zero, fsdp, reduce_bucket_size, tensor_parallel;
+  std::optional<std::string> gpus, zero, fsdp, fsdp_wrap, reduce_bucket_size, tensor_parallel;
   bool sequence_parallel = false;  // Megatron sequence parallelism, with tensor_parallel
   std::optional<std::string> offload_optimizer, offload_params;  // engine offloading (estimate/offload.h)
   std::optional<std::string> pipeline_parallel, pipeline_schedule, virtual_stages;  // a pipeline stage (schedule/pipeline_split.h)
@@ -57,6 +57,7 @@ struct RunArgs {
   std::optional<std::string> objective;
   std::vector<std::string> prices;
   bool batch_given = false;               // --batch written (it must then equal micro x accum)
+  std::string vary = "batch";             // fit: the axis searched (--vary batch or seq)
   std::vector<std::string> freeze;                // regular expressions over parameter names
   bool precision_given = false;  // else a Hugging Face config's torch_dtype is the precision
   std::string zero_grad;   // none | zeros; "" leaves the default (none)

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "cost/cost_model.h"
 #include "estimate/device_memory.h"
 #include "estimate/estimate.h"
+#include "pack/set_program.h"
 #include "schedule/build_program.h"
 #include "sim/simulate.h"
 #include "util/checked.h"
@@ -27,53 +29,72 @@ EstimateOptions inference_options(const std::string& spec, int64_t batch) {
   return o;
 }
 
-ResidentSet make_set(std::vector<int32_t> members, int64_t weights, const std::vector<PackModel>& models,
-                     const Residency& r) {
+// What residency needs to replay a candidate set: the models' inference programs at the batch
+// and the GPU options estimate would use.
+struct SetReplay {
+  const std::vector<PackModel>& models;
+  const std::vector<ModelLayers>& layers;
+  const std::vector<Program>& programs;
+  const MergePlan& plan;
+  const IdenticalPlan& identical;
+  const GpuOptions& gpu;
+};
+
+// A set's total is the reserved peak of its own program (pack/set_program.h: the set's weights
+// once per pool, then one request per model, on one caching allocator) plus the context; its
+// weights are the exact bytes of the sharing rule, and activation_bytes the rest of the reserved
+// peak.
+ResidentSet make_set(std::vector<int32_t> members, Sharing sharing, const SetReplay& in, const Residency& r) {
   ResidentSet s;
   s.models = std::move(members);
-  s.weights_bytes = weights;
-  bool oom = false;
-  for (int32_t m : s.models) {
-    const PackModel& pm = models[static_cast<size_t>(m)];
-    s.activation_bytes = std::max(s.activation_bytes, pm.device_need_bytes);
-    oom = oom || pm.allocator_oom;
+  s.weights_bytes = weights_with_sharing(in.layers, in.plan, in.identical, sharing, s.models);
+  if (s.models.empty()) {
+    s.total_bytes = r.context_bytes;
+    s.fits = s.total_bytes <= r.usable_bytes;
+    return s;
   }
-  s.total_bytes = checked_add(checked_add(r.context_bytes, s.weights_bytes, "resident set"), s.activation_bytes, "resident set");
-  s.fits = !oom && s.total_bytes <= r.usable_bytes;
+  const std::vector<SharedPool> pools = shared_pools(in.layers, in.plan, in.identical, sharing, s.models);
+  const std::vector<std::set<std::string>> borrowed = borrowed_weights(in.layers, pools, s.models);
+  std::vector<SetMember> set;
+  for (size_t k = 0; k < s.models.size(); ++k) {
+    const auto m = static_cast<size_t>(s.models[k]);
+    set.push_back({&in.programs[m], in.models[m].label, borrowed[k]});
+  }
+  const DeviceMemory d = device_memory(resident_set_program(set), in.gpu);
+  s.total_bytes = d.device_total_bytes;
+  s.activation_bytes = std::max<int64_t>(0, d.reserved_peak_bytes - s.weights_bytes);
+  s.fits = d.fits;
   return s;
 }
 
-Residency residency(const std::vector<PackModel>& models, const MergePlan& plan, const IdenticalPlan& identical,
-                    const std::vector<ModelLayers>& layers, const std::string& gpu_name, const DeviceMemory& device) {
+Residency residency(const SetReplay& in, const std::string& gpu_name, const DeviceMemory& device) {
   Residency r;
   r.gpu = gpu_name;
   r.memory_bytes = device.capacity_bytes;
   r.usable_bytes = device.usable_bytes;
-  r.context_bytes = kContextLazyBytes;
+  r.context_bytes = device.context_bytes;
+  const std::vector<PackModel>& models = in.models;
   std::vector<int32_t> all;
   for (size_t i = 0; i < models.size(); ++i) all.push_back(static_cast<int32_t>(i));
-  auto weights = [&](Sharing s, const std::vector<int32_t>& set) {
-    return weights_with_sharing(layers, plan, identical, s, set);
-  };
   for (Sharing sharing : kSharingChoices) {
     ResidentSet& all_set = sharing == Sharing::None ? r.all_unshared : sharing == Sharing::Free ? r.all_free : r.all_shared;
-    all_set = make_set(all, weights(sharing, all), models, r);
+    all_set = make_set(all, sharing, in, r);
     std::vector<int32_t> set;
-    std::vector<bool> in(models.size(), false);
-    ResidentSet best = make_set({}, 0, models, r);
+    std::vector<bool> in_set(models.size(), false);
+    ResidentSet best = make_set({}, sharing, in, r);
     for (;;) {
       std::optional<ResidentSet> pick;
       for (size_t m = 0; m < models.size(); ++m) {
-        if (in[m]) continue;
+        if (in_set[m]) continue;
         std::vector<int32_t> trial = set;
         trial.push_back(static_cast<int32_t>(m));
-        ResidentSet s = make_set(trial, weights(sharing, trial), models, r);
+        ResidentSet s = make_set(trial, sharing, in, r);
         if (!pick || s.total_bytes < pick->total_bytes) pick = s;
       }
       if (!pick || !pick->fits) break;
       best = *pick;
       set = best.models;
-      in[static_cast<size_t>(set.back())] = true;
+      in_set[static_cast<size_t>(set.back())] = true;
     }
     best.fits = !best.models.empty();
     (sharing == Sharing::None ? r.greedy_unshared : sharing == Sharing::Free ? r.greedy_free : r.greedy_shared) = best;
@@ -81,13 +102,19 @@ Residency residency(const std::vector<PackModel>& models, const MergePlan& plan,
   return r;
 }
 
-// The model's inference program replayed alone on the caching-allocator model, with the GPU's
-// cuBLAS workspace: the program and replay `estimate --mode infer` makes with these GPU options.
-DeviceMemory place_on_device(const Graph& g, const GpuOptions& go, PackModel& pm) {
+// The model's inference program with the GPU's cuBLAS workspace: the program `estimate --mode
+// infer` builds with these GPU options.
+Program inference_program(const Graph& g, const GpuOptions& go) {
   EstimateOptions eo;
   eo.mode = RunMode::Inference;
   eo.gpu = go;
-  const DeviceMemory d = device_memory(build_program(g, schedule_options(eo)), go);
+  return build_program(g, schedule_options(eo));
+}
+
+// The model's program replayed alone on the caching-allocator model: what estimate --mode infer
+// replays with these GPU options.
+DeviceMemory place_on_device(const Program& p, const GpuOptions& go, PackModel& pm) {
+  const DeviceMemory d = device_memory(p, go);
   pm.reserved_peak_bytes = d.reserved_peak_bytes;
   pm.allocator_oom = d.allocator_oom;
   // Weights are never freed in an inference program, so the reserved peak holds them all.
@@ -191,7 +218,6 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
       sm.exec_s = roofline_seconds(lm.graph, *gpu, w.exec_efficiency);
       sm.exec_source = "roofline on " + gpu->name;
     }
-    st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.activation_bytes);
     st.models.push_back(sm);
   }
   for (size_t i = 0; i < rep.models.size(); ++i) {
@@ -209,10 +235,27 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
                                   "'weights_capacity' in the workload");
     }
     st.memory_bytes = *mem;
+    // One model runs at a time: room for the largest device need among the simulated models, each
+    // model's inference program at its batch replayed alone on the caching allocator of this
+    // memory (what residency counts per model): reserved peak - weights.
+    GpuOptions go;
+    go.gpu = o.gpu;
+    go.gpu_memory = st.memory_bytes;
+    for (size_t wi = 0; wi < w.models.size(); ++wi) {
+      SimulatedModel& sm = st.models[wi];
+      const LoadedModel& lm = cache.at(std::make_pair(sim_models[wi], sm.batch));
+      const DeviceMemory d = device_memory(inference_program(lm.graph, go), go);
+      if (d.allocator_oom) {
+        throw InputError(fmt::format("{}: model '{}' at batch {} alone runs out of the {} bytes of GPU memory", w.origin,
+                                     sm.label, sm.batch, st.memory_bytes));
+      }
+      sm.device_need_bytes = std::max<int64_t>(0, d.reserved_peak_bytes - lm.graph.weights_bytes());
+      st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.device_need_bytes);
+    }
     st.weights_capacity_bytes = st.memory_bytes - st.context_bytes - st.activation_reserve_bytes;
     if (st.weights_capacity_bytes <= 0) {
       throw InputError(fmt::format("{}: no memory left for weights: {} bytes of GPU memory - CUDA context {} - largest "
-                                   "activation peak {}",
+                                   "device need {}",
                                    w.origin, st.memory_bytes, st.context_bytes, st.activation_reserve_bytes));
     }
   }
@@ -384,11 +427,15 @@ Result<PackReport> pack(const PackOptions& o, const ModelLoader& loader) {
       go.gpu_memory = o.gpu_memory;
       go.margin = o.margin;
       DeviceMemory device;
+      std::vector<Program> programs;
       for (size_t i = 0; i < o.models.size(); ++i) {
         const LoadedModel& lm = cache.at(std::make_pair(static_cast<int32_t>(i), o.batch));
-        device = place_on_device(lm.graph, go, rep.models[i]);
+        programs.push_back(inference_program(lm.graph, go));
+        device = place_on_device(programs.back(), go, rep.models[i]);
       }
-      rep.residency = residency(rep.models, accepted_merges(rep), rep.identical, layers, gpu ? gpu->name : "custom", device);
+      const MergePlan merges = accepted_merges(rep);
+      const SetReplay replay{rep.models, layers, programs, merges, rep.identical, go};
+      rep.residency = residency(replay, gpu ? gpu->name : "custom", device);
       rep.residency->margin = o.margin;
     }
     if (o.workload) simulate_workload(o, loader, gpu, layers, cache, rep);

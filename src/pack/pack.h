@@ -10,17 +10,16 @@
 //   simulate   with a workload: requests served with weight swapping, per eviction policy and
 //              sharing choice (pack/swap_sim.h).
 //
-// Residency rule. One model executes at a time (GEMEL and Clockwork time-share the GPU), and its
-// activations are freed when it finishes, so PyTorch's caching allocator reuses that memory for the
-// next model. A set of models is resident together when
-//     CUDA context + weights of the set + max over the set of device need <= usable memory
-// where the weights of the set count each pool of shared layers once (pack/sharing.h: with free
-// sharing, bit-identical layers; with the merge plan too, merged groups; a layer counts once however
-// many groups make it shared) and a model's "device need" is what it occupies besides its weights:
-// the reserved peak of its inference program replayed alone on the caching-allocator model that
-// estimate uses (estimate/device_memory.h: block rounding, segments, caching, the GPU's cuBLAS
-// workspace), minus its exact weight bytes. A set with a model whose replay alone runs out of
-// memory never fits; usable memory is memory less the margin, as estimate computes it. So a one-model set fits exactly when `estimate --mode infer` says it fits.
+// Residency rule. A set of models is resident together when
+//     CUDA context + reserved peak of the set's program <= usable memory
+// where the set's program (pack/set_program.h) is what one serving process holding the set runs:
+// the set's weights (each pool of shared layers once, pack/sharing.h), then one inference request
+// per model in set order, on the caching-allocator model estimate uses (estimate/device_memory.h:
+// block rounding, segments, caching, one cuBLAS handle workspace). One model executes at a time
+// (GEMEL and Clockwork time-share the GPU) and each request's buffers are freed before the next, so
+// the allocator reuses them. A set whose replay runs out of memory does not fit; usable memory is
+// memory less the margin, as estimate computes it. A set of one is the model's own program, so a
+// one-model set fits exactly when `estimate --mode infer` says it fits.
 // "All together" tests every model; the greedy set starts empty and repeatedly adds the model that
 // raises the total least (ties: lowest index) while the set fits.
 #pragma once
@@ -91,15 +90,15 @@ struct PackModel {
   // With a GPU (--gpu or --gpu-memory): the model's inference program alone on the caching
   // allocator (device_memory(), as estimate --mode infer replays it).
   int64_t reserved_peak_bytes = 0;   // torch.cuda.max_memory_reserved
-  int64_t device_need_bytes = 0;     // reserved peak - weights: what the residency rule counts
+  int64_t device_need_bytes = 0;     // reserved peak - weights (alone)
   bool allocator_oom = false;        // the replay alone ran out of memory
 };
 
 struct ResidentSet {
   std::vector<int32_t> models;  // indices, in the order added
-  int64_t weights_bytes = 0;
-  int64_t activation_bytes = 0;  // the largest device need of the set (PackModel::device_need_bytes)
-  int64_t total_bytes = 0;       // context + weights + activation
+  int64_t weights_bytes = 0;     // exact, each pool once (pack/sharing.h)
+  int64_t activation_bytes = 0;  // the set program's reserved peak - weights_bytes
+  int64_t total_bytes = 0;       // context + the set program's reserved peak
   bool fits = false;
 };
 
@@ -123,13 +122,16 @@ struct SimulatedModel {
   std::string exec_source;  // "workload" or "roofline on <gpu>"
   double latency_target_s = 0;
   int64_t requests = 0;
-  int64_t activation_bytes = 0;  // at this batch
+  int64_t activation_bytes = 0;  // at this batch: exact inference peak - weights
+  // Its inference program at this batch replayed alone on the caching allocator of the simulated
+  // GPU memory: reserved peak - weights. 0 when the workload gives weights_capacity (no replay).
+  int64_t device_need_bytes = 0;
 };
 
 struct SimulationSetup {
   int64_t memory_bytes = 0;           // 0 when weights_capacity was given
   int64_t context_bytes = 0;
-  int64_t activation_reserve_bytes = 0;
+  int64_t activation_reserve_bytes = 0;  // the largest device_need_bytes; 0 with weights_capacity
   int64_t weights_capacity_bytes = 0;
   LoadCostModel load;
   std::string bandwidth_source;

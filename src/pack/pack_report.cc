@@ -195,8 +195,8 @@ std::string pack_text(const PackReport& r) {
     const Residency& rs = *r.residency;
     const std::string usable =
         rs.margin > 0 ? fmt::format("; {} usable with a {:g}% margin", human_bytes(rs.usable_bytes), 100 * rs.margin) : "";
-    s += fmt::format("\nresidency on {} ({}{}): context {} + weights of the set + its largest device need "
-                     "(reserved peak alone - weights: one model runs at a time)\n",
+    s += fmt::format("\nresidency on {} ({}{}): context {} + the reserved peak of the set's program (its weights, "
+                     "a pool once, then one request per model on one caching allocator)\n",
                      rs.gpu, human_bytes(rs.memory_bytes), usable, human_bytes(rs.context_bytes));
     auto line = [&](const char* what, const ResidentSet& all, const ResidentSet& greedy) {
       std::string out = fmt::format("  {:<13} all {} together: {} ({})", what, r.models.size(), human_bytes(all.total_bytes),
@@ -220,7 +220,7 @@ std::string pack_text(const PackReport& r) {
     s += fmt::format("\nswap simulation: window {} s, seed {}, weight capacity {}", st.window_s, st.seed,
                      human_bytes(st.weights_capacity_bytes));
     if (st.memory_bytes > 0) {
-      s += fmt::format(" (= {} - context {} - largest activation peak {})", human_bytes(st.memory_bytes),
+      s += fmt::format(" (= {} - context {} - largest device need {})", human_bytes(st.memory_bytes),
                        human_bytes(st.context_bytes), human_bytes(st.activation_reserve_bytes));
     }
     s += fmt::format("\nload = {:.2f} ms + {:.1f} us/tensor + bytes / {:.2f} GB/s ({}, {})\n", st.load.fixed_s * 1e3,
@@ -375,7 +375,8 @@ std::string pack_json(const PackReport& r) {
                      {"exec_source", m.exec_source},
                      {"latency_target_ms", m.latency_target_s * 1e3},
                      {"requests", m.requests},
-                     {"activation_bytes", m.activation_bytes}});
+                     {"activation_bytes", m.activation_bytes},
+                     {"device_need_bytes", m.device_need_bytes}});
     }
     o["models"] = ms_;
     o["not_simulated"] = st.not_simulated;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "estimate/parallel.h"
 #include "estimate/pipeline_estimate.h"
 #include "sim/simulate.h"
 #include "util/error.h"
@@ -32,7 +33,9 @@ Program PlanContext::program(const Candidate& c) {
   s.micro_batches = static_cast<int>(options_.batch / micro);
   s.plan = c.plan;
   s.plan.checkpoint_impl = options_.plan.checkpoint_impl;
-  return build_program(graph(micro), s);
+  const Graph& g = graph(micro);
+  resolve_fsdp_wrap(options_.parallel, g, s.sharding);  // FSDP families: one unit per block
+  return build_program(g, s);
 }
 
 Evaluation PlanContext::evaluate(const Candidate& c) {
@@ -70,7 +73,9 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
     e.peak_bytes = sim.peak.bytes;
   }
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
-  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, c.plan, options_.optimizer, schedule_.foreach, options_.iterations);
+  // A stage's checkpoints are on its own graph (schedule/pipeline_plan.h).
+  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer, schedule_.foreach,
+                          options_.iterations);
   return e;
 }
 

@@ -6,16 +6,24 @@
 
 namespace headroom {
 
-EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, bool try_checkpointing,
+MemoryPlan recompute_plan(const Graph& g, Recompute level) {
+  MemoryPlan plan;
+  if (level == Recompute::Full) plan.checkpoints = transformer_blocks(g).segments;
+  if (level == Recompute::Selective) plan.checkpoints = attention_cores(g);
+  return plan;
+}
+
+EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, const std::vector<Recompute>& ladder,
                      const std::function<double(const Evaluation&, int64_t)>& step_ms) {
   EngineFit best;
   bool seen = false;
-  auto consider = [&](const Evaluation& e, int64_t m, bool checkpointed, const MemoryPlan& plan) {
+  auto consider = [&](const Evaluation& e, int64_t m, Recompute level, const MemoryPlan& plan) {
     const double ms = step_ms(e, m);
     if (best.found && ms >= best.step_ms) return;
     best.found = true;
     best.micro_batch = m;
-    best.checkpointed = checkpointed;
+    best.checkpointed = level != Recompute::None;
+    best.recompute = level;
     best.plan = plan;
     best.evaluation = e;
     best.step_ms = ms;
@@ -24,29 +32,31 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
     best.smallest_peak_bytes = seen ? std::min(best.smallest_peak_bytes, peak) : peak;
     seen = true;
   };
-  bool checkpointed_fit = false;
+  // The lightest recompute level that fitted at a larger micro-batch (ladder index).
+  size_t fitted_level = ladder.size();
   for (int64_t m : micro_batches) {
-    Evaluation plain = ctx.evaluate(Candidate{{}, m});
-    ++best.evaluations;
-    smallest(plain.peak_bytes);
-    if (plain.feasible) {
-      consider(plain, m, false, {});
+    for (size_t i = 0; i < ladder.size() && i < fitted_level; ++i) {
+      const Recompute level = ladder[i];
+      MemoryPlan plan = recompute_plan(ctx.graph(m), level);
+      if (level != Recompute::None && plan.checkpoints.empty()) continue;
+      Evaluation e = ctx.evaluate(Candidate{plan, m});
+      ++best.evaluations;
+      best.heaviest_tried = std::max(best.heaviest_tried, level);
+      smallest(e.peak_bytes);
+      if (!e.feasible) continue;
+      consider(e, m, level, plan);
+      if (level == Recompute::None) return best;
+      fitted_level = i;
       break;
-    }
-    // Once blocks are checkpointed at some size, checkpointing a smaller one only adds steps.
-    if (!try_checkpointing || checkpointed_fit) continue;
-    MemoryPlan plan;
-    plan.checkpoints = transformer_blocks(ctx.graph(m)).segments;
-    if (plan.checkpoints.empty()) continue;
-    Evaluation ck = ctx.evaluate(Candidate{plan, m});
-    ++best.evaluations;
-    smallest(ck.peak_bytes);
-    if (ck.feasible) {
-      consider(ck, m, true, plan);
-      checkpointed_fit = true;
     }
   }
   return best;
+}
+
+EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, bool try_checkpointing,
+                     const std::function<double(const Evaluation&, int64_t)>& step_ms) {
+  return fit_engine(ctx, micro_batches, try_checkpointing ? std::vector<Recompute>{Recompute::None, Recompute::Full} : std::vector<Recompute>{Recompute::None},
+                    step_ms);
 }
 
 }  // namespace headroom

@@ -28,8 +28,16 @@ struct Engine {
   std::optional<OffloadDevice> offload_optimizer = std::nullopt;
   bool offload_params = false;
   int64_t pipeline_parallel = 1;  // plan/pipeline_layouts.h
+  int64_t virtual_stages = 1;     // > 1: the interleaved schedule with that many model chunks per rank
+  bool sequence_parallel = false;  // Megatron sequence parallelism over the T ranks
   bool offloads() const { return offload_optimizer.has_value() || offload_params; }
   int64_t model_parallel() const { return tensor_parallel * pipeline_parallel; }
+  // Recompute levels tried when the plain program does not fit (plan/layout_fit.h): Megatron's
+  // selective recompute first where its sequence-parallel layouts run, then every block.
+  std::vector<Recompute> ladder() const {
+    if (sequence_parallel) return {Recompute::None, Recompute::Selective, Recompute::Full};
+    return {Recompute::None, Recompute::Full};
+  }
 };
 
 const std::vector<Engine>& engines() {
@@ -65,6 +73,12 @@ std::vector<Engine> tensor_parallel_engines(int64_t gpus, int gpus_per_node, std
     out.push_back({tp + " x ZeRO-1", DataParallelEngine::Zero1, 1, std::nullopt, t});
     out.push_back({tp + " x ZeRO-2", DataParallelEngine::Zero2, 2, std::nullopt, t});
     out.push_back({tp + " x ZeRO-3", DataParallelEngine::Zero3, 3, std::nullopt, t});
+    // Megatron's sequence parallelism, with its own DDP or distributed optimizer (ZeRO-1).
+    for (Engine e : {Engine{tp + " + SP x DDP", DataParallelEngine::Ddp, std::nullopt, std::nullopt, t},
+                     Engine{tp + " + SP x ZeRO-1", DataParallelEngine::Zero1, 1, std::nullopt, t}}) {
+      e.sequence_parallel = true;
+      out.push_back(e);
+    }
   }
   if (!out.empty()) {
     rejected.push_back({"TP x FSDP", "PyTorch 1.13's FSDP does not compose with tensor parallelism (2-D layouts came with DTensor in 2.x)"});
@@ -117,8 +131,12 @@ EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& optio
   EstimateOptions o = plan.run;
   o.batch = rank_batch(plan, option.parallel.tensor_parallel * option.parallel.pipeline_parallel);
   o.parallel = option.parallel;
-  o.plan = option.plan;
   if (option.micro_batches > 1 || option.parallel.pipeline_parallel > 1) o.micro_batch = option.micro_batch;
+  // The recompute as the CLI names it (estimate --checkpoint blocks / attention builds the same
+  // regions on the layout's graph; --emit megatron translates it to Megatron's flags).
+  o.plan = {};
+  if (option.recompute == Recompute::Full) o.checkpoint_ranges = {"blocks"};
+  if (option.recompute == Recompute::Selective) o.checkpoint_ranges = {"attention"};
   return o;
 }
 
@@ -145,6 +163,11 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   best.parallel.offload_optimizer = engine.offload_optimizer;
   best.parallel.offload_params = engine.offload_params;
   best.parallel.pipeline_parallel = engine.pipeline_parallel;
+  best.parallel.sequence_parallel = engine.sequence_parallel;
+  if (engine.virtual_stages > 1) {
+    best.parallel.pipeline_schedule = PipelineScheduleKind::Interleaved;
+    best.parallel.virtual_stages = engine.virtual_stages;
+  }
   EstimateOptions o = plan.run;
   const int64_t batch = rank_batch(plan, engine.model_parallel());
   o.batch = batch;
@@ -163,25 +186,47 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   const bool fsdp_offload = engine.fsdp && engine.offload_params;
   std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
   const int64_t stages = engine.pipeline_parallel;
+  std::vector<Recompute> ladder = engine.ladder();
+  // What a rejection adds about the recompute it tried.
+  auto tried = [](Recompute heaviest) {
+    return heaviest == Recompute::Full ? " with every block checkpointed" : heaviest == Recompute::Selective ? " with each attention core recomputed" : "";
+  };
   if (stages > 1) {
-    // A pipeline needs at least P micro-batches in a step (m >= P), and the micro-batch is
-    // always explicit (--micro-batch).
-    std::erase_if(sizes, [&](int64_t m) { return batch / m < stages; });
+    // A pipeline needs at least P micro-batches in a step (m >= P; the interleaved schedule a
+    // multiple of P), and the micro-batch is always explicit (--micro-batch).
+    std::erase_if(sizes, [&](int64_t m) { return batch / m < stages || (engine.virtual_stages > 1 && (batch / m) % stages != 0); });
     if (sizes.empty()) {
-      out.rejected = LayoutRejection{engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches)", batch, stages)};
+      out.rejected = LayoutRejection{engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches{})", batch, stages,
+                                                              engine.virtual_stages > 1 ? ", a multiple of P when interleaved" : "")};
       return out;
     }
     // A pipeline evaluation simulates several stages over m micro-batches: the smallest
-    // micro-batch (the least activation memory) is tried first, and when it does not fit,
-    // no larger one is.
+    // micro-batch (the least activation memory: every size keeps min(P, m) = P micro-batches in
+    // flight on stage 0) is tried first, at each recompute level; when none fits, no larger one
+    // does, and when only recompute fits, no larger one fits without it.
     if (sizes.size() > 1) {
-      const Evaluation probe = ctx->evaluate({MemoryPlan{}, sizes.back()});
-      ++out.evaluations;
-      if (!probe.feasible) {
-        out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}, over the {} budget", human_bytes(probe.peak_bytes),
-                                                                sizes.back(), human_bytes(plan.budget_bytes))};
+      bool fits = false, plain = false;
+      int64_t smallest = 0;
+      Recompute heaviest = Recompute::None;
+      for (Recompute level : ladder) {
+        MemoryPlan p = recompute_plan(ctx->graph(sizes.back()), level);
+        if (level != Recompute::None && p.checkpoints.empty()) continue;
+        const Evaluation probe = ctx->evaluate({p, sizes.back()});
+        ++out.evaluations;
+        heaviest = level;
+        smallest = smallest == 0 ? probe.peak_bytes : std::min(smallest, probe.peak_bytes);
+        if (probe.feasible) {
+          fits = true;
+          plain = level == Recompute::None;
+          break;
+        }
+      }
+      if (!fits) {
+        out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget", human_bytes(smallest),
+                                                                sizes.back(), tried(heaviest), human_bytes(plan.budget_bytes))};
         return out;
       }
+      if (!plain) std::erase(ladder, Recompute::None);
     }
   }
   const int64_t data_parallel = request.gpus / engine.model_parallel();
@@ -203,12 +248,12 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     stage_dims.dims = g.dims;
     if (stages > 1 && stage_dims.dims.count("layers")) stage_dims.dims["layers"] /= stages;
     out.tensor_comm = tensor_parallel_communication(stage_dims, engine.tensor_parallel, out.micro_batches,
-                                                    activation_element_bytes(plan.run.precision), plan.link);
+                                                    activation_element_bytes(plan.run.precision), plan.link, engine.sequence_parallel);
     if (stages > 1) {
       const int64_t hidden_bytes = checked_mul(checked_mul(checked_mul(m, g.dims.count("seq") ? g.dims.at("seq") : 1, "p2p"),
                                                            g.dims.count("hidden") ? g.dims.at("hidden") : 0, "p2p"),
                                                activation_element_bytes(plan.run.precision), "p2p");
-      out.pipeline = pipeline_overhead(e.time.compute_ms, stages, 1, out.micro_batches, hidden_bytes, request.gpus, plan.link);
+      out.pipeline = pipeline_overhead(e.time.compute_ms, stages, engine.virtual_stages, out.micro_batches, hidden_bytes, request.gpus, plan.link);
     }
     out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
                                                data_parallel, out.micro_batches, element_bytes);
@@ -216,8 +261,8 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms + out.pipeline.bubble_ms + out.pipeline.p2p_ms;
     return out.step_ms;
   };
-  // Checkpointing inside pipeline stages is not modelled (estimate/pipeline_estimate.h).
-  EngineFit fit = fit_engine(*ctx, sizes, /*try_checkpointing=*/stages == 1, [&](const Evaluation& e, int64_t m) {
+  // Pipeline stages checkpoint their own blocks (schedule/pipeline_plan.h).
+  EngineFit fit = fit_engine(*ctx, sizes, ladder, [&](const Evaluation& e, int64_t m) {
     LayoutOption scratch = best;
     return step_of(e, m, scratch);
   });
@@ -225,13 +270,13 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   if (fit.found) {
     step_of(fit.evaluation, fit.micro_batch, best);
     best.checkpointed = fit.checkpointed;
+    best.recompute = fit.recompute;
     best.plan = fit.plan;
     best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
     out.ranked = best;
   } else {
     out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
-                                                            human_bytes(fit.smallest_peak_bytes), sizes.back(),
-                                                            fit.evaluations > static_cast<int>(sizes.size()) ? " with every block checkpointed" : "",
+                                                            human_bytes(fit.smallest_peak_bytes), sizes.back(), tried(fit.heaviest_tried),
                                                             human_bytes(plan.budget_bytes))};
   }
   return out;
@@ -279,7 +324,7 @@ void merge_outcome(const Engine& engine, FamilyOutcome& o, LayoutPlan& plan) {
     // A rank graph that cannot be built (no Megatron split, T not dividing the heads) rules out
     // every engine at that T: one line for it, none repeated.
     const bool tp = engine.tensor_parallel > 1;
-    const std::string family = tp ? fmt::format("TP {}", engine.tensor_parallel) : engine.name;
+    const std::string family = tp ? fmt::format("TP {}{}", engine.tensor_parallel, engine.sequence_parallel ? " + SP" : "") : engine.name;
     if (!tp || std::none_of(plan.rejected.begin(), plan.rejected.end(), [&](const LayoutRejection& r) {
           return r.why == *o.build_error || r.engine == family;
         })) {
@@ -330,11 +375,20 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
       std::vector<std::pair<std::string, std::string>> why;
       const int blocks = static_cast<int>(transformer_blocks(build_graph(plan.run, 1)).segments.size());
       for (const PipelineShape& s : pipeline_shapes(blocks, request.gpus, plan.link.gpus_per_node, why)) {
-        Engine e{s.tensor_parallel > 1 ? fmt::format("PP {} x TP {} x ZeRO-1", s.pipeline_parallel, s.tensor_parallel)
-                                       : fmt::format("PP {} x ZeRO-1", s.pipeline_parallel),
-                 DataParallelEngine::Zero1, 1, std::nullopt, s.tensor_parallel};
-        e.pipeline_parallel = s.pipeline_parallel;
-        families.push_back(e);
+        // 1F1B; with T > 1 also sequence-parallel; and the interleaved schedule with v = 2 and 4
+        // model chunks where the stage's layers divide (Megatron's --num-layers-per-virtual-pipeline-stage).
+        auto family = [&](int64_t v, bool sp) {
+          const std::string pp = v > 1 ? fmt::format("PP {} (v {})", s.pipeline_parallel, v) : fmt::format("PP {}", s.pipeline_parallel);
+          Engine e{s.tensor_parallel > 1 ? fmt::format("{} x TP {}{} x ZeRO-1", pp, s.tensor_parallel, sp ? " + SP" : "") : pp + " x ZeRO-1",
+                   DataParallelEngine::Zero1, 1, std::nullopt, s.tensor_parallel};
+          e.pipeline_parallel = s.pipeline_parallel;
+          e.virtual_stages = v;
+          e.sequence_parallel = sp;
+          families.push_back(e);
+        };
+        family(1, false);
+        if (s.tensor_parallel > 1) family(1, true);
+        for (int64_t v : pipeline_virtual_stages(blocks, s.pipeline_parallel)) family(v, false);
       }
       for (auto& [family, reason] : why) plan.rejected.push_back({family, reason});
     }

@@ -12,8 +12,13 @@
 // prefetch overlap collectives with the backward: exposed = max(0, comm - backward), backward
 // taken as 2/3 of the compute, the cost model's backward_factor of 2). Megatron tensor
 // parallelism (T = 2, 4, 8 within a machine, with DDP or ZeRO-1, 2, 3 over N / T) adds its activation
-// all-reduces in full (plan/tensor_parallel_comm.h). Megatron pipeline parallelism (P x T x ZeRO-1,
-// plan/pipeline_layouts.h) adds its bubble and p2p sends; its memory is its peak stage's program.
+// all-reduces in full (plan/tensor_parallel_comm.h); with sequence parallelism (Megatron's
+// layouts only: TP x DDP and ZeRO-1, and the pipelines' TP > 1) the all-reduces become
+// reduce-scatters and all-gathers of the same bytes, and selective recompute is tried before
+// full. Megatron pipeline parallelism (P x T x ZeRO-1, 1F1B and interleaved with v = 2 and 4
+// model chunks where the stage's layers divide, plan/pipeline_layouts.h) adds its bubble and p2p
+// sends; its memory is its peak stage's program, every block of the stage checkpointed when the
+// plain program does not fit.
 //
 // Invariants: a ranked layout's re-simulated device total per GPU is <= the budget; ranked is
 // ordered by step time, then engine order; every engine is either ranked or rejected with a
@@ -29,6 +34,7 @@
 
 #include "estimate/estimate.h"
 #include "plan/collectives.h"
+#include "plan/layout_fit.h"
 #include "plan/pipeline_layouts.h"
 #include "util/error.h"
 
@@ -58,7 +64,8 @@ struct LayoutOption {
   int64_t offload_bytes = 0;  // host-link traffic per step of an offload family (plan/offload_traffic.h)
   double offload_ms = 0;
   PipelineOverhead pipeline;  // bubble and p2p sends of a pipeline layout (plan/pipeline_layouts.h)
-  bool checkpointed = false;  // every transformer block checkpointed (plan/layout_fit.h)
+  bool checkpointed = false;  // some recompute (plan/layout_fit.h): recompute != None
+  Recompute recompute = Recompute::None;  // every block (Full) or each attention core (Selective)
   MemoryPlan plan;            // those checkpoints
   double step_ms = 0;
   double samples_per_s = 0;

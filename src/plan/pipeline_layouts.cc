@@ -27,6 +27,16 @@ std::vector<PipelineShape> pipeline_shapes(int blocks, int64_t gpus, int gpus_pe
   return out;
 }
 
+std::vector<int64_t> pipeline_virtual_stages(int blocks, int64_t stages) {
+  std::vector<int64_t> out;
+  if (stages <= 1 || blocks % stages != 0) return out;
+  const int64_t per_stage = blocks / stages;
+  for (int64_t v : {2, 4}) {
+    if (per_stage % v == 0) out.push_back(v);
+  }
+  return out;
+}
+
 PipelineOverhead pipeline_overhead(double forward_backward_ms, int64_t stages, int64_t virtual_stages, int64_t micro_batches,
                                    int64_t activation_bytes, int64_t gpus, const Interconnect& link) {
   PipelineOverhead o;

@@ -5,7 +5,9 @@
 //            schedule/pipeline_split.h) and N, times T = 1, 2, 4, 8 within a machine, with
 //            T * P dividing N; the data-parallel size is N / (T P), with ZeRO-1 over it
 //            (DeepSpeed's PipelineEngine takes stages 0 and 1 only; ZeRO-1 never holds more
-//            than DDP). The schedule is 1F1B.
+//            than DDP). The schedules are 1F1B and, where the stage's layers divide, the interleaved
+//            one with v = 2 and 4 model chunks per rank (pipeline_virtual_stages; Megatron's
+//            --num-layers-per-virtual-pipeline-stage L / (P v)).
 //   bubble   the pipeline's idle time, (P - 1) / m of the forward-backward compute of the stage
 //            (Narayanan et al. 2021, section 2.2.1: bubble time fraction (p - 1) / m; with v
 //            model chunks (p - 1) / (v m)); every micro-batch count tried has m >= P.
@@ -38,6 +40,11 @@ struct PipelineShape {
 // divide N or the blocks are reported through `rejected` as (family, reason) once per P.
 std::vector<PipelineShape> pipeline_shapes(int blocks, int64_t gpus, int gpus_per_node,
                                            std::vector<std::pair<std::string, std::string>>& rejected);
+
+// The interleaved schedule's model chunks per rank tried for P stages of `blocks` blocks: 2 and 4
+// where they divide the stage's L / P layers (larger v halves the bubble again but sends v times
+// as often and keeps more chunks in flight; the search weighs both).
+std::vector<int64_t> pipeline_virtual_stages(int blocks, int64_t stages);
 
 struct PipelineOverhead {
   double bubble_ms = 0;

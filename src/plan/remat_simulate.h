@@ -1,8 +1,10 @@
 // An independent executor of graph schedules (docs/ilp.md, "Accounting"): it runs a token list
 // under the memory accounting of the graph model and returns the peak and the makespan, or the
 // first op that is not allowed. It shares nothing with the integer program but the graph, so
-// every schedule the solver decodes is checked against it. On a chain (preds[i] = {i}) and a
-// schedule without Free it accepts exactly what chain_simulate accepts, with the same numbers.
+// every schedule the solver decodes is checked against it. It is also the chain model's simulator:
+// chain_simulate.h lowers a chain to the graph with preds[i] = {i} and its five ops to the ones
+// below of the same name, and on that graph these rules are the chain rules of
+// docs/chain-solver.md (the Rotor dynamic program's schedules are re-run here).
 //
 // Rules (one live copy of each activation; "a_k" is x_k or x̄_k, whichever is live):
 //   Fck_i   needs every a_k, k in preds[i]; adds x_{i+1}        in use: live + x_{i+1} + ftmp_i

@@ -8,6 +8,15 @@
 // activation dtype. These all-reduces sit on the critical path (the next op needs their result),
 // so none of their time is hidden behind compute.
 //
+// With sequence parallelism (Korthikanti et al. 2022, section 4.2.2) each all-reduce becomes a
+// reduce-scatter and an all-gather (the g and g-bar operators; Megatron's mappings.py
+// reduce_scatter_to_sequence_parallel_region and gather_from_sequence_parallel_region): the
+// same bytes, as the paper says ("the communication bandwidth used for tensor parallelism and
+// tensor together with sequence parallelism are the same"), in twice the calls. The backward's
+// re-gather of the shard a column-parallel linear saved (layers.py,
+// LinearWithGradAccumulationAndAsyncCommunication.backward) runs asynchronously under the input
+// gradient's GEMM and is not counted.
+//
 // Invariants: T = 1 communicates nothing; the sizes come from the rank's graph dims (batch, seq,
 // hidden, layers: megatron_split.h's set_transformer_dims), so a graph without them is a caller
 // error; the tensor-parallel group is within one machine (T <= GPUs per node), on its fastest link.
@@ -23,6 +32,6 @@ namespace headroom {
 // All-reduces of one step of `micro_batches` micro-batches on the rank's graph `g` (its batch is
 // the micro-batch); `activation_bytes` is the size of one activation element.
 StepCommunication tensor_parallel_communication(const Graph& g, int64_t tensor_parallel, int64_t micro_batches,
-                                                int64_t activation_bytes, const Interconnect& link);
+                                                int64_t activation_bytes, const Interconnect& link, bool sequence_parallel = false);
 
 }  // namespace headroom

@@ -43,20 +43,22 @@ Result<std::string> accelerate_config(const Estimate& e) {
       s += "  zero3_init_flag: false\n";
       s += fmt::format("  zero_stage: {}\n", *o.parallel.zero_stage);
     } else if (o.parallel.fsdp) {
-      if (e.block_class.empty()) {
+      const bool per_block = e.per_gpu && e.per_gpu->fsdp_wrap == "block";
+      if (per_block && e.block_class.empty()) {
         throw InputError("--emit accelerate: the model's block class is not known (the GPT-2, Llama and Hugging Face decoder models have one) for fsdp_transformer_layer_cls_to_wrap");
       }
       const FsdpStrategy f = *o.parallel.fsdp;
       s += fmt::format("# Accumulation: Accelerator(gradient_accumulation_steps={}) in the training script.\n", e.micro_batches);
       s += "distributed_type: FSDP\n";
       s += "fsdp_config:\n";
-      s += "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n";
+      s += per_block ? "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n" : "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n";
       s += "  fsdp_backward_prefetch_policy: BACKWARD_PRE\n";
       s += "  fsdp_forward_prefetch: false\n";
       s += fmt::format("  fsdp_offload_params: {}\n", o.parallel.offload_params ? "true" : "false");
       s += fmt::format("  fsdp_sharding_strategy: {}\n", f == FsdpStrategy::Full ? 1 : f == FsdpStrategy::GradOp ? 2 : 3);
       s += "  fsdp_state_dict_type: FULL_STATE_DICT\n";
-      s += fmt::format("  fsdp_transformer_layer_cls_to_wrap: {}\n", e.block_class);
+      if (per_block) s += fmt::format("  fsdp_transformer_layer_cls_to_wrap: {}\n", e.block_class);
+      else s += "  fsdp_min_num_params: 1\n";
     } else {
       s += fmt::format("# Accumulation: Accelerator(gradient_accumulation_steps={}) in the training script.\n", e.micro_batches);
       s += "distributed_type: MULTI_GPU\n";

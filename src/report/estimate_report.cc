@@ -279,6 +279,7 @@ std::string estimate_json(const Estimate& e) {
                     {"peak_bytes", g.peak_bytes},
                     {"host_bytes", g.host_bytes},
                     {"nvme_bytes", g.nvme_bytes}};
+    if (!g.fsdp_wrap.empty()) j["per_gpu"]["layout"]["fsdp_wrap"] = g.fsdp_wrap;
     if (g.pipeline_parallel > 1) {
       j["per_gpu"]["pipeline_schedule"] = g.pipeline_schedule;
       j["per_gpu"]["stage"] = g.stage;

@@ -9,6 +9,14 @@
 #include "util/format.h"
 
 namespace headroom {
+namespace {
+
+// The table's mark of a layout's recompute.
+const char* recompute_mark(Recompute r) {
+  return r == Recompute::Full ? " + ckpt" : r == Recompute::Selective ? " + sel" : "";
+}
+
+}  // namespace
 
 std::string layout_text(const LayoutPlan& p) {
   std::string s = fmt::format("headroom plan: {} on {} x {}, global batch {} ({} per GPU), training ({}), {}\n", p.model,
@@ -18,12 +26,12 @@ std::string layout_text(const LayoutPlan& p) {
   if (p.ranked.empty()) {
     s += "No layout fits.\n";
   } else {
-    s += fmt::format("{:>4}  {:<21} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
+    s += fmt::format("{:>4}  {:<33} {:>13} {:>10} {:>11} {:>11} {:>11} {:>11}\n", "rank", "layout", "micro x accum",
                      "per GPU", "compute", "comm", "step", "samples/s");
     int rank = 0;
     for (const LayoutOption& o : p.ranked) {
-      s += fmt::format("{:>4}  {:<21} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank,
-                       o.engine + (o.checkpointed ? " + ckpt" : ""),
+      s += fmt::format("{:>4}  {:<33} {:>13} {:>10} {:>8.1f} ms {:>8.1f} ms {:>8.1f} ms {:>11.1f}\n", ++rank,
+                       o.engine + recompute_mark(o.recompute),
                        fmt::format("{} x {}", o.micro_batch, o.micro_batches), human_bytes(o.peak_bytes), o.compute_ms,
                        o.comm.ms + o.tensor_comm.ms + o.pipeline.p2p_ms, o.step_ms, o.samples_per_s);
     }
@@ -34,19 +42,28 @@ std::string layout_text(const LayoutPlan& p) {
                        ? " + host-link copies of offloading (the CPU optimizer step is timed as the GPU's)"
                        : "",
                    p.evaluations);
-  if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.checkpointed; })) {
-    s += "+ ckpt: every transformer block checkpointed (model.gradient_checkpointing_enable(); estimate --checkpoint blocks).\n";
+  if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.recompute == Recompute::Full; })) {
+    s += "+ ckpt: every transformer block checkpointed (model.gradient_checkpointing_enable(); Megatron's --recompute-granularity full; estimate --checkpoint blocks).\n";
+  }
+  if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.recompute == Recompute::Selective; })) {
+    s += "+ sel: each block's attention core recomputed (Megatron's --recompute-granularity selective; estimate --checkpoint attention).\n";
+  }
+  if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.parallel.sequence_parallel || o.parallel.virtual_stages; })) {
+    s += "+ SP: Megatron sequence parallelism (--sequence-parallel); PP P (v V): the interleaved schedule with V model chunks per rank.\n";
   }
   if (!p.ranked.empty()) {
     const LayoutOption& best = p.ranked.front();
     std::string flags = best.parallel.tensor_parallel > 1 ? fmt::format(" --tensor-parallel {}", best.parallel.tensor_parallel) : "";
+    if (best.parallel.sequence_parallel) flags += " --sequence-parallel";
     if (best.parallel.pipeline_parallel > 1) flags += fmt::format(" --pipeline-parallel {}", best.parallel.pipeline_parallel);
+    if (best.parallel.virtual_stages) flags += fmt::format(" --pipeline-schedule interleaved --virtual-stages {}", *best.parallel.virtual_stages);
     flags += best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)
                         : best.parallel.fsdp     ? std::string(" --fsdp ") + (*best.parallel.fsdp == FsdpStrategy::Full ? "full" : "grad-op")
                                                  : "";
     if (best.parallel.offload_optimizer) flags += " --offload-optimizer cpu";
     if (best.parallel.offload_params) flags += " --offload-params cpu";
-    if (best.checkpointed) flags += " --checkpoint blocks";
+    if (best.recompute == Recompute::Full) flags += " --checkpoint blocks";
+    if (best.recompute == Recompute::Selective) flags += " --checkpoint attention";
     std::string accum = best.micro_batches > 1 || best.parallel.pipeline_parallel > 1
                             ? fmt::format(" --micro-batch {} --grad-accum {}", best.micro_batch, best.micro_batches)
                             : fmt::format(" --batch {}", rank_batch(p, best.parallel.tensor_parallel));
@@ -86,7 +103,11 @@ std::string layout_json(const LayoutPlan& p) {
                       {"pipeline_bubble_ms", o.pipeline.bubble_ms},
                       {"pipeline_p2p_bytes_per_gpu", o.pipeline.p2p_bytes},
                       {"pipeline_p2p_ms", o.pipeline.p2p_ms},
+                      {"sequence_parallel", o.parallel.sequence_parallel},
+                      {"pipeline_schedule", o.parallel.pipeline_parallel > 1 ? std::string(pipeline_schedule_name(o.parallel.schedule())) : std::string()},
+                      {"virtual_stages", o.parallel.virtual_stages.value_or(1)},
                       {"activation_checkpointing", o.checkpointed},
+                      {"recompute", o.recompute == Recompute::Full ? "full" : o.recompute == Recompute::Selective ? "selective" : "none"},
                       {"offload_bytes_per_gpu", o.offload_bytes},
                       {"offload_ms", o.offload_ms},
                       {"step_ms", o.step_ms},

@@ -407,7 +407,7 @@ std::string residency_table(const PackReport& r) {
     return s.empty() ? std::string("none") : s;
   };
   std::string s = fmt::format(
-      R"(<p class="lead">CUDA context {} + weights of the set + its largest device need (reserved peak alone - weights; one model runs at a time), against {}.</p>)",
+      R"(<p class="lead">CUDA context {} + the reserved peak of the set's own program (its weights, a shared pool once, then one request per model on one caching allocator), against {}.</p>)",
       human_bytes(rs.context_bytes), human_bytes(rs.memory_bytes));
   s += R"(<table class="residency"><thead><tr><th>set</th><th>models</th><th class="n">weights</th><th class="n">total</th><th>fits</th></tr></thead><tbody>)";
   for (auto [what, set] : {std::pair<const char*, const ResidentSet*>{"all, no sharing", &rs.all_unshared},

@@ -305,6 +305,10 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
   GradValue g = grad_[static_cast<size_t>(param)];
   grad_[static_cast<size_t>(param)] = {};
   ddp_mark_ready(param);
+  if (block_units() && param_unit_[static_cast<size_t>(param)] >= 0) {
+    unit_gradient(param, g);  // the FlatParameter's split node holds it (interpreter_fsdp_units.cc)
+    return;
+  }
   if (o_.sharding.grads_sharded() || fsdp_mixed_ || (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params)) {
     reduce_gradient(param, g);
     return;
@@ -417,6 +421,8 @@ void Interpreter::backward(int iteration, int micro) {
     for (BufferId b : nodes_[static_cast<size_t>(j)].saved) prefetch(b);
   };
 
+  in_backward_ = true;
+  begin_unit_backward(reach);
   begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
   // A stage before the last starts from the gradient received for the hidden state it sent.
   BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, chunk_sends() ? "p2p recv " + loss.name + ".grad" : "loss.grad (ones)", kNone);
@@ -450,7 +456,7 @@ void Interpreter::backward(int iteration, int micro) {
       // _pre_backward_hook / pre_sub_module_backward_function: the unit's parameters again,
       // and with BACKWARD_PRE prefetching the next unit's.
       gather(op.id);
-      if (o_.sharding.prefetch_backward) {
+      if (o_.sharding.prefetch_backward && !block_units()) {  // block units prefetch in gather()
         for (int j = i - 1; j >= 0; --j) {
           if (reach[static_cast<size_t>(j)] && !op_params_[static_cast<size_t>(j)].empty()) {
             gather(j);
@@ -522,6 +528,7 @@ void Interpreter::backward(int iteration, int micro) {
   begin_step(Phase::Backward, iteration, micro, kNone, "drop outputs and loss");
   unref(seed);
   release_all_gathered();
+  in_backward_ = false;
   // Dropping the outputs and the loss frees the graph, and with it the checkpoint nodes' ctx.
   for (BufferId b : graph_held_) unref(b);
   graph_held_.clear();

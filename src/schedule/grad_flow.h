@@ -14,8 +14,8 @@
 
 namespace headroom {
 
-// Indexed by TensorId: a parameter that is not frozen, or an output of an op with a
-// differentiable input that requires grad.
+// Indexed by TensorId: a parameter that is not frozen, a pipeline stage's received hidden state,
+// or an output of an op with a differentiable input that requires grad.
 std::vector<bool> forward_requires_grad(const Graph& g);
 
 // checkpoint_gets_gradients(g, first, last) of memory_plan.h, with `requires_grad` from

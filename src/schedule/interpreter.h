@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "schedule/build_program.h"
+#include "schedule/fsdp_units.h"
 #include "training/op_rules.h"
 #include "util/error.h"
 
@@ -254,9 +255,14 @@ class Interpreter {
   // ---- optimizer ---------------------------------------------------------------------------
   std::vector<TensorId> trainable() const;
 
+  // One step of o_.optimizer: its OptimizerRule (training/optimizer_rules.h) replayed.
   void optimizer_step(int iteration);
-  // bitsandbytes 8-bit AdamW (paged or not), Lion and Adafactor: their state and temporaries.
-  void fine_tuning_optimizer_step(const std::vector<TensorId>& ps);
+  // The first step's state of parameter p under the rule, on the device or (FSDP CPUOffload)
+  // recorded as host state.
+  void create_optimizer_state(TensorId p, bool on_host);
+  // The rule's state (when create_state) and update temporaries for the parameters ps, in the
+  // rule's order: foreach once over all of them, else the single-tensor program per parameter.
+  void replay_optimizer_update(const std::vector<TensorId>& ps, bool create_state);
 
   // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
   // 288-byte RecordFunction holder, both freed before the work starts.
@@ -289,6 +295,8 @@ class Interpreter {
   int64_t param_state_bytes(const Tensor& t) const;
   // DeepSpeed's flat fp32 master partition and its optimizer states, built with the engine.
   void deepspeed_setup_states();
+  // The names of the fp32 moment partitions DeepSpeed keeps for the rule ("exp_avg partition").
+  std::vector<std::string> partition_moments() const;
   // The full parameters op reads, allocated before it runs (all-gather / cast); idempotent.
   void gather(OpId op);
   void release_gather(OpId op);
@@ -298,6 +306,37 @@ class Interpreter {
   // A parameter's full gradient is reduce-scattered into this rank's partition and freed.
   void reduce_gradient(TensorId param, GradValue g);
   void deepspeed_optimizer_step(int iteration);
+
+  // ---- FSDP units under block wrap (interpreter_fsdp_units.cc) -------------------------------
+  // gather / release_gather / the gradient path go through these when block_units().
+  bool block_units() const { return !fsdp_units_.units.empty(); }
+  void init_fsdp_units();
+  // _unshard: the unit's padded unsharded FlatParameter in the compute dtype; idempotent, and a
+  // no-op for a unit whose post-backward already ran in this backward.
+  void gather_unit(int u);
+  void release_unit(int u);
+  // BACKWARD_PRE: the next unit in the backward's order after op i's, gathered with it.
+  void prefetch_next_unit(int i);
+  // Which parameters of each unit get a gradient in the backward about to run, which ops it
+  // reaches (`reach`).
+  void begin_unit_backward(const std::vector<bool>& reach);
+  // A parameter's gradient reached AccumulateGrad: held by the FlatParameter's split node until
+  // the unit's last one, then the post-backward hook (reshard, reduce-scatter). unit_gradients():
+  // the flat-gradient path applies (FULL_SHARD, SHARD_GRAD_OP without CPU offload); otherwise
+  // each gradient takes reduce_gradient's path and the last one reshards the unit.
+  bool unit_gradients() const;
+  void unit_gradient(TensorId param, GradValue g);
+  void unit_post_backward(int u);
+  FsdpUnits fsdp_units_;
+  std::vector<int> param_unit_;                    // per tensor: its unit, -1 outside
+  std::vector<BufferId> unit_gathered_;            // per unit: its unsharded FlatParameter while alive
+  std::vector<std::vector<BufferId>> unit_grads_;  // per unit: parameter gradients held by the split node
+  std::vector<std::vector<TensorId>> unit_got_;    // per unit: the parameters those gradients are for
+  std::vector<int> unit_pending_;                  // per unit: gradients still to come this backward
+  std::vector<bool> unit_done_;                    // per unit: its post-backward ran this backward
+  std::vector<BufferId> unit_grad_shard_;          // per unit: _saved_grad_shard, until zero_grad
+  bool in_backward_ = false;                       // backward() runs (checkpoint re-runs included)
+  std::vector<bool> unit_reach_;                   // per op: the running backward reaches it
 
   // ---- engine offloading (interpreter_offload.cc) ---------------------------------------------
   void host_state(int64_t bytes, std::string name, bool nvme = false);
@@ -412,6 +451,10 @@ class Interpreter {
     std::vector<BufferId> graph_held;
     std::vector<std::vector<BufferId>> segment_saved, segment_held, segment_incoming;
     std::vector<SegmentState> segment_state;
+    // Non-reentrant checkpoints: what each region's call keeps until its backward.
+    std::vector<bool> region_hooks_save;
+    std::vector<std::vector<BufferId>> closure_inputs;
+    std::vector<BufferId> closure_rng;
     // What the forward decided for its ops (another model chunk's forward decides for others).
     std::vector<bool> requires_grad;
     std::vector<TensorId> redirect, storage;

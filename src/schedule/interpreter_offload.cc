@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <string>
 
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -40,7 +41,6 @@ void Interpreter::deepspeed_offload_states(int64_t part) {
   const Sharding& s = o_.sharding;
   const bool nvme = s.offload_optimizer == OffloadDevice::Nvme;
   const int64_t elem = low_precision_ ? 2 : 4;  // DeepSpeed's self.dtype: the model's parameters
-  const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
   const int64_t fp32_part = checked_mul(part, 4, "offloaded state bytes");
   if (s.zero_stage < 3) {
     // stage_1_and_2.py: single_partition_of_fp32_groups = ...to(self.device).clone().float()
@@ -49,10 +49,7 @@ void Interpreter::deepspeed_offload_states(int64_t part) {
     // beside it.
     host_state(fp32_part, "fp32 master partition");
     host_state(fp32_part, "fp32 gradient partition");
-    if (adam) {
-      host_state(fp32_part, "exp_avg partition");
-      host_state(fp32_part, "exp_avg_sq partition");
-    }
+    for (const std::string& moment : partition_moments()) host_state(fp32_part, moment);
     // __init__ (cpu_offload): temp_grad_buffer_for_cpu_offload on the host and
     // temp_grad_buffer_for_gpu_offload on the device, largest_param_numel elements each.
     int64_t largest = 0;
@@ -86,10 +83,7 @@ void Interpreter::deepspeed_offload_states(int64_t part) {
   // gradient (subgroup_gradient_buffer) and the moments, on the host or swapped to NVMe.
   host_state(fp32_part, "fp32 master partition", nvme);
   host_state(fp32_part, "fp32 gradient partition", nvme);
-  if (adam) {
-    host_state(fp32_part, "exp_avg partition", nvme);
-    host_state(fp32_part, "exp_avg_sq partition", nvme);
-  }
+  for (const std::string& moment : partition_moments()) host_state(fp32_part, moment, nvme);
   if (nvme) {
     // OptimizerSwapper: SwapBufferManager(num_elems=largest_numel, count=buffer_count) of
     // pinned fp32 buffers, largest_numel the largest sub-group aligned to AIO_ALIGNED_BYTES
@@ -129,18 +123,9 @@ void Interpreter::host_optimizer_step(int iteration) {
   std::vector<TensorId> ps = trainable();
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step() on the host (CPUOffload)");
   if (!state_created_) {
-    // torch.optim on the host shards: state made lazily by the first step, like on the device.
-    const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
-    for (TensorId p : ps) {
-      const Tensor& t = g_.tensor(p);
-      if (adam) {
-        host_state(4, t.name + ".step");
-        host_state(param_state_bytes(t), t.name + ".exp_avg");
-        host_state(param_state_bytes(t), t.name + ".exp_avg_sq");
-      } else if (o_.optimizer == OptimizerKind::Momentum) {
-        host_state(param_state_bytes(t), t.name + ".momentum_buffer");
-      }
-    }
+    // torch.optim on the host shards: the rule's state made lazily by the first step, like on
+    // the device; its temporaries are host memory too (not modelled, see above).
+    for (TensorId p : ps) create_optimizer_state(p, true);
     state_created_ = true;
   }
   end_step();

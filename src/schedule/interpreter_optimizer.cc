@@ -1,9 +1,11 @@
 #include "schedule/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -28,51 +30,9 @@ void Interpreter::optimizer_step(int iteration) {
   std::vector<TensorId> ps = trainable();
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step()");
   record_function();
-  const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
-  if (o_.optimizer == OptimizerKind::AdamW8bit || o_.optimizer == OptimizerKind::PagedAdamW8bit ||
-      o_.optimizer == OptimizerKind::Lion || o_.optimizer == OptimizerKind::Adafactor) {
-    fine_tuning_optimizer_step(ps);
-  } else if (!state_created_) {
-    // State is created lazily by step() for each parameter, in parameter order.
-    for (TensorId p : ps) {
-      const Tensor& t = g_.tensor(p);
-      if (adam) {
-        state(4, t.name + ".step");
-        state(param_state_bytes(t), t.name + ".exp_avg");
-        state(param_state_bytes(t), t.name + ".exp_avg_sq");
-      } else if (o_.optimizer == OptimizerKind::Momentum) {
-        state(param_state_bytes(t), t.name + ".momentum_buffer");
-      }
-    }
-    state_created_ = true;
-  }
-  if (adam) {
-    if (o_.foreach) {
-      // _multi_tensor_adam: sqrt of every exp_avg_sq, then denom = sqrt + eps, both lists alive
-      // until the update is done.
-      std::vector<BufferId> sq, denom;
-      for (TensorId p : ps) sq.push_back(temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".sqrt"));
-      std::vector<BufferId> eps = python_scalar("eps");
-      for (TensorId p : ps) denom.push_back(temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".denom"));
-      for (auto it = eps.rbegin(); it != eps.rend(); ++it) unref(*it);
-      for (auto it = denom.rbegin(); it != denom.rend(); ++it) unref(*it);
-      for (auto it = sq.rbegin(); it != sq.rend(); ++it) unref(*it);
-    } else {
-      // _single_tensor_adam: denom = (exp_avg_sq.sqrt() / c).add_(eps); the sqrt result dies
-      // after the division, denom when the next iteration rebinds it.
-      BufferId prev = kNone;
-      for (TensorId p : ps) {
-        BufferId s = temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".sqrt");
-        std::vector<BufferId> c = python_scalar("bias_correction2_sqrt");
-        BufferId d = temp(param_state_bytes(g_.tensor(p)), g_.tensor(p).name + ".denom");
-        for (auto it = c.rbegin(); it != c.rend(); ++it) unref(*it);
-        unref(s);
-        if (prev != kNone) unref(prev);
-        prev = d;
-      }
-      if (prev != kNone) unref(prev);
-    }
-  }
+  const bool create = !state_created_;
+  state_created_ = true;
+  replay_optimizer_update(ps, create);
   end_step();
   if (o_.zero_grad == ZeroGrad::Zeros) {
     // _foreach_zero_ (or zero_()) on the kept gradients: in place, nothing allocated or freed.
@@ -90,74 +50,73 @@ void Interpreter::optimizer_step(int iteration) {
   end_step();
 }
 
-void Interpreter::fine_tuning_optimizer_step(const std::vector<TensorId>& ps) {
-  const bool create = !state_created_;
-  state_created_ = true;
-  for (TensorId p : ps) {
-    const Tensor& t = g_.tensor(p);
-    const int64_t n = t.numel();
-    switch (o_.optimizer) {
-      case OptimizerKind::AdamW8bit:
-      case OptimizerKind::PagedAdamW8bit:
-        // bitsandbytes Optimizer8bit.init_state: tensors under min_8bit_size (4096 elements) keep
-        // 32-bit state1/state2; larger ones uint8 state1/state2 and, block-wise, fp32 absmax1/2 of
-        // ceil(n / 2048) blocks. `step` is a Python int; the qmaps are shared by all parameters.
-        // The update is one fused kernel (optimizer_update_8bit_blockwise): no temporaries.
-        if (!create) break;
-        if (n < 4096) {
-          state(checked_mul(n, 4, "optimizer state"), t.name + ".state1");
-          state(checked_mul(n, 4, "optimizer state"), t.name + ".state2");
-        } else {
-          const int64_t blocks = (n + 2047) / 2048;
-          state(n, t.name + ".state1");
-          state(n, t.name + ".state2");
-          state(checked_mul(blocks, 4, "absmax"), t.name + ".absmax1");
-          state(checked_mul(blocks, 4, "absmax"), t.name + ".absmax2");
-        }
-        break;
-      case OptimizerKind::Lion: {
-        // lion_pytorch update_fn: exp_avg (like p); update = exp_avg.clone().mul_(beta1)
-        // .add(grad, alpha=1 - beta1).sign_(): the clone and the add's result, the clone gone
-        // when the expression ends, `update` when update_fn returns.
-        if (create) state(t.bytes(), t.name + ".exp_avg");
-        BufferId clone = temp(t.bytes(), t.name + ".exp_avg.clone");
-        BufferId update = temp(t.bytes(), t.name + ".update");
-        unref(clone);
-        unref(update);
-        break;
-      }
-      case OptimizerKind::Adafactor: {
-        // transformers Adafactor (beta1=None, relative_step): rank >= 2 keeps exp_avg_sq_row
-        // (shape[:-1]) and exp_avg_sq_col (shape[:-2] + shape[-1:]) in fp32, rank 1 exp_avg_sq.
-        // step: update = grad**2 + eps (two p-sized fp32 tensors, the first dropped), the
-        // factored estimate torch.mul(r_factor, c_factor) replaces it (rebinding), then in place.
-        const std::vector<int64_t>& s = t.shape;
-        const bool factored = s.size() >= 2;
-        if (create) {
-          if (factored) {
-            const int64_t cols = s.back(), rows = n / cols, lead = rows / s[s.size() - 2];
-            state(checked_mul(rows, 4, "exp_avg_sq_row"), t.name + ".exp_avg_sq_row");
-            state(checked_mul(checked_mul(lead, cols, "exp_avg_sq_col"), 4, "exp_avg_sq_col"), t.name + ".exp_avg_sq_col");
-          } else {
-            state(checked_mul(n, 4, "exp_avg_sq"), t.name + ".exp_avg_sq");
+void Interpreter::create_optimizer_state(TensorId p, bool on_host) {
+  const Tensor& t = g_.tensor(p);
+  for (const StateRule& s : optimizer_rule(o_.optimizer).state) {
+    if (!param_condition_holds(s.when, t)) continue;
+    const int64_t bytes = optimizer_bytes(s.size, t, param_state_bytes(t));
+    std::string name = t.name + std::string(s.suffix);
+    if (on_host) host_state(bytes, std::move(name));
+    else state(bytes, std::move(name));
+  }
+}
+
+void Interpreter::replay_optimizer_update(const std::vector<TensorId>& ps, bool create_state) {
+  const OptimizerRule& rule = optimizer_rule(o_.optimizer);
+  if (create_state && rule.state_init == StateInit::BeforeUpdate) {
+    for (TensorId p : ps) create_optimizer_state(p, false);
+  }
+  // Slots are the update's Python locals; a foreach slot holds one tensor per parameter.
+  using Slots = std::array<std::vector<BufferId>, kOptimizerSlots>;
+  const auto drop = [this](std::vector<BufferId>& values) {
+    for (auto it = values.rbegin(); it != values.rend(); ++it) unref(*it);
+    values.clear();
+  };
+  // Runs `ops` for the parameters `over` (one, or all of them for foreach).
+  const auto run = [&](const std::vector<UpdateOp>& ops, const std::vector<TensorId>& over, Slots& slots, Slots& carried) {
+    for (const UpdateOp& op : ops) {
+      std::vector<BufferId>& slot = slots[static_cast<size_t>(op.slot)];
+      switch (op.kind) {
+        case UpdateOpKind::Alloc:
+          for (TensorId p : over) {
+            const Tensor& t = g_.tensor(p);
+            if (param_condition_holds(op.when, t)) {
+              slot.push_back(temp(optimizer_bytes(op.size, t, param_state_bytes(t)), t.name + std::string(op.what)));
+            }
           }
+          break;
+        case UpdateOpKind::Scalar: slot = python_scalar(std::string(op.what)); break;
+        case UpdateOpKind::Drop:
+        case UpdateOpKind::Rebind: {
+          // Conditions on these appear in single-tensor programs only (validate_optimizer_rule).
+          if (op.when != ParamCondition::Always && !param_condition_holds(op.when, g_.tensor(over.front()))) break;
+          drop(slot);
+          if (op.kind == UpdateOpKind::Drop) break;
+          std::vector<BufferId>& from = slots[static_cast<size_t>(op.from)];
+          slot = std::move(from);
+          from.clear();
+          break;
         }
-        const int64_t f32 = checked_mul(n, 4, "adafactor update");
-        BufferId sq = temp(f32, t.name + ".grad_pow2");
-        BufferId update = temp(f32, t.name + ".update");
-        unref(sq);
-        if (factored) {
-          BufferId approx = temp(f32, t.name + "._approx_sq_grad");
-          unref(update);
-          update = approx;
+        case UpdateOpKind::Carry: {
+          std::vector<BufferId>& previous = carried[static_cast<size_t>(op.slot)];
+          drop(previous);
+          previous = std::move(slot);
+          slot.clear();
+          break;
         }
-        unref(update);
-        break;
       }
-      default:
-        break;
+    }
+  };
+  Slots slots, carried;
+  if (o_.foreach && rule.has_foreach) {
+    run(rule.foreach, ps, slots, carried);
+  } else {
+    for (TensorId p : ps) {
+      if (create_state && rule.state_init == StateInit::PerParameter) create_optimizer_state(p, false);
+      run(rule.single_tensor, {p}, slots, carried);
     }
   }
+  for (std::vector<BufferId>& values : carried) drop(values);
 }
 
 void Interpreter::record_function() {

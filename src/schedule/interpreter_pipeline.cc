@@ -12,7 +12,7 @@
 //                    gradient (input_tensor.grad) is sent back and dropped.
 //
 // A forward's autograd graph (and what the forward decided for its ops: which tensors require
-// grad, the plans) is put aside (stash_micro_batch) until its backward restores it, so
+// grad, the plans, the state of its checkpoint regions) is put aside (stash_micro_batch) until its backward restores it, so
 // every micro-batch in flight keeps its saved activations on the device, as on the real stage.
 // Not modelled: the 1-element tensor left by deallocate_output_tensor (4 bytes, one 512-byte
 // block per micro-batch in flight).
@@ -35,6 +35,9 @@ Interpreter::MicroBatchGraph Interpreter::stash_micro_batch() {
   m.segment_held = std::move(segment_held_);
   m.segment_incoming = std::move(segment_incoming_);
   m.segment_state = std::move(segment_state_);
+  m.region_hooks_save = std::move(region_hooks_save_);
+  m.closure_inputs = std::move(closure_inputs_);
+  m.closure_rng = std::move(closure_rng_);
   m.requires_grad = std::move(requires_grad_);
   m.redirect = std::move(redirect_);
   m.storage = std::move(storage_);
@@ -47,6 +50,9 @@ Interpreter::MicroBatchGraph Interpreter::stash_micro_batch() {
   segment_held_.clear();
   segment_incoming_.clear();
   segment_state_.clear();
+  region_hooks_save_.clear();
+  closure_inputs_.clear();
+  closure_rng_.clear();
   requires_grad_.clear();
   redirect_.clear();
   storage_.clear();
@@ -64,6 +70,9 @@ void Interpreter::restore_micro_batch(MicroBatchGraph& m) {
   segment_held_ = std::move(m.segment_held);
   segment_incoming_ = std::move(m.segment_incoming);
   segment_state_ = std::move(m.segment_state);
+  region_hooks_save_ = std::move(m.region_hooks_save);
+  closure_inputs_ = std::move(m.closure_inputs);
+  closure_rng_ = std::move(m.closure_rng);
   requires_grad_ = std::move(m.requires_grad);
   redirect_ = std::move(m.redirect);
   storage_ = std::move(m.storage);

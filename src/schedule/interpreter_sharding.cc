@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "training/optimizer_rules.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -53,6 +54,7 @@ void Interpreter::init_sharding() {
     next_param_op_[static_cast<size_t>(i)] = next;
     if (!op_params_[static_cast<size_t>(i)].empty()) next = i;
   }
+  init_fsdp_units();
 }
 
 int64_t Interpreter::stored_param_bytes(const Tensor& t) const {
@@ -91,18 +93,33 @@ void Interpreter::deepspeed_setup_states() {
   if (s.optimizer_sharded() || low_precision_) state(checked_mul(part, 4, "sharded state bytes"), "fp32 master partition");
   // initialize_optimizer_states() runs one step on zero gradients: the moments exist from the
   // start, in fp32 like the master. FusedAdam keeps `step` in the param group (no tensor).
-  const bool adam = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
-  if (adam) {
-    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg partition");
-    state(checked_mul(part, 4, "sharded state bytes"), "exp_avg_sq partition");
-  } else if (o_.optimizer == OptimizerKind::Momentum) {
-    state(checked_mul(part, 4, "sharded state bytes"), "momentum_buffer partition");
-  }
+  for (const std::string& moment : partition_moments()) state(checked_mul(part, 4, "sharded state bytes"), moment);
   state_created_ = true;
+}
+
+std::vector<std::string> Interpreter::partition_moments() const {
+  // The rule's states like the parameter (torch.optim's zeros_like(p)) become fp32 partitions
+  // ("exp_avg partition"); a 0-dim `step` does not (FusedAdam keeps it in the param group), nor
+  // do the 8-bit, factored or whole-parameter states of rules DeepSpeed has no partitioned
+  // counterpart of here.
+  std::vector<std::string> names;
+  for (const StateRule& s : optimizer_rule(o_.optimizer).state) {
+    if (s.size == SizeRule::StateLikeParam && s.when == ParamCondition::Always) names.push_back(std::string(s.suffix.substr(1)) + " partition");
+  }
+  return names;
 }
 
 void Interpreter::gather(OpId op) {
   if (!gathers_ || op == kNone) return;
+  if (block_units()) {
+    // The root module's forward begins before any other unit's.
+    // In the backward (a checkpointed block's re-run included, which runs inside the unit after
+    // its pre-backward hook) the hook prefetches the next unit with it.
+    if (!in_backward_) gather_unit(fsdp_units_.root);
+    gather_unit(fsdp_units_.op_unit[static_cast<size_t>(op)]);
+    if (in_backward_ && o_.sharding.prefetch_backward) prefetch_next_unit(op);
+    return;
+  }
   std::vector<BufferId>& got = gathered_[static_cast<size_t>(op)];
   if (!got.empty()) return;
   for (TensorId p : op_params_[static_cast<size_t>(op)]) {
@@ -116,12 +133,20 @@ void Interpreter::gather(OpId op) {
 
 void Interpreter::release_gather(OpId op) {
   if (!gathers_ || op == kNone) return;
+  if (block_units()) {
+    // _post_forward reshards a block (not the root) after its last op; in the backward (and a
+    // checkpoint's re-run in it) the post-backward hook does (unit_post_backward).
+    const int u = fsdp_units_.op_unit[static_cast<size_t>(op)];
+    if (!in_backward_ && u >= 0 && u != fsdp_units_.root && fsdp_units_.units[static_cast<size_t>(u)].last == op) release_unit(u);
+    return;
+  }
   std::vector<BufferId>& got = gathered_[static_cast<size_t>(op)];
   for (BufferId b : got) unref(b);
   got.clear();
 }
 
 void Interpreter::release_all_gathered() {
+  for (size_t u = 0; u < unit_gathered_.size(); ++u) release_unit(static_cast<int>(u));
   for (size_t i = 0; i < gathered_.size(); ++i) release_gather(static_cast<OpId>(i));
 }
 

@@ -18,13 +18,16 @@
 //              op's prefetched; gradients as in stage 2;
 //     step:    the fp32 gradient partition is made for the optimizer (get_flat_partition /
 //              _prepare_fp32_grad_for_sub_group) and freed after it; FusedAdam allocates nothing.
-//   engine Fsdp (torch/distributed/fsdp, 1.13): every parameter is its own FlatParameter
-//   (flat_param.py; one op = one FSDP unit), sharded to ceil(numel / dp) elements, kept in fp32
-//   under MixedPrecision(param_dtype = the graph's 16-bit dtype); _unshard() allocates the full
-//   parameter in the compute dtype before the op (forward and backward; backward_prefetch
-//   BACKWARD_PRE gathers the next unit as well), _reshard() frees it after the op (FULL_SHARD) or
-//   after the unit's backward (SHARD_GRAD_OP); _post_backward_hook reduce-scatters the full
-//   gradient into a new fp32 shard and frees it; torch.optim.Adam then holds its state per shard.
+//   engine Fsdp (torch/distributed/fsdp, 1.13): fsdp_wrap picks the units. Param: one op's
+//   parameters are one unit; Block: one FlatParameter per repeated block plus the root unit
+//   (schedule/fsdp_units.h, interpreter_fsdp_units.cc). Each parameter is sharded to
+//   ceil(numel / dp) elements, kept in fp32 under MixedPrecision(param_dtype = the graph's 16-bit
+//   dtype); _unshard() allocates the unit's full parameters in the compute dtype before it runs
+//   (forward and backward; backward_prefetch BACKWARD_PRE gathers the next unit as well),
+//   _reshard() frees them after the unit's forward (FULL_SHARD; never the root's) or after its
+//   backward (SHARD_GRAD_OP); _post_backward_hook reduce-scatters the full gradient (a block's
+//   flat gradient, padded) into a new fp32 shard and frees it; torch.optim.Adam then holds its
+//   state per shard.
 //
 //   offload (schedule/offload.h documents each rule): DeepSpeed's offload_optimizer (cpu: ZeRO-Offload,
 //   nvme: ZeRO-Infinity) moves the fp32 master, its gradient and the optimizer states to the
@@ -42,6 +45,10 @@ namespace headroom {
 
 enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp };
 enum class OffloadDevice : uint8_t { None, Cpu, Nvme };
+// FSDP's auto_wrap_policy: Param, one unit per op's parameters (the finest wrapping);
+// Block, one unit per repeated block (transformer_auto_wrap_policy) plus the root unit holding
+// every parameter outside the blocks (schedule/fsdp_units.h).
+enum class FsdpWrap : uint8_t { Param, Block };
 
 struct Sharding {
   ShardingEngine engine = ShardingEngine::None;  // None: plain PyTorch (DDP keeps a full replica)
@@ -52,6 +59,7 @@ struct Sharding {
   int64_t reduce_bucket_elements = 500000000;
   bool prefetch_forward = true;   // gather the next op's parameters while one computes
   bool prefetch_backward = true;
+  FsdpWrap fsdp_wrap = FsdpWrap::Param;  // FSDP only: what one FlatParameter holds
   OffloadDevice offload_optimizer = OffloadDevice::None;  // DeepSpeed zero_optimization.offload_optimizer
   bool offload_params = false;  // DeepSpeed stage 3 offload_param (cpu); FSDP CPUOffload(offload_params=True)
   // ZeRO-Infinity (offload_optimizer nvme): the optimizer swapper's pinned host buffers,

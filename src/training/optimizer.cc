@@ -1,29 +1,21 @@
 #include "training/optimizer.h"
 
+#include <algorithm>
+
+#include "training/optimizer_rules.h"
+
 namespace headroom {
 
-std::string_view optimizer_name(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::Sgd: return "sgd";
-    case OptimizerKind::Momentum: return "momentum";
-    case OptimizerKind::Adam: return "adam";
-    case OptimizerKind::AdamW: return "adamw";
-    case OptimizerKind::AdamW8bit: return "adamw8bit";
-    case OptimizerKind::PagedAdamW8bit: return "paged-adamw8bit";
-    case OptimizerKind::Lion: return "lion";
-    case OptimizerKind::Adafactor: return "adafactor";
-  }
-  return "?";
-}
+std::string_view optimizer_name(OptimizerKind k) { return optimizer_rule(k).name; }
 
 std::optional<OptimizerKind> parse_optimizer(std::string_view name) {
-  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::Momentum, OptimizerKind::Adam, OptimizerKind::AdamW,
-                          OptimizerKind::AdamW8bit, OptimizerKind::PagedAdamW8bit, OptimizerKind::Lion,
-                          OptimizerKind::Adafactor}) {
-    if (optimizer_name(k) == name) return k;
+  for (const OptimizerRule& r : optimizer_rules()) {
+    if (r.name == name) return r.kind;
   }
   return std::nullopt;
 }
+
+bool optimizer_has_foreach(OptimizerKind k) { return optimizer_rule(k).has_foreach; }
 
 std::string_view zero_grad_name(ZeroGrad z) { return z == ZeroGrad::SetToNone ? "none" : "zeros"; }
 
@@ -35,26 +27,15 @@ std::optional<ZeroGrad> parse_zero_grad(std::string_view name) {
 }
 
 int optimizer_state_tensors(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::Sgd: return 0;
-    case OptimizerKind::Momentum: return 1;
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: return 2;
-    case OptimizerKind::Lion: return 1;
-    // Not whole-size fp32 tensors: see interpreter_optimizer.cc.
-    case OptimizerKind::AdamW8bit:
-    case OptimizerKind::PagedAdamW8bit:
-    case OptimizerKind::Adafactor: return 0;
-  }
-  return 0;
-}
-
-bool optimizer_has_foreach(OptimizerKind k) {
-  return k == OptimizerKind::Sgd || k == OptimizerKind::Momentum || k == OptimizerKind::Adam || k == OptimizerKind::AdamW;
+  const std::vector<StateRule>& state = optimizer_rule(k).state;
+  return static_cast<int>(std::count_if(state.begin(), state.end(), [](const StateRule& s) {
+    return (s.size == SizeRule::StateLikeParam || s.size == SizeRule::WholeParam) && s.when == ParamCondition::Always;
+  }));
 }
 
 bool optimizer_has_step_tensor(OptimizerKind k) {
-  return k == OptimizerKind::Adam || k == OptimizerKind::AdamW;
+  const std::vector<StateRule>& state = optimizer_rule(k).state;
+  return std::any_of(state.begin(), state.end(), [](const StateRule& s) { return s.size == SizeRule::Fp32Scalar; });
 }
 
 }  // namespace headroom

@@ -1,6 +1,7 @@
-// Optimizers as PyTorch's torch.optim implements them, described by what they allocate:
-// state created on the first step (momentum buffers, Adam moments, step counters) and the
-// temporaries of an update, for the single-tensor loop and the foreach (multi-tensor) path.
+// The optimizers headroom models and the zero_grad() that follows a step. What each one
+// allocates (state made on the first step, the temporaries of an update for the single-tensor
+// loop and the foreach path, in upstream's order) is data: one OptimizerRule per kind in
+// training/optimizer_rules.cc, which the interpreter replays. The functions below read it.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,8 @@
 
 namespace headroom {
 
-// Beyond torch.optim (what people fine-tune LLMs with; each rule cites its source in
-// interpreter_optimizer.cc):
+// torch.optim's SGD (with and without momentum), Adam and AdamW, and beyond torch.optim what
+// people fine-tune LLMs with (each rule in optimizer_rules.cc cites its source):
 //   AdamW8bit       bitsandbytes.optim.AdamW8bit: block-wise 8-bit moments (1 byte each per
 //                   element, an fp32 absmax per 2048-element block) for tensors of >= 4096
 //                   elements, 32-bit moments for smaller ones; one fused kernel, no temporaries;
@@ -21,7 +22,7 @@ namespace headroom {
 //                   second moment for tensors of rank >= 2: row and column fp32 vectors).
 enum class OptimizerKind : uint8_t { Sgd, Momentum, Adam, AdamW, AdamW8bit, PagedAdamW8bit, Lion, Adafactor };
 
-// The optimizers with a torch.optim foreach implementation (sgd, momentum, adam, adamw).
+// The optimizers with a foreach (multi-tensor) implementation (sgd, momentum, adam, adamw).
 bool optimizer_has_foreach(OptimizerKind k);
 
 // What optimizer.zero_grad() does with the gradients after each step (torch/optim/optimizer.py
@@ -39,7 +40,8 @@ std::optional<ZeroGrad> parse_zero_grad(std::string_view name);
 std::string_view optimizer_name(OptimizerKind k);
 std::optional<OptimizerKind> parse_optimizer(std::string_view name);
 
-// Per-parameter state tensors, each the size of the parameter (Adam: exp_avg, exp_avg_sq).
+// Per-parameter state tensors the size of the parameter, made for every parameter (Adam:
+// exp_avg, exp_avg_sq; none for the 8-bit and factored rules).
 int optimizer_state_tensors(OptimizerKind k);
 // Adam keeps a 0-dim fp32 `step` tensor per parameter (PyTorch >= 1.12): 4 bytes each.
 bool optimizer_has_step_tensor(OptimizerKind k);

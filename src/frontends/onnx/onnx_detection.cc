@@ -1,6 +1,7 @@
 #include "frontends/onnx/onnx_detection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "frontends/onnx/onnx_const_pass.h"
 #include "frontends/onnx/onnx_model.h"
+#include "frontends/onnx/onnx_value_range.h"
 #include "ir/graph.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -110,6 +112,7 @@ class Bounder {
     GraphProto& g = *model_.mutable_graph();
     TypeTable types = infer_types(model_);
     ConstantPass pass(g, opset_, types);
+    ValueRanges ranges(g, opset_, types, pass);
     std::unordered_set<std::string> initializers;
     for (const TensorProto& t : g.initializer()) initializers.insert(t.name());
     std::unordered_map<std::string, std::string> producer_op;
@@ -120,6 +123,7 @@ class Bounder {
     bool changed = false;
     for (int i = 0; i < g.node_size(); ++i) {
       pass.run_until(i + 1);
+      ranges.run_until(i + 1);
       NodeProto& node = *g.mutable_node(i);
       for (const std::string& o : node.output()) producer_op[o] = node.op_type();
       bool reads_dependent = false;
@@ -172,6 +176,7 @@ class Bounder {
       if (all_static) continue;
       // Shape-giving inputs that fold with the bounds but that shape inference cannot evaluate
       // (a Min, a ReduceMin, a Cast of a Shape): written in as constants.
+      bool materialized = false;
       for (int k = 0; k < node.input_size(); ++k) {
         const std::string in = node.input(k);
         if (in.empty() || initializers.count(in) || !shape_giving_slot(op, k)) continue;
@@ -186,6 +191,19 @@ class Bounder {
         }
         if (dependent.count(in)) dependent_constants_.insert(name);
         node.set_input(k, name);
+        changed = true;
+        materialized = true;
+      }
+      if (materialized || stated_shapes_.count(node.output(0))) continue;
+      // Sizes given by values (a box's width): the upper ends of their ranges.
+      if (std::optional<ShapeBound> sb = value_given_shape(node, types, ranges, label)) {
+        int32_t elem = 0;
+        auto t = types.find(node.output(0));
+        if (t != types.end()) elem = t->second.elem;
+        if (elem == 0) elem = value_given_elem(node, types);
+        pins.push_back({node.output(0), {elem, sb->dims}});
+        stated_shapes_.insert(node.output(0));
+        out_.shape_bounds.push_back(std::move(*sb));
         changed = true;
       }
     }
@@ -240,11 +258,112 @@ class Bounder {
                                  std::to_string((*scores)[2]) + ", " + limit + ")");
   }
 
+  // The element type of a value-bounded output when inference gives none.
+  static int32_t value_given_elem(const NodeProto& node, const TypeTable& types) {
+    if (node.op_type() == "ConstantOfShape") {
+      const TensorProto* v = NodeAttrs(node).t("value");
+      return v != nullptr ? v->data_type() : static_cast<int32_t>(TensorProto::FLOAT);
+    }
+    auto t = types.find(node.input(0));
+    return t != types.end() ? t->second.elem : 0;
+  }
+
+  // Upper ends of a shape vector's values: each finite and at least 0 (a negative end: 0).
+  static std::optional<std::vector<int64_t>> upper_dims(const ValueRange& r, size_t rank) {
+    if (!r.per_element || r.hi.size() != rank) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (double h : r.hi) {
+      if (!(h < 9.0e18)) return std::nullopt;  // +inf or NaN: nothing bounds it
+      dims.push_back(std::max<int64_t>(0, static_cast<int64_t>(std::floor(h))));
+    }
+    return dims;
+  }
+
+  // The bound of a Resize / Slice / ConstantOfShape output whose size comes from values; nothing
+  // when the op is another or when a value has no finite upper end.
+  std::optional<ShapeBound> value_given_shape(const NodeProto& node, const TypeTable& types,
+                                              ValueRanges& ranges, const std::string& label) {
+    const std::string& op = node.op_type();
+    if (node.output_size() == 0 || node.output(0).empty()) return std::nullopt;
+    for (int k = 1; k < node.output_size(); ++k) {
+      if (!node.output(k).empty()) return std::nullopt;
+    }
+    auto checked_dims = [&](const std::vector<int64_t>& dims) {
+      int64_t n = 1;
+      for (int64_t d : dims) n = checked_mul(n, d, label + ": its bounded output's size");
+      (void)n;  // only the overflow check
+      return dims;
+    };
+    if (op == "ConstantOfShape") {
+      if (node.input_size() < 1 || node.input(0).empty()) return std::nullopt;
+      const std::vector<int64_t>* shape_of_shape = static_dims(types, node.input(0));
+      if (shape_of_shape == nullptr || shape_of_shape->size() != 1) return std::nullopt;
+      auto dims = upper_dims(ranges.range(node.input(0)), static_cast<size_t>((*shape_of_shape)[0]));
+      if (!dims) return std::nullopt;
+      return ShapeBound{label, op, checked_dims(*dims),
+                        "its shape is computed from tensor values: their upper ends"};
+    }
+    const std::vector<int64_t>* in = node.input_size() > 0 ? static_dims(types, node.input(0)) : nullptr;
+    if (in == nullptr) return std::nullopt;
+    if (op == "Resize") {
+      // opset 11+: X, roi, scales, sizes; sizes given (scales from values: not bounded here).
+      if (opset_ < 11 || node.input_size() < 4 || node.input(3).empty()) return std::nullopt;
+      auto dims = upper_dims(ranges.range(node.input(3)), in->size());
+      if (!dims) return std::nullopt;
+      return ShapeBound{label, op, checked_dims(*dims),
+                        "its sizes are computed from tensor values: their upper ends"};
+    }
+    if (op == "Slice" && opset_ >= 10 && node.input_size() >= 3) {
+      // Starts/ends from values: each sliced axis keeps at most its input's size, and at most
+      // end - start where both are non-negative (step 1).
+      const int64_t rank = static_cast<int64_t>(in->size());
+      std::vector<int64_t> axes;
+      if (node.input_size() > 3 && !node.input(3).empty()) {
+        const ConstTensor* a = pass_value(ranges, node.input(3));
+        if (a == nullptr) return std::nullopt;
+        axes = a->int_values(label + " axes");
+      }
+      ValueRange starts = ranges.range(node.input(1)), ends = ranges.range(node.input(2));
+      if (axes.empty()) {
+        if (!starts.per_element) return std::nullopt;
+        for (int64_t k = 0; k < static_cast<int64_t>(starts.lo.size()); ++k) axes.push_back(k);
+      }
+      bool unit_steps = node.input_size() <= 4 || node.input(4).empty();
+      if (!unit_steps) {
+        const ConstTensor* st = pass_value(ranges, node.input(4));
+        if (st == nullptr) return std::nullopt;
+        std::vector<int64_t> s = st->int_values(label + " steps");
+        unit_steps = std::all_of(s.begin(), s.end(), [](int64_t x) { return x == 1; });
+      }
+      std::vector<int64_t> dims = *in;
+      for (size_t k = 0; k < axes.size(); ++k) {
+        int64_t ax = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (ax < 0 || ax >= rank) return std::nullopt;
+        int64_t& d = dims[static_cast<size_t>(ax)];
+        if (unit_steps && starts.per_element && ends.per_element && k < starts.lo.size() &&
+            k < ends.lo.size() && starts.lo[k] >= 0 && ends.lo[k] >= 0 && ends.hi[k] < 9.0e18) {
+          const int64_t hi_end = std::min<int64_t>(d, static_cast<int64_t>(std::floor(ends.hi[k])));
+          const int64_t lo_start = std::min<int64_t>(d, static_cast<int64_t>(std::ceil(starts.lo[k])));
+          d = std::max<int64_t>(0, hi_end - lo_start);
+        }
+      }
+      return ShapeBound{label, op, dims,
+                        "its starts/ends are computed from tensor values: at most its input's size"};
+    }
+    return std::nullopt;
+  }
+
+  // A parameter input's folded value (axes, steps), or nullptr.
+  static const ConstTensor* pass_value(ValueRanges& ranges, const std::string& name) {
+    return ranges.folded(name);
+  }
+
   onnx::ModelProto& model_;
   int64_t opset_;
   DetectionBounds& out_;
   std::unordered_set<std::string> stated_;
   std::unordered_set<std::string> decided_;
+  std::unordered_set<std::string> stated_shapes_;
   std::unordered_set<std::string> dependent_constants_;
 };
 
@@ -275,7 +394,7 @@ std::vector<std::string> detection_notes(const DetectionBounds& bounds) {
                      "NonMaxSuppression nodes); this file has none");
   }
   std::vector<std::string> notes;
-  if (bounds.bounds.empty() && bounds.decided_ifs.empty()) return notes;
+  if (bounds.bounds.empty() && bounds.decided_ifs.empty() && bounds.shape_bounds.empty()) return notes;
   notes.push_back("data-dependent sizes take upper bounds, so this estimate is an upper bound "
                   "(--max-detections N caps them)");
   // Grouped by (op, bound, reason) in order of first appearance; up to 4 names each.
@@ -291,6 +410,30 @@ std::vector<std::string> detection_notes(const DetectionBounds& bounds) {
     std::string line = key + ": ";
     for (size_t k = 0; k < nodes.size() && k < 4; ++k) line += (k ? ", " : "") + nodes[k];
     if (nodes.size() > 4) line += " and " + std::to_string(nodes.size() - 4) + " more";
+    notes.push_back(line);
+  }
+  // Value-given shapes, grouped by (op, dims, reason) the same way.
+  std::vector<std::pair<std::string, std::vector<std::string>>> shape_groups;
+  std::map<std::string, size_t> shape_index;
+  for (const ShapeBound& b : bounds.shape_bounds) {
+    std::string key = b.op + " output bounded at " + shape_text(b.dims) + " (" + b.reason + ")";
+    auto [it, fresh] = shape_index.emplace(key, shape_groups.size());
+    if (fresh) shape_groups.push_back({key, {}});
+    shape_groups[it->second].second.push_back(b.node);
+  }
+  for (const auto& [key, nodes] : shape_groups) {
+    // An unrolled loop repeats a node's name once per iteration: each name once, with its count.
+    std::vector<std::pair<std::string, int>> named;
+    for (const std::string& n : nodes) {
+      auto it = std::find_if(named.begin(), named.end(), [&](const auto& p) { return p.first == n; });
+      if (it == named.end()) named.push_back({n, 1}); else ++it->second;
+    }
+    std::string line = key + ": ";
+    for (size_t k = 0; k < named.size() && k < 4; ++k) {
+      line += (k ? ", " : "") + named[k].first;
+      if (named[k].second > 1) line += " x" + std::to_string(named[k].second);
+    }
+    if (named.size() > 4) line += " and " + std::to_string(named.size() - 4) + " more";
     notes.push_back(line);
   }
   for (const std::string& d : bounds.decided_ifs) notes.push_back(d);

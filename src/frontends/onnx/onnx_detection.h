@@ -18,6 +18,13 @@
 //                      RPN's k = min(pre_nms_top_n, anchors) folds without any bound.) The file's own limits (torchvision's
 //                      detections_per_img as a Slice end, rpn_post_nms_top_n as a TopK k) then
 //                      apply as written.
+//   value-given sizes  a Resize whose `sizes`, a Slice whose starts/ends, a ConstantOfShape whose
+//                      shape are computed from tensor values (torchvision's mask pasting
+//                      resizes each mask to its box: _onnx_paste_mask_in_image) take the upper
+//                      ends of those values' ranges (onnx_value_range.h: the boxes are clamped
+//                      to the image by clip_boxes_to_image); a Slice at most keeps its input.
+//                      Each such output's bound is stated; a value with no finite upper end
+//                      still stops the import (no static shape).
 //   If                 a condition that depends on a bounded size (`boxes.numel() == 0`) folds
 //                      with the bound: with a positive bound the non-empty branch is taken.
 //                      Each such If is stated. A condition that still does not fold is one
@@ -45,11 +52,20 @@ struct DetectionBound {
   std::string reason;  // "its input's size", "--max-detections", ...
 };
 
+// One output whose shape was bounded from the ranges of the values that give it.
+struct ShapeBound {
+  std::string node;  // node_label
+  std::string op;    // Resize, Slice, ConstantOfShape
+  std::vector<int64_t> dims;
+  std::string reason;
+};
+
 // What bounding did, for the report (Graph::notes) and for the option's check.
 struct DetectionBounds {
   std::optional<int64_t> max_detections;  // --max-detections, when given
   bool has_data_dependent_ops = false;    // the file has NonZero / NonMaxSuppression nodes
   std::vector<DetectionBound> bounds;     // in node order, each node once
+  std::vector<ShapeBound> shape_bounds;   // in order of bounding, each node once
   // One line per If whose condition a bound decided ("'If_12' (If): ... then branch").
   std::vector<std::string> decided_ifs;
 };

@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "frontends/onnx/onnx_image_list.h"
 #include "frontends/onnx/onnx_model.h"
 
 namespace headroom {
@@ -40,7 +41,11 @@ OnnxExportFacts facts_of(const onnx::ModelProto& model) {
   }
   if (first && !symbolic_batch) {
     const auto& dims = first->type().tensor_type().shape().dim();
-    if (dims.size() > 0 && dims[0].dim_value() > 0) {
+    if (std::optional<std::vector<int64_t>> image = onnx_import::image_list_input(g, *first)) {
+      f.fixed_batch = 1;
+      f.fixed_batch_input = first->name();
+      f.image = *image;
+    } else if (dims.size() > 0 && dims[0].dim_value() > 0) {
       f.fixed_batch = dims[0].dim_value();
       f.fixed_batch_input = first->name();
     }
@@ -112,10 +117,26 @@ std::string eval_export_for_training_message(const std::string& model, const Onn
 }
 
 std::string fixed_batch_message(const std::string& model, const OnnxExportFacts& facts, int64_t batch) {
+  if (!facts.image.empty()) {
+    return "'" + model + "' takes " + onnx_import::image_list_text(facts.fixed_batch_input, facts.image) +
+           ", so it cannot run at --batch " + std::to_string(batch) + ": leave --batch out (or give 1)";
+  }
   const std::string b = std::to_string(*facts.fixed_batch);
   return "'" + model + "' was exported with a fixed batch of " + b + " (input '" + facts.fixed_batch_input +
          "'), so it cannot run at --batch " + std::to_string(batch) + ": leave --batch out (or give " + b +
          "), or re-export with dynamic_axes={'" + facts.fixed_batch_input + "': {0: 'batch'}}";
+}
+
+std::string fit_fixed_batch_message(const std::string& model, const OnnxExportFacts& facts) {
+  if (!facts.image.empty()) {
+    return "fit searches the largest batch, but '" + model + "' takes " +
+           onnx_import::image_list_text(facts.fixed_batch_input, facts.image) +
+           ", so it runs at batch 1 only: use headroom estimate";
+  }
+  const std::string b = std::to_string(*facts.fixed_batch);
+  return "fit searches the largest batch, but '" + model + "' was exported with a fixed batch of " + b +
+         " (input '" + facts.fixed_batch_input + "'): re-export with dynamic_axes={'" + facts.fixed_batch_input +
+         "': {0: 'batch'}} to fit it, or use headroom estimate (batch " + b + ")";
 }
 
 }  // namespace headroom

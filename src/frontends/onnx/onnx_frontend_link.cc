@@ -13,6 +13,7 @@ const OnnxFrontend& linked_onnx_frontend() {
     t.eval_export_for_training_message = &eval_export_for_training_message;
     t.fixed_batch_message = &fixed_batch_message;
     t.read_weights = &read_onnx_weights;
+    t.fit_fixed_batch_message = &fit_fixed_batch_message;
     return t;
   }();
   return table;

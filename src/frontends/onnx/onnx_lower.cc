@@ -518,6 +518,26 @@ class Lowerer {
       starts = c.attrs.ints("starts").value_or(std::vector<int64_t>{});
       ends = c.attrs.ints("ends").value_or(std::vector<int64_t>{});
       axes = c.attrs.ints("axes");
+    } else if (value_given_slice(c)) {
+      // Starts/ends computed from tensor values (torchvision's mask pasting keeps the part of
+      // each mask inside the image): the output shape bounded from their ranges
+      // (onnx_detection.h), a view of the input's leading part, as a slice is a view wherever
+      // it starts.
+      const std::vector<int64_t> out = inferred_shape(c, c.node.output(0));
+      const std::vector<int64_t> in = b_.shape(x);
+      if (out.size() != in.size())
+        throw InputError("Slice output rank " + std::to_string(out.size()) + " differs from its input's");
+      TensorId cur = x;
+      for (size_t a = 0; a < in.size(); ++a) {
+        if (out[a] == in[a]) continue;
+        if (out[a] > in[a])
+          throw InputError("Slice output " + shape_text(out) + " exceeds its input " + shape_text(in));
+        cur = b_.slice(cur == x ? c.name : c.name + "." + std::to_string(a), cur,
+                       static_cast<int64_t>(a), 0, out[a], 1);
+      }
+      if (cur == x) return alias(c, 0, *c.in[0]);
+      set(c, 0, cur);
+      return;
     } else {
       starts = constant(c, 1, "starts").int_values(c.name + " starts");
       ends = constant(c, 2, "ends").int_values(c.name + " ends");
@@ -879,7 +899,24 @@ class Lowerer {
                        " is not modelled ([N, C] or [N, C, d1, ...])");
   }
   // Shape-computation ops reach here only when an input is not a compile-time constant.
+  // A Slice (opset 10+) whose starts, ends, axes or steps are runtime values.
+  bool value_given_slice(NodeCtx& c) const {
+    for (size_t i = 1; i <= 4; ++i) {
+      if (input_present(c, i) && !c.in[i]->constant) return true;
+    }
+    return false;
+  }
   void op_compile_time(NodeCtx& c) {
+    if (c.node.op_type() == "ConstantOfShape") {
+      // A shape computed from tensor values (torch.zeros(y_0, w) in torchvision's mask
+      // pasting), bounded from their ranges (onnx_detection.h): torch.zeros of the bound shape.
+      auto it = types_.find(c.node.output(0));
+      if (it != types_.end() && it->second.static_shape() && it->second.elem != 0) {
+        set(c, 0, b_.factory(c.name, it->second.dims,
+                             dtype_of(it->second.elem, "output '" + c.node.output(0) + "'")));
+        return;
+      }
+    }
     throw InputError(c.node.op_type() +
                      " needs compile-time inputs (its inputs depend on tensor data)");
   }

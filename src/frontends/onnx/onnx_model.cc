@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "frontends/onnx/onnx_const.h"
+#include "frontends/onnx/onnx_image_list.h"
 #include "util/checked.h"
 #include "util/error.h"
 #include "util/suggest.h"
@@ -588,14 +589,24 @@ DimBinding bind_dims(onnx::ModelProto& model, const Structure& st,
   }
   if (options.batch && b.batch_symbols.empty() && !st.inputs.empty()) {
     const auto& dims = by_name.at(st.inputs[0])->type().tensor_type().shape().dim();
-    int64_t fixed = dims.size() > 0 ? dims[0].dim_value() : -1;
-    if (fixed != *options.batch) {
-      throw InputError("the model has no symbolic batch axis (input '" + st.inputs[0] +
-                       "' has a fixed first dimension " + std::to_string(fixed) +
-                       "), so it cannot run at batch " + std::to_string(*options.batch) +
-                       "; re-export with dynamic_axes or use batch " + std::to_string(fixed));
+    if (std::optional<std::vector<int64_t>> image = image_list_input(*g, *by_name.at(st.inputs[0]))) {
+      // One image of a list (torchvision's detection models): batch 1, no batch axis.
+      const std::string what = image_list_text(st.inputs[0], *image);
+      if (*options.batch != 1) {
+        throw InputError("the model takes " + what + ", so it cannot run at batch " +
+                         std::to_string(*options.batch) + "; use batch 1");
+      }
+      b.notes.push_back("the model takes " + what + ": batch 1");
+    } else {
+      int64_t fixed = dims.size() > 0 ? dims[0].dim_value() : -1;
+      if (fixed != *options.batch) {
+        throw InputError("the model has no symbolic batch axis (input '" + st.inputs[0] +
+                         "' has a fixed first dimension " + std::to_string(fixed) +
+                         "), so it cannot run at batch " + std::to_string(*options.batch) +
+                         "; re-export with dynamic_axes or use batch " + std::to_string(fixed));
+      }
+      b.notes.push_back("the model has a fixed batch of " + std::to_string(fixed));
     }
-    b.notes.push_back("the model has a fixed batch of " + std::to_string(fixed));
   }
   for (onnx::ValueInfoProto& v : *g->mutable_input()) substitute(v.mutable_type(), b.values);
   for (onnx::ValueInfoProto& v : *g->mutable_output()) substitute(v.mutable_type(), b.values);
