@@ -1,7 +1,7 @@
 #include "estimate/device_memory.h"
 
 #include "estimate/device_budget.h"
-#include "sim/simulate.h"
+#include "sim/replay.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -65,7 +65,7 @@ DeviceMemory device_memory_from(const DeviceBudget& b, const CachingAllocatorSta
 DeviceMemory device_memory(const Program& p, const GpuOptions& o) {
   const DeviceBudget b = device_budget(o);
   CachingAllocator alloc(allocator_options(o, b));
-  simulate(p, &alloc);
+  replay_allocations(p, alloc);
   return device_memory_from(b, alloc.stats());
 }
 

@@ -104,6 +104,7 @@ Program Interpreter::run() {
       }
       if (o_.sharding.engine == ShardingEngine::DeepSpeed) deepspeed_optimizer_step(it);
       else optimizer_step(it);
+      if (it == 1 && o_.iterations > 1) reserve_for(o_.iterations);
     }
   }
   validate_program(p_);

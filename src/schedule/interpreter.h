@@ -50,6 +50,22 @@ class Interpreter {
     offload_op_of_.push_back(kNone);
     return static_cast<BufferId>(p_.buffers.size()) - 1;
   }
+  // Room for `iterations` times what the program holds now (called after the first training
+  // iteration, which every later one repeats): the program and the per-buffer state grow once
+  // instead of by doubling, which copied them and returned large blocks to malloc.
+  void reserve_for(int iterations) {
+    const size_t n = static_cast<size_t>(iterations);
+    p_.events.reserve(p_.events.size() * n);
+    p_.steps.reserve(p_.steps.size() * n);
+    const size_t buffers = p_.buffers.size() * n;
+    p_.buffers.reserve(buffers);
+    refs_.reserve(buffers);
+    saved_refs_.reserve(buffers);
+    offloaded_.reserve(buffers);
+    replacement_.reserve(buffers);
+    pending_prefetch_.reserve(buffers);
+    offload_op_of_.reserve(buffers);
+  }
   void alloc(BufferId b) { p_.events.push_back({Event::Kind::Alloc, Category::Weights, b}); }
   void ref(BufferId b, int n = 1) { refs_[static_cast<size_t>(b)] += n; }
   void unref(BufferId b) {

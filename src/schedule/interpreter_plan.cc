@@ -20,6 +20,18 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
   for (OpId id : plan.offload) offload_op_[static_cast<size_t>(id)] = true;
   for (OpId id : plan.no_conv_workspace) no_workspace_op_[static_cast<size_t>(id)] = true;
   starting_.assign(g.ops.size(), {});
+  // Per tensor: the last op that reads it and the last op a hold keeps it to (kNone: none), and
+  // whether the model returns it; a segment's outputs are what is needed after its last op.
+  // Found once for all segments (a scan per segment is quadratic in a model of many blocks).
+  std::vector<OpId> last_read(plan.checkpoints.empty() ? 0 : g.tensors.size(), kNone);
+  std::vector<bool> returned(last_read.size(), false);
+  if (!plan.checkpoints.empty()) {
+    for (const Op& op : g.ops) {
+      for (TensorId in : op.inputs) last_read[static_cast<size_t>(in)] = std::max(last_read[static_cast<size_t>(in)], op.id);
+    }
+    for (const Hold& h : g.holds) last_read[static_cast<size_t>(h.tensor)] = std::max(last_read[static_cast<size_t>(h.tensor)], h.until);
+    for (TensorId t : g.outputs) returned[static_cast<size_t>(t)] = true;
+  }
   // Outer regions come first, so the innermost region of an op is the last to claim it.
   for (const CheckpointSegment& seg : plan.checkpoints) {
     const int s = static_cast<int>(segments_.size());
@@ -42,18 +54,10 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
       }
     }
     // Outputs: made inside, read after the segment, returned, or held past it.
-    std::vector<bool> used_after(g.tensors.size(), false);
-    for (const Op& op : g.ops) {
-      if (op.id <= seg.last) continue;
-      for (TensorId in : op.inputs) used_after[static_cast<size_t>(in)] = true;
-    }
-    for (TensorId t : g.outputs) used_after[static_cast<size_t>(t)] = true;
-    for (const Hold& h : g.holds) {
-      if (h.until > seg.last) used_after[static_cast<size_t>(h.tensor)] = true;
-    }
     for (OpId o = seg.first; o <= seg.last; ++o) {
       for (TensorId out : g.op(o).outputs) {
-        if (used_after[static_cast<size_t>(out)]) outputs.push_back(out);
+        const size_t t = static_cast<size_t>(out);
+        if ((last_read[t] != kNone && last_read[t] > seg.last) || returned[t]) outputs.push_back(out);
       }
     }
     segment_inputs_.push_back(std::move(inputs));

@@ -1,6 +1,7 @@
 #include "schedule/memory_plan.h"
 
 #include "schedule/checkpoint_region.h"
+#include "schedule/grad_flow.h"
 
 #include <algorithm>
 #include <string>
@@ -12,11 +13,6 @@
 
 namespace headroom {
 
-// Whether a tensor made before op `first` and read by ops first..last requires grad. Reentrant
-// torch.utils.checkpoint passes only those tensors to CheckpointFunction (the segment's
-// parameters are reached through the module, not passed): if none requires grad, its outputs do
-// not either and the segment's parameters get no gradients (1.13 only warns, "None of the
-// inputs have requires_grad=True", torch/utils/checkpoint.py:31).
 // A pipeline stage's received hidden state (schedule/pipeline_split.h names the leaf
 // "p2p recv ...") is made with requires_grad=True by Megatron's _communicate: its gradient is
 // sent back. A region starting at the stage's first block reads it.
@@ -24,15 +20,23 @@ static bool received_hidden_state(const Tensor& t) {
   return t.producer == kNone && t.role == TensorRole::Input && t.name.rfind("p2p recv ", 0) == 0;
 }
 
-bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
+std::vector<bool> forward_requires_grad(const Graph& g) {
   std::vector<bool> rg(g.tensors.size(), false);
   for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad() || received_hidden_state(t);
-  for (OpId o = 0; o < first; ++o) {
-    const Op& op = g.op(o);
+  for (const Op& op : g.ops) {
     bool any = false;
     for (size_t i = 0; i < op.inputs.size(); ++i) any = any || (rg[static_cast<size_t>(op.inputs[i])] && differentiable_input(op, static_cast<int>(i)));
     for (TensorId out : op.outputs) rg[static_cast<size_t>(out)] = any;
   }
+  return rg;
+}
+
+// Whether a tensor made before op `first` and read by ops first..last requires grad. Reentrant
+// torch.utils.checkpoint passes only those tensors to CheckpointFunction (the segment's
+// parameters are reached through the module, not passed): if none requires grad, its outputs do
+// not either and the segment's parameters get no gradients (1.13 only warns, "None of the
+// inputs have requires_grad=True", torch/utils/checkpoint.py:31).
+bool checkpoint_gets_gradients(const Graph& g, const std::vector<bool>& rg, OpId first, OpId last) {
   for (OpId o = first; o <= last; ++o) {
     const Op& op = g.op(o);
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -42,6 +46,10 @@ bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
     }
   }
   return false;
+}
+
+bool checkpoint_gets_gradients(const Graph& g, OpId first, OpId last) {
+  return checkpoint_gets_gradients(g, forward_requires_grad(g), first, last);
 }
 
 void sort_checkpoints(std::vector<CheckpointSegment>& regions) {
@@ -68,7 +76,11 @@ const char* checkpoint_impl_name(CheckpointImpl impl) {
   return impl == CheckpointImpl::Reentrant ? "reentrant" : "non-reentrant";
 }
 
-std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl) {
+namespace {
+
+// checkpoint_region_problem with the graph's forward_requires_grad computed by the caller (once
+// for all the regions of a plan).
+std::string region_problem(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl, const std::vector<bool>& rg) {
   if (!valid_op(g, r.first) || !valid_op(g, r.last)) {
     return "checkpoint region " + std::to_string(r.first) + ".." + std::to_string(r.last) + ": no such op (the graph has " +
            std::to_string(g.ops.size()) + ")";
@@ -90,25 +102,26 @@ std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r
   }
   // Non-reentrant checkpoint records the region's graph in the forward: its parameters get
   // gradients whatever its inputs.
-  if (impl == CheckpointImpl::Reentrant && !checkpoint_gets_gradients(g, r.first, r.last)) {
+  if (impl == CheckpointImpl::Reentrant && !checkpoint_gets_gradients(g, rg, r.first, r.last)) {
     return "checkpoint region " + range_name(g, r) +
            ": no input of the region requires grad, so torch.utils.checkpoint would give its parameters no gradients; start it after an op with parameters";
   }
   return "";
 }
 
-namespace {
-
-void validate_region(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl) {
-  const std::string problem = checkpoint_region_problem(g, r, impl);
-  if (!problem.empty()) throw InputError(problem);
-}
-
 }  // namespace
+
+std::string checkpoint_region_problem(const Graph& g, const CheckpointSegment& r, CheckpointImpl impl) {
+  return region_problem(g, r, impl, impl == CheckpointImpl::Reentrant ? forward_requires_grad(g) : std::vector<bool>{});
+}
 
 void validate_plan(const Graph& g, const MemoryPlan& plan) {
   const std::vector<CheckpointSegment>& rs = plan.checkpoints;
-  for (const CheckpointSegment& r : rs) validate_region(g, r, plan.checkpoint_impl);
+  const std::vector<bool> rg = plan.checkpoint_impl == CheckpointImpl::Reentrant && !rs.empty() ? forward_requires_grad(g) : std::vector<bool>{};
+  for (const CheckpointSegment& r : rs) {
+    const std::string problem = region_problem(g, r, plan.checkpoint_impl, rg);
+    if (!problem.empty()) throw InputError(problem);
+  }
   // Well nested and in order: a stack of the regions enclosing the current one.
   std::vector<CheckpointSegment> open;
   for (size_t i = 0; i < rs.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "schedule/transformer_blocks.h"
 
+#include "schedule/grad_flow.h"
+
 #include <cctype>
 #include <map>
 #include <optional>
@@ -48,12 +50,13 @@ TransformerBlocks transformer_blocks(const Graph& g) {
   }
   TransformerBlocks r;
   if (!best || best->size() < 2) return r;
+  const std::vector<bool> rg = forward_requires_grad(g);
   OpId previous_last = kNone;
   for (const auto& [index, range] : *best) {
     // Blocks that interleave (a shared module called from several) are no chain of segments.
     if (previous_last != kNone && range.first <= previous_last) return {};
     previous_last = range.second;
-    if (checkpoint_gets_gradients(g, range.first, range.second)) r.segments.push_back({range.first, range.second});
+    if (checkpoint_gets_gradients(g, rg, range.first, range.second)) r.segments.push_back({range.first, range.second});
   }
   if (r.segments.size() < 2) return {};
   r.container = container;
@@ -65,6 +68,7 @@ std::vector<CheckpointSegment> attention_cores(const Graph& g) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
   };
   std::vector<CheckpointSegment> cores;
+  const std::vector<bool> rg = forward_requires_grad(g);
   for (const CheckpointSegment& block : transformer_blocks(g).segments) {
     OpId scores = kNone, context = kNone;
     for (OpId id = block.first; id <= block.last; ++id) {
@@ -72,7 +76,7 @@ std::vector<CheckpointSegment> attention_cores(const Graph& g) {
       if (scores == kNone && ends_with(name, ".matmul_scores")) scores = id;
       if (scores != kNone && ends_with(name, ".matmul_context")) context = id;
     }
-    if (scores == kNone || context == kNone || !checkpoint_gets_gradients(g, scores, context)) return {};
+    if (scores == kNone || context == kNone || !checkpoint_gets_gradients(g, rg, scores, context)) return {};
     cores.push_back({scores, context});
   }
   return cores;
