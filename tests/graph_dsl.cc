@@ -8,6 +8,30 @@
 
 namespace headroom::testing {
 
+std::string random_alloc_script(uint64_t seed) {
+  constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
+  uint64_t state = seed;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  std::string script;
+  std::vector<int> live;
+  for (int i = 0; i < 300; ++i) {
+    if (!live.empty() && next() % 3 == 0) {
+      size_t k = next() % live.size();
+      script += " -b" + std::to_string(live[k]);
+      live.erase(live.begin() + static_cast<long>(k));
+    } else {
+      const int64_t sizes[] = {0, 300, 4096, 700 * KiB, 3 * MiB, 9 * MiB, 15 * MiB, 33 * MiB};
+      int64_t bytes = sizes[next() % 8] + static_cast<int64_t>(next() % 4096);
+      script += " +b" + std::to_string(i) + ":" + std::to_string(bytes);
+      live.push_back(i);
+    }
+  }
+  return script;
+}
+
 Program program_from_script(const std::string& script) {
   Program p;
   std::map<std::string, BufferId> ids;

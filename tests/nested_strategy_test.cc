@@ -64,14 +64,7 @@ int check_rotor_plan(const std::string& model, int64_t batch, int64_t seq, doubl
   return inner;
 }
 
-TEST(NestedStrategy, BertLargeAt50PercentNestsAndBeatsSegments) {
-  // 24 regions, 3 of them inside another (docs/planning.md): +11.1 % against the segments' +11.5 %.
-  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.5), 3);
-}
-
-TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
-  // decisions.checkpoint_regions are the chosen plan's regions as --checkpoint ranges, nested
-  // ones included: estimate with them alone gives the plan's peak (the same interpreter run).
+EstimateOptions bert_large_a100() {
   EstimateOptions run;
   run.model = "bert-large";
   run.batch = 16;
@@ -80,6 +73,18 @@ TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
   run.optimizer = OptimizerKind::Adam;
   run.gpu = GpuOptions{};
   run.gpu->gpu = "A100-SXM4-40GB";
+  return run;
+}
+
+TEST(NestedStrategy, BertLargeAt50PercentNestsAndBeatsSegments) {
+  // 24 regions, 3 of them inside another (docs/planning.md): +11.1 % against the segments' +11.5 %.
+  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.5), 3);
+}
+
+TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
+  // decisions.checkpoint_regions are the chosen plan's regions as --checkpoint ranges, nested
+  // ones included: estimate with them alone gives the plan's peak (the same interpreter run).
+  const EstimateOptions run = bert_large_a100();
   PlanRequest req;
   req.run = run;
   req.activation_fraction = 0.5;
@@ -164,18 +169,6 @@ Plan offload_checkpoint_plan(const EstimateOptions& run, double f) {
   Result<Plan> r = make_plan(req);
   EXPECT_TRUE(r.ok()) << r.error();
   return r.ok() ? r.value() : Plan{};
-}
-
-EstimateOptions bert_large_a100() {
-  EstimateOptions run;
-  run.model = "bert-large";
-  run.batch = 16;
-  run.seq = 512;
-  run.mode = RunMode::Training;
-  run.optimizer = OptimizerKind::Adam;
-  run.gpu = GpuOptions{};
-  run.gpu->gpu = "A100-SXM4-40GB";
-  return run;
 }
 
 TEST(NestedStrategy, OffloadCheckpointNestsWhereItWins) {

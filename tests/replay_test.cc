@@ -15,7 +15,6 @@ namespace headroom {
 namespace {
 
 using testing::program_from_script;
-constexpr int64_t KiB = 1024;
 constexpr int64_t MiB = 1024 * 1024;
 
 void expect_same_stats(const CachingAllocatorStats& a, const CachingAllocatorStats& b) {
@@ -74,27 +73,8 @@ void expect_same_as_simulate(const Program& p) {
 
 TEST(ReplayAllocations, SameAllocatorStateAsSimulateOnRandomScripts) {
   for (uint64_t seed = 1; seed <= 4; ++seed) {
-    uint64_t state = seed;
-    auto next = [&state]() {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return state >> 33;
-    };
-    std::string script;
-    std::vector<int> live;
-    for (int i = 0; i < 300; ++i) {
-      if (!live.empty() && next() % 3 == 0) {
-        size_t k = next() % live.size();
-        script += fmt::format(" -b{}", live[k]);
-        live.erase(live.begin() + static_cast<long>(k));
-      } else {
-        int64_t sizes[] = {0, 300, 4096, 700 * KiB, 3 * MiB, 9 * MiB, 15 * MiB, 33 * MiB};
-        int64_t bytes = sizes[next() % 8] + static_cast<int64_t>(next() % 4096);
-        script += fmt::format(" +b{}:{}", i, bytes);
-        live.push_back(i);
-      }
-    }
     SCOPED_TRACE(seed);
-    expect_same_as_simulate(program_from_script(script));
+    expect_same_as_simulate(program_from_script(testing::random_alloc_script(seed)));
   }
 }
 
