@@ -50,7 +50,9 @@ TEST(FitNextSteps, EachStepIsTheEstimateOfThoseOptions) {
   EXPECT_EQ(step(steps, "--precision amp-bf16"), nullptr);
   const int64_t as_is = estimated_total("resnet152 --batch 1 --gpu-memory 1GiB");
   for (const nlohmann::json& s : steps) {
-    if (!s["fits"]) EXPECT_LT(s["device_total_bytes"].get<int64_t>(), as_is) << s.dump();
+    if (!s["fits"]) {
+      EXPECT_LT(s["device_total_bytes"].get<int64_t>(), as_is) << s.dump();
+    }
   }
 }
 

@@ -123,12 +123,16 @@ TEST(LayoutSearch, EveryEngineRankedOrRejectedAndEachRankedIsItsEstimate) {
   ASSERT_FALSE(p.ranked.empty());
   for (size_t i = 0; i < p.ranked.size(); ++i) {
     const LayoutOption& l = p.ranked[i];
-    if (i > 0) EXPECT_LE(p.ranked[i - 1].step_ms, l.step_ms);
+    if (i > 0) {
+      EXPECT_LE(p.ranked[i - 1].step_ms, l.step_ms);
+    }
     EXPECT_LE(l.peak_bytes, p.budget_bytes) << l.engine;
     // A tensor- and pipeline-parallel group of T P GPUs runs the samples of one data-parallel
     // rank: 16 x T x P, in at least P micro-batches under a pipeline.
     EXPECT_EQ(l.micro_batch * l.micro_batches, 16 * l.parallel.tensor_parallel * l.parallel.pipeline_parallel) << l.engine;
-    if (l.parallel.pipeline_parallel > 1) EXPECT_GE(l.micro_batches, l.parallel.pipeline_parallel) << l.engine;
+    if (l.parallel.pipeline_parallel > 1) {
+      EXPECT_GE(l.micro_batches, l.parallel.pipeline_parallel) << l.engine;
+    }
     // One source of truth: the per-GPU total is what estimate says for that layout.
     Result<Estimate> e = estimate(layout_options(p, l));
     ASSERT_TRUE(e.ok()) << e.error();

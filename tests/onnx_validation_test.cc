@@ -151,7 +151,9 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
   for (const Row& r : rows) {
     EXPECT_LE(std::fabs(r.error), 0.03)
         << r.id << ": measured " << r.measured << ", ONNX " << r.onnx;
-    if (r.equals_builtin) EXPECT_EQ(r.onnx, r.builtin) << r.id;
+    if (r.equals_builtin) {
+      EXPECT_EQ(r.onnx, r.builtin) << r.id;
+    }
   }
   EXPECT_LE(median, 0.01);
 }

@@ -74,7 +74,7 @@ OnnxModel paste_mask(bool clip) {
   m.node("Gather", {"box", "c3"}, {"y2"}, "/paste/Gather_y2").i("axis", 0);
   m.constant("one_f", OnnxModel::float_scalar(1.0f));
   m.constant("one_i", OnnxModel::int64s({1}));
-  for (const std::string& d : {"w", "h"}) {
+  for (const std::string d : {"w", "h"}) {
     const std::string hi = d == "w" ? "x2" : "y2", lo = d == "w" ? "x0" : "y0";
     m.node("Sub", {hi, lo}, {d + "_span"}, "/paste/Sub_" + d);
     m.node("Add", {d + "_span", "one_f"}, {d + "_plus1"}, "/paste/Add_" + d);

@@ -156,7 +156,9 @@ TEST(PipelineCheckpoint, EveryScheduleAndImplementationRunsAndLowersEveryStage) 
       for (size_t i = 0; i < a.stage_peak_bytes.size(); ++i) EXPECT_LT(b.stage_peak_bytes[i], a.stage_peak_bytes[i]) << "stage " << i;
       // The reported stage may change (stage 0's activations fall, the last stage keeps its
       // logits); the same stage holds the same model states.
-      if (a.stage == b.stage) EXPECT_EQ(a.model_states_bytes, b.model_states_bytes);
+      if (a.stage == b.stage) {
+        EXPECT_EQ(a.model_states_bytes, b.model_states_bytes);
+      }
     }
   }
 }
