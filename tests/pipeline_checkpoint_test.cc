@@ -12,6 +12,7 @@
 
 #include "cli_runner.h"
 #include "layout_search_args.h"
+#include "pipeline_stage_live.h"
 
 #include "estimate/estimate.h"
 #include "estimate/pipeline_estimate.h"
@@ -75,29 +76,8 @@ TEST(PipelinePlan, EachStageKeepsTheRegionsOfItsOwnBlocks) {
   }
 }
 
-// Bytes live just before the first backward of a stage program, by category, and the p2p
-// receive buffers among them.
-struct Live {
-  int64_t saved = 0, received = 0;
-};
-
-Live live_at_first_backward(const Program& p) {
-  int32_t at = -1;
-  for (const Step& st : p.steps) {
-    if (st.phase == Phase::Backward) {
-      at = st.first_event;
-      break;
-    }
-  }
-  EXPECT_GT(at, 0);
-  Live r;
-  r.saved = category_bytes_before(p, at)[static_cast<size_t>(Category::SavedActivations)];
-  for (BufferId id : live_after(p, at - 1)) {
-    const Buffer& b = p.buffers[static_cast<size_t>(id)];
-    if (b.name.rfind("p2p recv ", 0) == 0) r.received += b.bytes;
-  }
-  return r;
-}
+using testing::LiveAtFirstBackward;
+using testing::live_at_first_backward;
 
 TEST(PipelineCheckpoint, InFlightMicroBatchesKeepOnlyTheirBlockInputs) {
   // GPT-2, 4 layers in 4 stages, batch 1, seq 128, bf16, 1F1B with m = 8: stage 1 has 3
@@ -115,7 +95,7 @@ TEST(PipelineCheckpoint, InFlightMicroBatchesKeepOnlyTheirBlockInputs) {
   PipelineStageRun run = pipeline_stage_program(g, so, PipelineScheduleKind::OneFOneB, 4, 1, 8);
   ASSERT_EQ(run.plan.checkpoints.size(), 1u);
   EXPECT_EQ(run.in_flight_micro_batches, 3);
-  Live live = live_at_first_backward(run.program);
+  LiveAtFirstBackward live = live_at_first_backward(run.program);
   EXPECT_EQ(live.received, 3 * 196'608);
   EXPECT_EQ(live.saved, 0);
 }

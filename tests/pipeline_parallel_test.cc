@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli_runner.h"
+#include "pipeline_stage_live.h"
 
 #include "estimate/estimate.h"
 #include "estimate/pipeline_estimate.h"
@@ -94,34 +95,8 @@ TEST(PipelineSplit, UnevenOrTooManyStagesAreRefusedAsMegatronDoes) {
   EXPECT_THROW(pipeline_stage_graph(model("mlp:layers=4,dim=64", 1, 0), 2, 0), InputError);  // no PREFIX.<i> blocks
 }
 
-// Bytes live just before the first backward of the stage program: SavedActivations plus the
-// p2p receive buffers (category Activations, named "p2p recv ...").
-struct LiveAtFirstBackward {
-  int64_t saved = 0, received = 0;
-  int received_buffers = 0;
-};
-
-LiveAtFirstBackward live_at_first_backward(const Program& p) {
-  int32_t at = -1;
-  for (const Step& st : p.steps) {
-    if (st.phase == Phase::Backward) {
-      at = st.first_event;
-      break;
-    }
-  }
-  EXPECT_GT(at, 0);
-  LiveAtFirstBackward r;
-  CategoryBytes c = category_bytes_before(p, at);
-  r.saved = c[static_cast<size_t>(Category::SavedActivations)];
-  for (BufferId id : live_after(p, at - 1)) {
-    const Buffer& b = p.buffers[static_cast<size_t>(id)];
-    if (b.name.rfind("p2p recv ", 0) == 0) {
-      r.received += b.bytes;
-      ++r.received_buffers;
-    }
-  }
-  return r;
-}
+using testing::LiveAtFirstBackward;
+using testing::live_at_first_backward;
 
 TEST(PipelineStageProgram, OneFOneBStageOneHoldsThreeMicroBatchesOfItsLayer) {
   // GPT-2, 4 layers in 4 stages (one layer each), batch 1, seq 128, bf16, 1F1B with m = 8:
