@@ -70,6 +70,10 @@ struct Tensor {
   // How many model values one stored element packs: 2 for 4-bit values in a byte (nf4), 8 in an
   // int32 (GPTQ's qweight). parameter_count() counts values, as transformers' num_parameters().
   int8_t values_per_element = 1;
+  // A graph input made with requires_grad=True: a pipeline stage's hidden state received from the
+  // previous stage (Megatron's _communicate), whose gradient is sent back. Not a parameter: no
+  // optimizer state, but autograd differentiates through it.
+  bool input_requires_grad = false;
   bool requires_grad() const { return role == TensorRole::Parameter && !frozen; }
 
   int64_t numel() const;  // checked

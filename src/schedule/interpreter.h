@@ -185,6 +185,20 @@ class Interpreter {
                          std::vector<std::pair<TensorId, BufferId>>& restore);
   // The storages region s's own ops save in its re-run (ops of nested regions save in theirs).
   std::vector<bool> own_saved_storage(int s);
+  // What both re-runs set up before region s's first op: its uses, its inputs bound to `kept`
+  // (the old bindings on `restore`), the storages its own ops save. end_rerun puts the bindings
+  // back, in reverse, so a nested re-run's rebinding never outlives it.
+  struct Rerun {
+    RerunUses uses;
+    std::vector<std::pair<TensorId, BufferId>> restore;
+    std::vector<bool> saved_storage;
+  };
+  Rerun begin_rerun(int s, const std::vector<BufferId>& kept);
+  // Opens the re-run's step for op o of region s; at the region's first op it also takes
+  // `torch.random.fork_rng`'s state (checkpoint.py:132 reentrant, :398 non-reentrant, 1.13), whose
+  // buffer it returns (kNone otherwise or when the device keeps no RNG state).
+  BufferId begin_rerun_step(int s, OpId o, int iteration, int micro);
+  void end_rerun(const Rerun& r);
 
   // The segment's backward returned: its held outputs, incoming gradients and saved inputs go,
   // then the gradients of its inputs (returned by CheckpointFunction.backward) reach the outer

@@ -69,35 +69,24 @@ void Interpreter::enter_hooked_call(int r, std::vector<BufferId>* rerun_graph, c
 void Interpreter::rerun_hooked(int s, int iteration, int micro) {
   const size_t si = static_cast<size_t>(s);
   const CheckpointSegment& seg = segments_[si];
-  RerunUses ru = rerun_uses(s);
-  const std::vector<int>& uses = ru.uses;
-  const std::vector<std::vector<TensorId>>& hold_release = ru.hold_release;
   // The re-run reads `args`, the forward's tensors the closure kept; every tensor it writes gets
-  // its forward buffer back afterwards.
-  std::vector<std::pair<TensorId, BufferId>> restore;
-  bind_rerun_inputs(s, closure_inputs_[si], uses, restore);
-  // The region's own nodes save into storage; nested calls pack into their own (re-run) hooks.
+  // its forward buffer back afterwards. The region's own nodes save into storage; nested calls
+  // pack into their own (re-run) hooks.
+  Rerun rr = begin_rerun(s, closure_inputs_[si]);
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
-  std::vector<bool> saved_storage = own_saved_storage(s);
   std::vector<BufferId> rerun_graph;  // nested calls' closures, referenced from the re-run's graph
   BufferId fork_rng = kNone;
   for (OpId o = seg.first; o <= seg.last; ++o) {
     const Op& op = g_.op(o);
-    begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
-    p_.steps.back().recompute = true;
-    // `with torch.random.fork_rng(...)` (checkpoint.py:398) takes get_rng_state() on entry and
-    // drops it on exit.
-    if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
-      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
-    }
+    if (BufferId b = begin_rerun_step(s, o, iteration, micro); b != kNone) fork_rng = b;
     for (int r : starting_[static_cast<size_t>(o)]) {
       if (r <= s) continue;  // s itself, or a region enclosing it
       enter_hooked_call(r, &rerun_graph, "recompute " + op.name);
     }
     const ForwardPlan& gp = grad_plans_[static_cast<size_t>(o)];
     const ForwardPlan fp = own(o) ? gp : hooked_plan(gp);
-    execute(op, fp, uses, saved_storage, /*may_offload=*/false);
-    for (TensorId t : hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+    execute(op, fp, rr.uses.uses, rr.saved_storage, /*may_offload=*/false);
+    for (TensorId t : rr.uses.hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
     leave_calls(o);
     release_fresh();
     if (o == seg.last) {
@@ -108,7 +97,7 @@ void Interpreter::rerun_hooked(int s, int iteration, int micro) {
     }
     end_step();
   }
-  for (auto it = restore.rbegin(); it != restore.rend(); ++it) buf_of_[static_cast<size_t>(it->first)] = it->second;
+  end_rerun(rr);
   segment_state_[si] = SegmentState::Recomputed;
 }
 

@@ -220,26 +220,41 @@ std::vector<bool> Interpreter::own_saved_storage(int s) {
   return saved_storage;
 }
 
+Interpreter::Rerun Interpreter::begin_rerun(int s, const std::vector<BufferId>& kept) {
+  Rerun r;
+  r.uses = rerun_uses(s);
+  bind_rerun_inputs(s, kept, r.uses.uses, r.restore);
+  r.saved_storage = own_saved_storage(s);
+  return r;
+}
+
+BufferId Interpreter::begin_rerun_step(int s, OpId o, int iteration, int micro) {
+  const Op& op = g_.op(o);
+  begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
+  p_.steps.back().recompute = true;
+  if (o != segments_[static_cast<size_t>(s)].first || o_.device.checkpoint_rng_state_bytes <= 0) return kNone;
+  return temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
+}
+
+void Interpreter::end_rerun(const Rerun& r) {
+  for (auto it = r.restore.rbegin(); it != r.restore.rend(); ++it) buf_of_[static_cast<size_t>(it->first)] = it->second;
+}
+
 void Interpreter::recompute(int s, int iteration, int micro) {
   const size_t si = static_cast<size_t>(s);
   const CheckpointSegment& seg = segments_[si];
-  RerunUses ru = rerun_uses(s);
-  const std::vector<int>& uses = ru.uses;
-  const std::vector<std::vector<TensorId>>& hold_release = ru.hold_release;
-  // Every tensor the re-run writes or rebinds gets its old buffer back afterwards: the forward's
-  // buffers (still referenced as returned outputs or by later ops' nodes), and for a nested
-  // region, the enclosing re-run's buffers of its inputs.
-  std::vector<std::pair<TensorId, BufferId>> restore;
   // The re-run reads the inputs the node kept (detach_variable of ctx.saved_tensors); for a
-  // nested region they are the enclosing re-run's tensors, not the forward's.
-  bind_rerun_inputs(s, segment_saved_[si], uses, restore);
+  // nested region they are the enclosing re-run's tensors, not the forward's. Every tensor it
+  // writes or rebinds gets its old buffer back afterwards: the forward's buffers (still
+  // referenced as returned outputs or by later ops' nodes), and for a nested region, the
+  // enclosing re-run's buffers of its inputs.
+  Rerun rr = begin_rerun(s, segment_saved_[si]);
   // The segment's own ops record nodes; ops of regions nested in it run inside their own
-  // checkpoint calls, under no_grad.
+  // checkpoint calls, under no_grad, and the inputs of those calls are saved by them.
   auto own = [&](OpId o) { return segment_of_[static_cast<size_t>(o)] == s; };
-  std::vector<bool> saved_storage = own_saved_storage(s);
   for (size_t r = si + 1; r < segments_.size() && seg.contains(segments_[r]); ++r) {
     if (parent_[r] != s) continue;
-    for (TensorId t : segment_inputs_[r]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
+    for (TensorId t : segment_inputs_[r]) rr.saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
   }
   // CheckpointFunction.backward(ctx, *args) keeps its incoming gradients `args` (and passes them
   // to torch.autograd.backward as grad_tensors) until it returns (checkpoint.py:111,157 in
@@ -250,30 +265,24 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     ref(gv.buffer);
     segment_incoming_[si].push_back(gv.buffer);
   }
-  // `with torch.random.fork_rng(...)` around the re-run (checkpoint.py:132) takes
-  // torch.get_rng_state() on entry and drops it on exit, before the nested backward.
   BufferId fork_rng = kNone;
   for (OpId o = seg.first; o <= seg.last; ++o) {
     const Op& op = g_.op(o);
-    begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
-    p_.steps.back().recompute = true;
-    if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
-      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
-    }
+    if (BufferId b = begin_rerun_step(s, o, iteration, micro); b != kNone) fork_rng = b;
     for (int r : starting_[static_cast<size_t>(o)]) {
       if (r <= s) continue;  // s itself, or a region enclosing it
       enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] == s, s, "recompute " + op.name);
     }
     const ForwardPlan& fp = own(o) ? grad_plans_[static_cast<size_t>(o)] : plain_plans_[static_cast<size_t>(o)];
-    execute(op, fp, uses, saved_storage, /*may_offload=*/false);
-    for (TensorId t : hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+    execute(op, fp, rr.uses.uses, rr.saved_storage, /*may_offload=*/false);
+    for (TensorId t : rr.uses.hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
     leave_calls(o);
     release_fresh();
-    if (o == seg.last && fork_rng != kNone) unref(fork_rng);
+    if (o == seg.last && fork_rng != kNone) unref(fork_rng);  // fork_rng exits before the nested backward
     end_step();
   }
   for (TensorId t : segment_outputs_[si]) segment_held_[si].push_back(buf_of_[static_cast<size_t>(t)]);
-  for (auto it = restore.rbegin(); it != restore.rend(); ++it) buf_of_[static_cast<size_t>(it->first)] = it->second;
+  end_rerun(rr);
   segment_state_[si] = SegmentState::Recomputed;
 }
 

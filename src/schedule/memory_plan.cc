@@ -13,16 +13,9 @@
 
 namespace headroom {
 
-// A pipeline stage's received hidden state (schedule/pipeline_split.h names the leaf
-// "p2p recv ...") is made with requires_grad=True by Megatron's _communicate: its gradient is
-// sent back. A region starting at the stage's first block reads it.
-static bool received_hidden_state(const Tensor& t) {
-  return t.producer == kNone && t.role == TensorRole::Input && t.name.rfind("p2p recv ", 0) == 0;
-}
-
 std::vector<bool> forward_requires_grad(const Graph& g) {
   std::vector<bool> rg(g.tensors.size(), false);
-  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad() || received_hidden_state(t);
+  for (const Tensor& t : g.tensors) rg[static_cast<size_t>(t.id)] = t.requires_grad() || t.input_requires_grad;
   for (const Op& op : g.ops) {
     bool any = false;
     for (size_t i = 0; i < op.inputs.size(); ++i) any = any || (rg[static_cast<size_t>(op.inputs[i])] && differentiable_input(op, static_cast<int>(i)));
@@ -41,7 +34,7 @@ bool checkpoint_gets_gradients(const Graph& g, const std::vector<bool>& rg, OpId
     const Op& op = g.op(o);
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const Tensor& t = g.tensor(op.inputs[i]);
-      const bool before = t.producer != kNone ? t.producer < first : received_hidden_state(t);
+      const bool before = t.producer != kNone ? t.producer < first : t.input_requires_grad;
       if (before && rg[static_cast<size_t>(t.id)] && differentiable_input(op, static_cast<int>(i))) return true;
     }
   }

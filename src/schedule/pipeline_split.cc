@@ -158,7 +158,8 @@ StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
     rt.producer = kNone;
     rt.role = TensorRole::Input;
     rt.alias_of = kNone;
-    rt.name = "p2p recv " + rt.name;  // the prefix marks it as requiring grad (memory_plan.cc checkpoint_gets_gradients)
+    rt.name = "p2p recv " + rt.name;
+    rt.input_requires_grad = true;
     r.received = rt.id;
   }
   for (TensorId t : g.inputs) {
