@@ -168,6 +168,33 @@ TEST(FitAll, NothingFitsAnywhereAndEverythingFitsEverywhere) {
   expect_same_reports(small, catalog(GpuOptions{}));
 }
 
+TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
+  // bench/fit_bench.cc's workload: resnet50 training (Adam) on the 14 catalog GPUs, 5% margin.
+  // The loop over fit() runs one whole estimate (graph, program, exact peak, replay) for each
+  // evaluation of each GPU's search. fit_all builds each (size, workspace) once (the Hopper GPUs'
+  // 32 MiB workspace reuses the program of the same size), simulates the exact peak only of the
+  // points a report prints (at_max and next), and replays each program once without a limit plus
+  // once per capacity that its unlimited replay passes and no bound rules out.
+  FitOptions f;
+  f.estimate.model = "resnet50";
+  GpuOptions g;
+  g.margin = 0.05;
+  FitAllWork work;
+  Result<std::vector<FitResult>> got = fit_all(f, catalog(g), {}, &work);
+  ASSERT_TRUE(got.ok()) << got.error();
+  int loop = 0;
+  for (const FitResult& r : got.value()) loop += r.evaluations;
+  // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
+  // sizes below the answer that fit() re-checks): 447 whole estimates in the loop.
+  EXPECT_EQ(loop, 447);
+  // 240 distinct (size, workspace) programs, 210 of them built; 2 exact peaks for each of the
+  // 12 distinct answers; 238 replays, about one per program.
+  EXPECT_EQ(work.programs, 210);
+  EXPECT_EQ(work.resized, 30);
+  EXPECT_EQ(work.exact_peaks, 24);
+  EXPECT_EQ(work.replays, 238);
+}
+
 TEST(FitAll, FirstErrorIsFitsError) {
   FitOptions f = resnet18();
   f.estimate.device = "cpu";
