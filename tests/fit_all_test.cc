@@ -187,8 +187,8 @@ TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
   // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
   // sizes below the answer that fit() re-checks): 447 whole estimates in the loop.
   EXPECT_EQ(loop, 447);
-  // 240 distinct (size, workspace) programs, 210 of them built; 2 exact peaks for each of the
-  // 12 distinct answers; 238 replays, about one per program.
+  // 240 distinct (size, workspace) programs, 210 of them built; exact peaks only for the points
+  // printed (at_max and next of 14 GPUs: 24 distinct); 238 replays, about one per program.
   EXPECT_EQ(work.programs, 210);
   EXPECT_EQ(work.resized, 30);
   EXPECT_EQ(work.exact_peaks, 24);
