@@ -46,20 +46,32 @@ std::vector<GpuOptions> catalog() {
   return gpus;
 }
 
+// Counters: `estimates`, the whole estimates (graph, program, exact peak, replay) the loop runs,
+// one per evaluation of each GPU's search; fit_all's programs built, exact peaks and replays.
 void one_by_one(benchmark::State& state, const FitOptions& base) {
   std::vector<GpuOptions> gpus = catalog();
+  int estimates = 0;
   for (auto _ : state) {
+    estimates = 0;
     for (const GpuOptions& g : gpus) {
       FitOptions f = base;
       f.estimate.gpu = g;
-      benchmark::DoNotOptimize(fit(f));
+      Result<FitResult> r = fit(f);
+      if (r.ok()) estimates += r.value().evaluations;
+      benchmark::DoNotOptimize(r);
     }
   }
+  state.counters["estimates"] = estimates;
 }
 
 void shared(benchmark::State& state, const FitOptions& base) {
   std::vector<GpuOptions> gpus = catalog();
-  for (auto _ : state) benchmark::DoNotOptimize(fit_all(base, gpus));
+  FitAllWork work;
+  for (auto _ : state) benchmark::DoNotOptimize(fit_all(base, gpus, {}, &work));
+  state.counters["programs"] = work.programs;
+  state.counters["resized"] = work.resized;
+  state.counters["exact_peaks"] = work.exact_peaks;
+  state.counters["replays"] = work.replays;
 }
 
 void BM_FitResnet50A100(benchmark::State& state) {

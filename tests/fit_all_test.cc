@@ -115,6 +115,86 @@ TEST(FitAll, SequenceSearchOnGpt2) {
   expect_same_reports(f, gpus);
 }
 
+FitOptions hf_config(const std::string& file, RunMode mode) {
+  FitOptions f;
+  f.estimate.model = std::string(HEADROOM_SOURCE_DIR) + "/" + file;
+  select_frontend(f.estimate, {});
+  f.estimate.mode = mode;
+  return f;
+}
+
+TEST(FitAll, TrainingInferenceAndGenerationAreFitOnEach) {
+  GpuOptions g;
+  g.margin = 0.05;
+  FitOptions train;
+  train.estimate.model = "gpt2";
+  expect_same_reports(train, catalog(g));
+  FitOptions infer = train;
+  infer.estimate.mode = RunMode::Inference;
+  expect_same_reports(infer, catalog(g));
+  // Generation: each size is estimate()'s two windows, built again for each workspace.
+  FitOptions gen = hf_config("validation/hf-configs/tiny-llama-gqa.json", RunMode::Inference);
+  gen.estimate.generation = GenerationOptions{64, 16};
+  gen.limit = 4096;
+  std::vector<GpuOptions> small;
+  for (int64_t mib : {400, 700}) {
+    GpuOptions s;
+    s.gpu_memory = mib << 20;
+    small.push_back(s);
+  }
+  for (const char* name : {"T4", "H100-SXM"}) {
+    GpuOptions s;
+    s.gpu = name;
+    small.push_back(s);
+  }
+  expect_same_reports(gen, small);
+}
+
+TEST(FitAll, NothingFitsAnywhereAndEverythingFitsEverywhere) {
+  // Llama-3.1-70B trained in fp32 with Adam holds 16 bytes per parameter: past every catalog GPU
+  // at batch 1, so each report is the footprint at batch 1.
+  FitOptions big = hf_config("data/hf-configs/llama-3.1-70b.json", RunMode::Training);
+  big.estimate.seq = 128;
+  Result<std::vector<FitResult>> got = fit_all(big, catalog(GpuOptions{}));
+  ASSERT_TRUE(got.ok()) << got.error();
+  for (const FitResult& r : got.value()) EXPECT_EQ(r.max_value, 0) << r.gpu;
+  expect_same_reports(big, catalog(GpuOptions{}));
+  // resnet18 at batch 64 fits every catalog GPU: each search stops at the limit.
+  FitOptions small = resnet18();
+  small.limit = 64;
+  got = fit_all(small, catalog(GpuOptions{}));
+  ASSERT_TRUE(got.ok()) << got.error();
+  for (const FitResult& r : got.value()) EXPECT_TRUE(r.limited) << r.gpu;
+  expect_same_reports(small, catalog(GpuOptions{}));
+}
+
+TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
+  // bench/fit_bench.cc's workload: resnet50 training (Adam) on the 14 catalog GPUs, 5% margin.
+  // The loop over fit() runs one whole estimate (graph, program, exact peak, replay) for each
+  // evaluation of each GPU's search. fit_all builds each (size, workspace) once (the Hopper GPUs'
+  // 32 MiB workspace reuses the program of the same size), simulates the exact peak only of the
+  // points a report prints (at_max and next), and replays each program once without a limit plus
+  // once per capacity that its unlimited replay passes and no bound rules out.
+  FitOptions f;
+  f.estimate.model = "resnet50";
+  GpuOptions g;
+  g.margin = 0.05;
+  FitAllWork work;
+  Result<std::vector<FitResult>> got = fit_all(f, catalog(g), {}, &work);
+  ASSERT_TRUE(got.ok()) << got.error();
+  int loop = 0;
+  for (const FitResult& r : got.value()) loop += r.evaluations;
+  // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
+  // sizes below the answer that fit() re-checks): 447 whole estimates in the loop.
+  EXPECT_EQ(loop, 447);
+  // 240 distinct (size, workspace) programs, 210 of them built; exact peaks only for the points
+  // printed (at_max and next of 14 GPUs: 24 distinct); 238 replays, about one per program.
+  EXPECT_EQ(work.programs, 210);
+  EXPECT_EQ(work.resized, 30);
+  EXPECT_EQ(work.exact_peaks, 24);
+  EXPECT_EQ(work.replays, 238);
+}
+
 TEST(FitAll, FirstErrorIsFitsError) {
   FitOptions f = resnet18();
   f.estimate.device = "cpu";

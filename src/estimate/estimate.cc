@@ -1,4 +1,5 @@
 #include "estimate/estimate.h"
+#include "estimate/estimate_program.h"
 
 #include <algorithm>
 #include <map>
@@ -365,13 +366,78 @@ Estimate estimate_generation(const EstimateOptions& o) {
   return *best;
 }
 
+// What estimate() builds for a run that is not a generation, before it simulates: the graph, the
+// schedule options and the program (with the stages' own simulation when pipelined), after every
+// check of the options that comes first.
+struct BuiltRun {
+  Graph g;
+  ScheduleOptions so;
+  std::optional<PipelineStages> stages;
+  Program p;
+  int64_t micro = 0;
+  int micro_batches = 1;
+};
+
+void check_foreach(const EstimateOptions& o) {
+  if (o.foreach && !optimizer_has_foreach(o.optimizer)) {
+    throw InputError("--foreach / --no-foreach apply to sgd, momentum, adam and adamw, not " + std::string(optimizer_name(o.optimizer)));
+  }
+}
+
+BuiltRun build_run(const EstimateOptions& o) {
+  if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
+  if (o.seq && *o.seq <= 0) throw InputError("sequence length must be positive, got " + std::to_string(*o.seq));
+  if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");
+  BuiltRun r;
+  r.micro = o.batch;
+  if (o.micro_batch) {
+    if (o.mode != RunMode::Training) throw InputError("--micro-batch applies to training only");
+    if (*o.micro_batch <= 0 || *o.micro_batch > o.batch || o.batch % *o.micro_batch != 0) {
+      throw InputError("micro-batch " + std::to_string(*o.micro_batch) + " must divide the batch " +
+                       std::to_string(o.batch));
+    }
+    r.micro = *o.micro_batch;
+    r.micro_batches = static_cast<int>(o.batch / r.micro);
+  }
+  r.g = build_graph(o, r.micro);
+  r.so = schedule_options(o);
+  r.so.micro_batches = r.micro_batches;
+  resolve_fsdp_wrap(o.parallel, r.g, r.so.sharding);
+  if (!o.checkpoint_ranges.empty()) {
+    if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
+    add_checkpoint_ranges(r.g, o.checkpoint_ranges, r.so.plan);
+  }
+  if (!o.offload_ops.empty()) {
+    if (o.mode != RunMode::Training) throw InputError("--offload applies to training only");
+    if (o.device != "cuda") throw InputError("--offload moves activations to host memory: it applies to --device cuda");
+    add_offload_ops(r.g, o.offload_ops, r.so.plan);
+  }
+  // Pipeline parallelism: the rank of the stage with the highest peak (estimate/pipeline_estimate.h).
+  if (o.parallel.pipeline_parallel > 1) {
+    r.stages = simulate_pipeline_stages(r.g, r.so, o.parallel, r.micro_batches, o.micro_batch.has_value());
+    r.g = std::move(r.stages->graph);
+    r.so.plan = r.stages->plan;  // the reported stage's checkpoints, on its graph
+  }
+  r.p = r.stages ? std::move(r.stages->program) : build_program(r.g, r.so);
+  if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
+  return r;
+}
+
 }  // namespace
+
+Result<Program> estimate_program(const EstimateOptions& o) {
+  return capture_input_errors([&]() -> Program {
+    HEADROOM_CHECK(!o.generation && o.parallel.pipeline_parallel <= 1, "estimate_program: not a generation or pipelined run");
+    check_foreach(o);
+    BuiltRun r = build_run(o);
+    check_program_size(r.p);  // simulate()'s first check
+    return std::move(r.p);
+  });
+}
 
 Result<Estimate> estimate(const EstimateOptions& o) {
   return capture_input_errors([&]() -> Estimate {
-    if (o.foreach && !optimizer_has_foreach(o.optimizer)) {
-      throw InputError("--foreach / --no-foreach apply to sgd, momentum, adam and adamw, not " + std::string(optimizer_name(o.optimizer)));
-    }
+    check_foreach(o);
     if (o.generation) {
       if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
       if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");
@@ -379,42 +445,11 @@ Result<Estimate> estimate(const EstimateOptions& o) {
       if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
       return estimate_generation(o);
     }
-    if (o.batch <= 0) throw InputError("batch must be a positive integer, got " + std::to_string(o.batch));
-    if (o.seq && *o.seq <= 0) throw InputError("sequence length must be positive, got " + std::to_string(*o.seq));
-    if (o.device != "cuda" && o.device != "cpu") throw InputError("unknown device '" + o.device + "' (cuda or cpu)");
-    int64_t micro = o.batch;
-    int micro_batches = 1;
-    if (o.micro_batch) {
-      if (o.mode != RunMode::Training) throw InputError("--micro-batch applies to training only");
-      if (*o.micro_batch <= 0 || *o.micro_batch > o.batch || o.batch % *o.micro_batch != 0) {
-        throw InputError("micro-batch " + std::to_string(*o.micro_batch) + " must divide the batch " +
-                         std::to_string(o.batch));
-      }
-      micro = *o.micro_batch;
-      micro_batches = static_cast<int>(o.batch / micro);
-    }
-    Graph g = build_graph(o, micro);
-    ScheduleOptions so = schedule_options(o);
-    so.micro_batches = micro_batches;
-    resolve_fsdp_wrap(o.parallel, g, so.sharding);
-    if (!o.checkpoint_ranges.empty()) {
-      if (o.mode != RunMode::Training) throw InputError("--checkpoint applies to training only");
-      add_checkpoint_ranges(g, o.checkpoint_ranges, so.plan);
-    }
-    if (!o.offload_ops.empty()) {
-      if (o.mode != RunMode::Training) throw InputError("--offload applies to training only");
-      if (o.device != "cuda") throw InputError("--offload moves activations to host memory: it applies to --device cuda");
-      add_offload_ops(g, o.offload_ops, so.plan);
-    }
-    // Pipeline parallelism: the rank of the stage with the highest peak (estimate/pipeline_estimate.h).
-    std::optional<PipelineStages> stages;
-    if (o.parallel.pipeline_parallel > 1) {
-      stages = simulate_pipeline_stages(g, so, o.parallel, micro_batches, o.micro_batch.has_value());
-      g = std::move(stages->graph);
-      so.plan = stages->plan;  // the reported stage's checkpoints, on its graph
-    }
-    Program p = stages ? std::move(stages->program) : build_program(g, so);
-    if (o.gpu && o.device != "cuda") throw InputError("--gpu needs --device cuda");
+    BuiltRun r = build_run(o);
+    const Graph& g = r.g;
+    const ScheduleOptions& so = r.so;
+    Program& p = r.p;
+    std::optional<PipelineStages>& stages = r.stages;
     SimResult sim = stages ? std::move(stages->sim) : simulate(p);
     Estimate e = summarize(o, g, p, sim);
     if (o.gpu) e.device = device_memory(p, *o.gpu);
@@ -422,8 +457,8 @@ Result<Estimate> estimate(const EstimateOptions& o) {
     if (o.parallel.given()) e.per_gpu = per_gpu_summary(o.parallel, so.sharding, p, sim);
     if (stages) add_pipeline_summary(*stages, *e.per_gpu);
     e.foreach = so.foreach;
-    e.micro_batch = micro;
-    e.micro_batches = micro_batches;
+    e.micro_batch = r.micro;
+    e.micro_batches = r.micro_batches;
     if (o.keep_program) e.program = std::move(p);
     return e;
   });

@@ -1,13 +1,17 @@
 #include "estimate/fit_all.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <memory>
-#include <set>
+#include <optional>
 #include <tuple>
 
 #include "estimate/device_budget.h"
+#include "estimate/estimate_program.h"
 #include "sim/allocated_lower_bound.h"
+#include "sim/caching_allocator.h"
+#include "sim/replay.h"
 #include "sim/simulate.h"
 
 namespace headroom {
@@ -21,14 +25,26 @@ int64_t workspace_key(const EstimateOptions& e, const GpuOptions& g) {
   return -1;
 }
 
-// The programs of the sweep, each simulated once, and their allocator replays.
+// The largest segment any allocation of the program can make the caching allocator ask the
+// device for (get_allocation_size of each request).
+int64_t largest_segment(const Program& p) {
+  int64_t s = 0;
+  for (const Buffer& b : p.buffers) {
+    if (b.bytes > 0) s = std::max(s, cuda_caching::allocation_size(cuda_caching::round_size(b.bytes)));
+  }
+  return s;
+}
+
+// The programs of the sweep, each built once, and their exact peaks and allocator replays, each
+// computed once when first asked.
 class SharedSweep {
  public:
   struct Run {
     bool ok = false;
     std::string error;  // when !ok: estimate()'s error at this size
-    int64_t peak_bytes = 0;
+    std::optional<int64_t> peak_bytes;  // the exact peak, once simulated
     int64_t rounded_peak = 0;  // rounded_live_peak: no replay of the program reserves less
+    int64_t largest_segment = 0;
     Program* program = nullptr;  // owned by the sweep; one per size, shared by its workspaces
     // When the program is shared: its cuBLAS workspace buffers, set to `workspace` bytes before
     // each replay of this run.
@@ -36,10 +52,10 @@ class SharedSweep {
     int64_t workspace = 0;
   };
 
-  explicit SharedSweep(const FitOptions& o) : o_(o) {}
+  SharedSweep(const FitOptions& o, FitAllWork& work) : o_(o), work_(work) {}
 
-  // The estimate at size v with workspace `key`, without a GPU (the program and its exact peak).
-  // A second workspace at the same size replays the first program with the workspace buffers
+  // The program at size v with workspace `key`, without a GPU, or estimate()'s error there.
+  // A second workspace at the same size reuses the first program with the workspace buffers
   // resized: the workspace changes nothing else in a program (Interpreter::cublas_workspace).
   // Generation runs are built again: the workspace can change which window holds the peak.
   Run& run(int64_t v, int64_t key) {
@@ -69,16 +85,18 @@ class SharedSweep {
       r.program = base->program;
       r.workspace_buffers = base->workspace_buffers;
       r.workspace = key;
+      ++work_.resized;
       use(r);
-      Result<SimResult> sim = capture_input_errors([&] { return simulate(*r.program); });
-      if (!sim.ok()) {
-        r.error = sim.error();
+      Result<bool> sized = capture_input_errors([&] {
+        check_program_size(*r.program);  // what simulate() checks first
+        return true;
+      });
+      if (!sized.ok()) {
+        r.error = sized.error();
         r.program = nullptr;
         return r;
       }
-      r.ok = true;
-      r.peak_bytes = sim.value().peak.bytes;
-      r.rounded_peak = rounded_live_peak(*r.program);
+      measure(r);
       return r;
     }
     EstimateOptions e = o_.estimate;
@@ -88,31 +106,56 @@ class SharedSweep {
     e.top_tensors = 0;
     e.keep_program = true;
     if (key >= 0) e.cublas_workspace_bytes = key;
-    Result<Estimate> est = estimate(e);
-    if (!est.ok()) {
-      r.error = est.error();
-      return r;
+    ++work_.programs;
+    if (e.generation || e.parallel.pipeline_parallel > 1) {
+      // These runs choose their program by simulating it: estimate() gives both.
+      ++work_.exact_peaks;
+      Result<Estimate> est = estimate(e);
+      if (!est.ok()) {
+        r.error = est.error();
+        return r;
+      }
+      r.peak_bytes = est.value().peak_bytes;
+      programs_.push_back(std::make_unique<Program>(std::move(est.value().program)));
+    } else {
+      Result<Program> p = estimate_program(e);
+      if (!p.ok()) {
+        r.error = p.error();
+        return r;
+      }
+      programs_.push_back(std::make_unique<Program>(p.value()));
     }
-    r.ok = true;
-    r.peak_bytes = est.value().peak_bytes;
-    programs_.push_back(std::make_unique<Program>(std::move(est.value().program)));
     r.program = programs_.back().get();
-    r.rounded_peak = rounded_live_peak(*r.program);
+    measure(r);
     return r;
+  }
+
+  // estimate()'s peak_bytes at run (v, key).
+  int64_t peak_bytes(int64_t v, int64_t key) {
+    Run& r = runs_.at({v, key});
+    if (!r.peak_bytes) {
+      ++work_.exact_peaks;
+      use(r);
+      r.peak_bytes = simulate(*r.program).peak.bytes;
+    }
+    return *r.peak_bytes;
+  }
+
+  // The allocator stats of run (v, key) without a capacity, with these allocator settings.
+  const CachingAllocatorStats& unlimited(int64_t v, int64_t key, const CachingAllocatorOptions& a) {
+    return replay_once({v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, 0},
+                       runs_.at({v, key}), a);
   }
 
   // The allocator stats of run (v, key) on a GPU with these allocator settings and budget.
   const CachingAllocatorStats& replay(int64_t v, int64_t key, const GpuOptions& g, const DeviceBudget& b) {
-    const Run& r = runs_.at({v, key});
     const CachingAllocatorOptions& a = g.allocator;
-    const ReplayKey settings{v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, 0};
     if (!a.expandable_segments) {
-      const CachingAllocatorStats& unlimited = replay_once(settings, r, a);
-      if (unlimited.peak_reserved_bytes <= b.allocator_bytes) return unlimited;
+      const CachingAllocatorStats& u = unlimited(v, key, a);
+      if (u.peak_reserved_bytes <= b.allocator_bytes) return u;
     }
-    ReplayKey limited = settings;
-    std::get<5>(limited) = b.allocator_bytes;
-    return replay_once(limited, r, allocator_options(g, b));
+    return replay_once({v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, b.allocator_bytes},
+                       runs_.at({v, key}), allocator_options(g, b));
   }
 
  private:
@@ -120,8 +163,15 @@ class SharedSweep {
   static void use(const Run& r) {
     for (BufferId id : r.workspace_buffers) r.program->buffers[static_cast<size_t>(id)].bytes = r.workspace;
   }
+  // The bounds of a built run, read from its program.
+  static void measure(Run& r) {
+    r.ok = true;
+    r.rounded_peak = rounded_live_peak(*r.program);
+    r.largest_segment = largest_segment(*r.program);
+  }
 
   const FitOptions& o_;
+  FitAllWork& work_;
   std::map<std::pair<int64_t, int64_t>, Run> runs_;
   std::vector<std::unique_ptr<Program>> programs_;
   // (size, workspace, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
@@ -129,10 +179,11 @@ class SharedSweep {
   const CachingAllocatorStats& replay_once(const ReplayKey& k, const Run& r, CachingAllocatorOptions a) {
     auto [it, added] = replays_.try_emplace(k);
     if (added) {
+      ++work_.replays;
       a.capacity_bytes = std::get<5>(k);
       CachingAllocator alloc(a);
       use(r);
-      simulate(*r.program, &alloc);
+      replay_allocations(*r.program, alloc);
       it->second = alloc.stats();
     }
     return it->second;
@@ -150,7 +201,7 @@ class GpuPoints final : public FitPoints {
     if (it != cache_.end()) return &it->second;
     // fit() counts every request of a rejected size (it keeps only the points): so does this.
     // A size fits() answered was valid, and counted then.
-    if (!misfits_.count(v)) ++evaluations_;
+    if (!answered_.count(v)) ++evaluations_;
     Result<FitPoint> p = capture_input_errors([&] { return point(v); });
     if (!p.ok()) {
       if (first) throw InputError(p.error());
@@ -160,28 +211,40 @@ class GpuPoints final : public FitPoints {
     return &cache_.emplace(v, p.value()).first->second;
   }
 
-  // Without a replay when no replay could fit: the program's rounded live peak is a lower bound
-  // on every replay's reserved peak (sim/allocated_lower_bound.h), and with the context and NCCL
-  // it already passes the usable memory, so the point's headroom is negative (or the replay runs
-  // out of memory): device_memory_from() says it does not fit either way.
+  // Whether at(v) would give a point that fits, without its exact peak (which does not decide
+  // it), and without a replay when one of two bounds already says no:
+  //  - the program's rounded live peak is a lower bound on every replay's reserved peak
+  //    (sim/allocated_lower_bound.h): with the context and NCCL past the usable memory, the
+  //    point's headroom is negative (or the replay runs out of memory);
+  //  - without expandable segments, a replay with this GPU's capacity makes the same calls as the
+  //    unlimited one until a new segment would pass the capacity A. When the unlimited replay
+  //    reserves more than A, that happens, at a segment of S bytes with more than A - S already
+  //    reserved, so the limited replay's reserved peak is above A - S. When A - S is at least the
+  //    usable memory less the context and NCCL, for S the program's largest segment, the point's
+  //    headroom is negative (or the replay runs out of memory) again.
   bool fits(int64_t v) override {
     auto it = cache_.find(v);
     if (it != cache_.end()) return it->second.device.fits;
-    if (misfits_.count(v)) return false;
+    auto known = answered_.find(v);
+    if (known != answered_.end()) return known->second;
     ++evaluations_;
     Result<bool> f = capture_input_errors([&] {
       const SharedSweep::Run& r = run(v);
-      if (!budget_) budget_ = device_budget(g_);
-      if (budget_->context_bytes + budget_->nccl_bytes + r.rounded_peak > usable_bytes(*budget_)) {
-        misfits_.insert(v);
+      const DeviceBudget& b = budget();
+      const int64_t room = usable_bytes(b) - b.context_bytes - b.nccl_bytes;
+      if (r.rounded_peak > room) return false;
+      if (!g_.allocator.expandable_segments &&
+          sweep_.unlimited(v, *key_, g_.allocator).peak_reserved_bytes > b.allocator_bytes &&
+          b.allocator_bytes - r.largest_segment >= room) {
         return false;
       }
-      return cache_.emplace(v, point(v)).first->second.device.fits;
+      return device_memory_from(b, sweep_.replay(v, *key_, g_, b)).fits;
     });
     if (!f.ok()) {
       invalid_ = f.error();
       return false;
     }
+    answered_.emplace(v, f.value());
     return f.value();
   }
   const std::string& invalid() const override { return invalid_; }
@@ -208,11 +271,16 @@ class GpuPoints final : public FitPoints {
     return r;
   }
 
+  const DeviceBudget& budget() {
+    if (!budget_) budget_ = device_budget(g_);
+    return *budget_;
+  }
+
   // What estimate() with this GPU reports at v.
   FitPoint point(int64_t v) {
-    const SharedSweep::Run& r = run(v);
-    if (!budget_) budget_ = device_budget(g_);
-    return FitPoint{v, r.peak_bytes, device_memory_from(*budget_, sweep_.replay(v, *key_, g_, *budget_))};
+    run(v);
+    const DeviceBudget& b = budget();
+    return FitPoint{v, sweep_.peak_bytes(v, *key_), device_memory_from(b, sweep_.replay(v, *key_, g_, b))};
   }
 
   const FitOptions& o_;
@@ -221,7 +289,7 @@ class GpuPoints final : public FitPoints {
   std::optional<int64_t> key_;
   std::optional<DeviceBudget> budget_;
   std::map<int64_t, FitPoint> cache_;
-  std::set<int64_t> misfits_;  // valid sizes fits() answered without a point: none fits
+  std::map<int64_t, bool> answered_;  // valid sizes fits() answered without a point
   int evaluations_ = 0;
   std::string invalid_;
 };
@@ -229,10 +297,11 @@ class GpuPoints final : public FitPoints {
 }  // namespace
 
 Result<std::vector<FitResult>> fit_all(const FitOptions& o, const std::vector<GpuOptions>& gpus,
-                                       const FitProgress& progress) {
-  return capture_input_errors([&]() -> std::vector<FitResult> {
+                                       const FitProgress& progress, FitAllWork* work) {
+  FitAllWork counted;
+  Result<std::vector<FitResult>> out = capture_input_errors([&]() -> std::vector<FitResult> {
     if (o.limit < 1) throw InputError("fit limit must be positive");
-    SharedSweep sweep(o);
+    SharedSweep sweep(o, counted);
     std::vector<FitResult> results;
     for (size_t i = 0; i < gpus.size(); ++i) {
       if (progress) progress(i, gpus.size(), gpus[i].gpu);
@@ -241,6 +310,8 @@ Result<std::vector<FitResult>> fit_all(const FitOptions& o, const std::vector<Gp
     }
     return results;
   });
+  if (work) *work = counted;
+  return out;
 }
 
 }  // namespace headroom

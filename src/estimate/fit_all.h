@@ -11,6 +11,11 @@
 // range is sized from the capacity) replay the program with their own limit. Replays are shared
 // only between GPUs with the same allocator settings, once per (size, workspace, settings, limit).
 //
+// Work is done only where fit()'s search needs it: a size asked only "does it fit?" is built
+// (estimate_program.h) and replayed, but its exact peak is simulated only when a report prints
+// that size's point; and a GPU whose budget the unlimited replay passes needs no replay of its
+// own when the largest segment the program can ask for is within its margin (fit_all.cc says why).
+//
 // Invariants: the GPUs are searched in order with fit()'s search (fit_search), so every field of
 // each FitResult, `evaluations` included, is the one fit() gives; the first error (in GPU order)
 // is fit()'s error for that GPU.
@@ -28,9 +33,18 @@ namespace headroom {
 // Called before each GPU's search: its index, the number of GPUs, its name.
 using FitProgress = std::function<void(size_t index, size_t count, const std::string& gpu)>;
 
+// What one fit_all call simulated (tests pin it against the loop over fit(), which builds,
+// simulates and replays once for each of its `evaluations`).
+struct FitAllWork {
+  int programs = 0;     // programs built (graph and interpreter; generation: both windows, once)
+  int resized = 0;      // programs reused with another cuBLAS workspace, not built again
+  int exact_peaks = 0;  // exact-heap simulations (the peak a report prints)
+  int replays = 0;      // caching-allocator replays
+};
+
 // fit(options with estimate.gpu = g) for each g in gpus, in order. options.estimate.gpu is not
-// read.
+// read. `work`, when given, receives what was simulated.
 Result<std::vector<FitResult>> fit_all(const FitOptions& options, const std::vector<GpuOptions>& gpus,
-                                       const FitProgress& progress = {});
+                                       const FitProgress& progress = {}, FitAllWork* work = nullptr);
 
 }  // namespace headroom
