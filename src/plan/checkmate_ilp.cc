@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "plan/cbc_deadline.h"
+#include "plan/checkmate_improve.h"
 #include "plan/checkmate_start.h"
 #include "plan/milp_form.h"
 
@@ -345,6 +346,8 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
   if (!literal) {
     start_schedule = checkmate_greedy_start(g, budget_bytes);
     if (start_schedule) {
+      out.greedy_cost = checkmate_evaluate(g, *start_schedule).cost;
+      start_schedule = checkmate_improve(g, *start_schedule, budget_bytes);
       const CheckmateEvaluation ev = checkmate_evaluate(g, *start_schedule);
       out.start_cost = ev.cost;
       if (ev.cost == least_cost) {

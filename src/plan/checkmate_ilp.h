@@ -52,7 +52,8 @@ struct CheckmateIlpResult {
   CheckmateSchedule schedule;  // empty without one
   int variables = 0, constraints = 0;
   bool solved_without_search = false;  // the store-all or greedy start costs Σ cost_i (headroom)
-  int64_t start_cost = 0;              // the greedy start's cost handed to CBC; 0 without one
+  int64_t greedy_cost = 0;             // the greedy checkpoint set's cost; 0 without one
+  int64_t start_cost = 0;              // the start handed to CBC (the greedy's, improved); 0 without one
   double seconds = 0;
 };
 

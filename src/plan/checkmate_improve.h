@@ -1,0 +1,33 @@
+// Local improvement of a schedule of Checkmate's model (checkmate_graph.h), to give CBC a better
+// first incumbent than the greedy checkpoint set (checkmate_start.h) on graphs with long skips.
+//
+// A schedule is described by its held sets alone: stage t holds H[t] when it starts, and computes
+// node t and, recursively, every input that is not held (the least R[t] that H[t] allows), plus
+// whatever H[t+1] takes over that was neither held nor computed (so every hold is available). A
+// checkpoint-set schedule is one such description; so are the schedules that keep a recomputed
+// node from one backward stage to a later one, which checkpoint sets cannot express.
+//
+// Moves, applied while one lowers the cost and every stage's peak stays within the budget:
+//   keep:     where stage t recomputes node i, hold i instead from the last earlier stage that has
+//             it (held or computed) through t;
+//   trade:    give up one held interval of a node (it is recomputed where read) to make room for a
+//             keep elsewhere, when the pair lowers the cost.
+// After every move the description is cleaned: a hold that no node of its stage reads and that is
+// not held on is dropped (with what was computed only to be held), so holds never stay in vain.
+//
+// Invariants: the result is a valid schedule (checkmate_evaluate finds nothing wrong) within the
+// budget whose cost is at most the start's; it is checked by checkmate_evaluate before it is
+// returned, never trusted. Deterministic: moves are tried in a fixed order, the best one taken.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/checkmate_graph.h"
+
+namespace headroom {
+
+// REQUIRES: `start` valid and within budget_bytes (checkmate_evaluate). Returns `start` itself
+// when no move improves it.
+CheckmateSchedule checkmate_improve(const CheckmateGraph& graph, const CheckmateSchedule& start, int64_t budget_bytes);
+
+}  // namespace headroom
