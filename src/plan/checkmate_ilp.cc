@@ -217,6 +217,35 @@ Program build_headroom(const CheckmateGraph& g, double budget, const std::vector
       for (int j : g.successors[at(i)])
         if (j > k && j <= t && R(t, j) >= 0) f.row(Expr().add(col, 1).add(R(t, j), 1), 'L', 1);
     }
+    // Cut (valid for every schedule): a node is freed at most once in a stage, and only when it
+    // is there (held or computed). Without it the LP frees a fractionally present node once per
+    // reader.
+    {
+      std::vector<Expr> freed(n);
+      for (size_t e = 0; e < g.edges.size(); ++e)
+        if (free_e[e] >= 0) freed[at(g.edges[e].first)].add(free_e[e], 1);
+      for (int i = 0; i < t; ++i) {
+        if (freed[at(i)].terms.empty()) continue;
+        Expr row = freed[at(i)];
+        add(row, R(t, i), -1);
+        add(row, S(t, i), -1);
+        f.row(row, 'L', 0);
+      }
+    }
+    // Cut (valid for every schedule): when node t is computed, it, its inputs and everything held
+    // into t+1 are in memory together (U[t][t]): a knapsack row on S[t+1].
+    if (t + 1 < T) {
+      double fixed = ram[at(t)];
+      std::vector<uint8_t> input(n, 0);
+      for (int e : g.in_edges[at(t)]) {
+        input[at(g.edges[at(e)].first)] = 1;
+        fixed += ram[at(g.edges[at(e)].first)];
+      }
+      Expr row;
+      for (int i = 0; i < t; ++i)
+        if (!input[at(i)]) row.add(S(t + 1, i), ram[at(i)]);
+      if (!row.terms.empty()) f.row(row, 'L', budget - fixed);
+    }
     // U[t][k] for k <= t (later it only falls), within the budget by its bound.
     std::vector<int>& U = P.U.emplace_back();
     for (int k = 0; k <= t; ++k) U.push_back(f.col(0, budget, 0, false));

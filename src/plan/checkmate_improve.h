@@ -7,11 +7,13 @@
 // checkpoint-set schedule is one such description; so are the schedules that keep a recomputed
 // node from one backward stage to a later one, which checkpoint sets cannot express.
 //
-// Moves, applied while one lowers the cost and every stage's peak stays within the budget:
-//   keep:     where stage t recomputes node i, hold i instead from the last earlier stage that has
-//             it (held or computed) through t;
-//   trade:    give up one held interval of a node (it is recomputed where read) to make room for a
-//             keep elsewhere, when the pair lowers the cost.
+// Moves:
+//   keep:  where stage t recomputes node i, hold i instead from the last earlier stage that has it
+//          (held or computed) through t. The best keep that fits the budget and lowers the cost is
+//          taken, until none does (a descent).
+//   kick:  give up one held interval of a node (it is recomputed where it is read), then descend
+//          again; the first kick that ends cheaper than the current schedule is taken, and the
+//          kicks start over from it, until none helps or an evaluation count is spent.
 // After every move the description is cleaned: a hold that no node of its stage reads and that is
 // not held on is dropped (with what was computed only to be held), so holds never stay in vain.
 //
