@@ -87,7 +87,7 @@ TEST(CheckmateIlp, TinyLinearByHand) {
 // both formulations give the exhaustive search's feasibility and cost.
 TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   std::mt19937 rng(17);
-  int cases = 0, feasible = 0, recomputing = 0, started = 0, improved_to_optimum = 0;
+  int cases = 0, feasible = 0, recomputing = 0, started = 0, greedy_above_optimum = 0, improved_to_optimum = 0;
   for (int trial = 0; trial < 40; ++trial) {
     CheckmateGraph g;
     g.T = 2 + trial % 6;
@@ -130,6 +130,7 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
         EXPECT_LE(better.peak_bytes, budget);
         EXPECT_LE(better.cost, ev.cost);
         EXPECT_GE(better.cost, want.cost);
+        greedy_above_optimum += ev.cost > want.cost;
         improved_to_optimum += better.cost == want.cost && ev.cost > want.cost;
       }
       for (CheckmateFormulation f : kBoth) {
@@ -154,6 +155,7 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
   RecordProperty("feasible", feasible);
   RecordProperty("recomputing", recomputing);
   RecordProperty("started", started);
+  RecordProperty("greedy_above_optimum", greedy_above_optimum);
   RecordProperty("improved_to_optimum", improved_to_optimum);
 }
 
