@@ -325,6 +325,37 @@ int64_t least_peak(const CheckmateGraph& g) {
   return best;
 }
 
+// CBC's first incumbent: the greedy checkpoint set and the uniform ones of every k-th forward node
+// (k = 2 .. ⌈√forward nodes⌉ + 1) that fit, each improved by the local search; the cheapest (the
+// first of equals). greedy_cost gets the greedy's own cost (0 without one).
+std::optional<CheckmateSchedule> best_start(const CheckmateGraph& g, int64_t budget, int64_t* greedy_cost) {
+  std::optional<CheckmateSchedule> best;
+  int64_t best_cost = 0;
+  auto consider = [&](const CheckmateSchedule& s) {
+    CheckmateSchedule better = checkmate_improve(g, s, budget);
+    const CheckmateEvaluation ev = checkmate_evaluate(g, better);
+    if (!ev.invalid.empty() || ev.peak_bytes > budget) return;
+    if (!best || ev.cost < best_cost) {
+      best = std::move(better);
+      best_cost = ev.cost;
+    }
+  };
+  *greedy_cost = 0;
+  if (std::optional<CheckmateSchedule> greedy = checkmate_greedy_start(g, budget)) {
+    *greedy_cost = checkmate_evaluate(g, *greedy).cost;
+    consider(*greedy);
+  }
+  int forward = 0;
+  for (CheckmateNodeKind k : g.kind) forward += k == CheckmateNodeKind::Forward;
+  const int most = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(forward)))) + 1;
+  for (int every = 2; every <= most; ++every) {
+    const CheckmateSchedule s = checkmate_checkpoint_schedule(g, checkmate_uniform_checkpoints(g, every));
+    const CheckmateEvaluation ev = checkmate_evaluate(g, s);
+    if (ev.invalid.empty() && ev.peak_bytes <= budget) consider(s);
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string checkmate_formulation_name(CheckmateFormulation f) {
@@ -373,10 +404,8 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
   int64_t least_cost = 0;
   for (int64_t c : g.cost) least_cost += c;
   if (!literal) {
-    start_schedule = checkmate_greedy_start(g, budget_bytes);
+    start_schedule = best_start(g, budget_bytes, &out.greedy_cost);
     if (start_schedule) {
-      out.greedy_cost = checkmate_evaluate(g, *start_schedule).cost;
-      start_schedule = checkmate_improve(g, *start_schedule, budget_bytes);
       const CheckmateEvaluation ev = checkmate_evaluate(g, *start_schedule);
       out.start_cost = ev.cost;
       if (ev.cost == least_cost) {
