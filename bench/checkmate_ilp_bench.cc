@@ -5,9 +5,10 @@
 // way from the least possible peak to the store-all peak), formulation (0 literal, 1 headroom).
 // Counters: status (0 optimal, 1 time limit with a schedule, 2 infeasible, 3 none), the cost, the
 // bound, the greedy start's cost and that of the start handed to CBC (0 for the literal
-// formulation, which has none), the program's size. The time limit is 100 s, or HEADROOM_CHECKMATE_BENCH_LIMIT_S seconds
-// when that is set (the long literal runs of docs/ilp.md §9); a row that reaches it is not a proven
-// optimum, and docs/ilp.md quotes it as a lower bound on the time, never as a solve time.
+// formulation, which has none), the program's size. The time limit is 100 s, or
+// HEADROOM_CHECKMATE_BENCH_LIMIT_S seconds when that is set (the long literal runs of docs/ilp.md
+// §9); a row that reaches it is not a proven optimum, and docs/ilp.md quotes it as a lower bound
+// on the time, never as a solve time.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

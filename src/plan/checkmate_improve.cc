@@ -39,7 +39,8 @@ class Search {
       const auto& r = c.s.R[at(t)];
       for (int i = 0; i <= t; ++i)
         if (r[at(i)]) c.cost += g_.cost[at(i)];
-      c.peak = std::max(c.peak, checkmate_stage_peak(g_, t, r, c.s.S[at(t)], t + 1 < g_.T ? c.s.S[at(t) + 1] : none));
+      c.peak = std::max(c.peak, checkmate_stage_peak(g_, t, r, c.s.S[at(t)],
+                                                     t + 1 < g_.T ? c.s.S[at(t) + 1] : none));
     }
     return c;
   }
@@ -143,7 +144,8 @@ class Search {
 
 // The best keep, repeated while one fits and lowers the cost. A drop may leave the budget
 // exceeded; keeps only raise memory, so such a candidate stays over it (the caller checks).
-Candidate descend(const Search& search, const CheckmateGraph& g, Candidate now, int64_t* evaluations) {
+Candidate descend(const Search& search, const CheckmateGraph& g, Candidate now,
+                  int64_t* evaluations) {
   for (;;) {
     std::optional<Candidate> best;
     for (int t = 1; t < g.T; ++t) {
@@ -162,7 +164,8 @@ Candidate descend(const Search& search, const CheckmateGraph& g, Candidate now, 
 
 }  // namespace
 
-CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSchedule& start, int64_t budget) {
+CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSchedule& start,
+                                    int64_t budget) {
   const CheckmateEvaluation start_ev = checkmate_evaluate(g, start);
   if (!start_ev.invalid.empty() || start_ev.peak_bytes > budget) return start;
   const Search search(g, budget);

@@ -30,6 +30,7 @@ namespace headroom {
 
 // REQUIRES: `start` valid and within budget_bytes (checkmate_evaluate). Returns `start` itself
 // when no move improves it.
-CheckmateSchedule checkmate_improve(const CheckmateGraph& graph, const CheckmateSchedule& start, int64_t budget_bytes);
+CheckmateSchedule checkmate_improve(const CheckmateGraph& graph, const CheckmateSchedule& start,
+                                    int64_t budget_bytes);
 
 }  // namespace headroom
