@@ -14,7 +14,6 @@ size_t at(int i) { return static_cast<size_t>(i); }
 // the result is the same on every machine). The 65-node U-Net-like graph of the benchmark needs
 // about 5,000.
 constexpr int64_t kMaxEvaluations = 50'000;
-
 struct Candidate {
   CheckmateSchedule s;  // S: the cleaned held sets; R: derived from them
   int64_t cost = 0;
@@ -165,7 +164,7 @@ Candidate descend(const Search& search, const CheckmateGraph& g, Candidate now,
 }  // namespace
 
 CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSchedule& start,
-                                    int64_t budget) {
+                                    int64_t budget, int64_t* pair_kick_evaluations) {
   const CheckmateEvaluation start_ev = checkmate_evaluate(g, start);
   if (!start_ev.invalid.empty() || start_ev.peak_bytes > budget) return start;
   const Search search(g, budget);
@@ -175,9 +174,12 @@ CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSche
   now = descend(search, g, std::move(now), &evaluations);
   // Kicks: give up one held interval, descend again from there; the first that ends cheaper
   // than now is taken, and the kicks start over from it.
+  int64_t unused = 0;
+  int64_t& pair_left = pair_kick_evaluations ? *pair_kick_evaluations : unused;
   for (bool better = true; better && evaluations < kMaxEvaluations;) {
     better = false;
-    for (const auto& interval : search.held_intervals(now)) {
+    const std::vector<std::array<int, 3>> intervals = search.held_intervals(now);
+    for (const auto& interval : intervals) {
       if (evaluations >= kMaxEvaluations) break;
       ++evaluations;
       Candidate c = descend(search, g, search.drop(now, interval), &evaluations);
@@ -185,6 +187,24 @@ CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSche
         now = std::move(c);
         better = true;
         break;
+      }
+    }
+    // Pair kicks, when no single one helps: give up two held intervals whose stages meet or
+    // touch, then descend; each evaluation is taken from the caller's count.
+    for (size_t x = 0; !better && pair_left > 0 && x < intervals.size(); ++x) {
+      const Candidate first = search.drop(now, intervals[x]);
+      for (size_t y = x + 1; !better && y < intervals.size(); ++y) {
+        if (pair_left <= 0) break;
+        const auto& a = intervals[x];
+        const auto& b = intervals[y];
+        if (b[1] > a[2] + 1 || a[1] > b[2] + 1) continue;
+        int64_t spent = 1;
+        Candidate c = descend(search, g, search.drop(first, b), &spent);
+        pair_left -= spent;
+        if (search.fits(c) && c.cost < now.cost) {
+          now = std::move(c);
+          better = true;
+        }
       }
     }
   }

@@ -14,6 +14,9 @@
 //   kick:  give up one held interval of a node (it is recomputed where it is read), then descend
 //          again; the first kick that ends cheaper than the current schedule is taken, and the
 //          kicks start over from it, until none helps or an evaluation count is spent.
+//   pair kick (when no single kick helps, while the caller's count of evaluations for them
+//          lasts): the same after giving up two held intervals whose stages overlap or touch (the
+//          41-node U-Net-like graph of the benchmark needs it to reach its optimum).
 // After every move the description is cleaned: a hold that no node of its stage reads and that is
 // not held on is dropped (with what was computed only to be held), so holds never stay in vain.
 //
@@ -30,7 +33,9 @@ namespace headroom {
 
 // REQUIRES: `start` valid and within budget_bytes (checkmate_evaluate). Returns `start` itself
 // when no move improves it.
+// pair_kick_evaluations: how many schedules the pair kicks may still evaluate, decremented by
+// what they spend (shared by the caller across starts); none without it.
 CheckmateSchedule checkmate_improve(const CheckmateGraph& graph, const CheckmateSchedule& start,
-                                    int64_t budget_bytes);
+                                    int64_t budget_bytes, int64_t* pair_kick_evaluations = nullptr);
 
 }  // namespace headroom
