@@ -1,4 +1,5 @@
-// The local search of checkmate_improve.h: schedules described by their held sets, two moves.
+// The local search of checkmate_improve.h: schedules described by their held sets; keeps, kicks
+// and pair kicks.
 #include "plan/checkmate_improve.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@ size_t at(int i) { return static_cast<size_t>(i); }
 // the result is the same on every machine). The 65-node U-Net-like graph of the benchmark needs
 // about 5,000.
 constexpr int64_t kMaxEvaluations = 50'000;
+
 struct Candidate {
   CheckmateSchedule s;  // S: the cleaned held sets; R: derived from them
   int64_t cost = 0;
