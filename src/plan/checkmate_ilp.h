@@ -14,13 +14,16 @@
 //   the argument for each step): variables fixed by the frontier rule are constants instead of
 //   columns (R[t][t] = 1; R[t][i>t], S[t][i>=t] absent); FREE only where it can be 1, with one
 //   row per hazard instead of the aggregated pair (a free is never forced: freeing earlier never
-//   raises U, so the optimum is unchanged); U only up to the stage's own node; and three cuts
+//   raises U, so the optimum is unchanged); U only up to the stage's own node; three cuts
 //   that only remove dominated schedules: nothing recomputed that is held (R + S <= 1), nothing
-//   computed or held in vain (it is read in the stage or held into the next). Before CBC: the
+//   computed or held in vain (it is read in the stage or held into the next); and two rows valid
+//   for every schedule that tighten the LP: a node is freed at most once per stage and only when
+//   present, and what stage t holds into t+1 fits beside node t and its inputs. Before CBC: the
 //   least peak any schedule has (node t and its inputs) against the budget, a proof of
-//   infeasibility; the store-all schedule and the greedy checkpoint-set start (checkmate_start.h):
-//   one that fits and costs Σ cost_i (every node once) is optimal without a search; otherwise
-//   the greedy's schedule is CBC's first incumbent.
+//   infeasibility; the store-all schedule and the starts (the greedy and the uniform checkpoint
+//   sets of checkmate_start.h, each improved by checkmate_improve.h): one that fits and costs
+//   Σ cost_i (every node once) is optimal without a search; otherwise the cheapest start is CBC's
+//   first incumbent.
 //
 // Both return the schedule decoded from CBC's solution; checkmate_plan re-evaluates it
 // (checkmate_evaluate) and checks the cost and the budget.
@@ -52,7 +55,8 @@ struct CheckmateIlpResult {
   CheckmateSchedule schedule;  // empty without one
   int variables = 0, constraints = 0;
   bool solved_without_search = false;  // the store-all or greedy start costs Σ cost_i (headroom)
-  int64_t start_cost = 0;              // the greedy start's cost handed to CBC; 0 without one
+  int64_t greedy_cost = 0;             // the greedy checkpoint set's cost; 0 without one
+  int64_t start_cost = 0;              // the start handed to CBC (the greedy's, improved); 0 without one
   double seconds = 0;
 };
 

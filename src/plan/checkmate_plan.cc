@@ -31,6 +31,8 @@ Result<CheckmatePlan> solve_checkmate(const CheckmateGraph& g, int64_t budget_by
     p.variables = r.variables;
     p.constraints = r.constraints;
     p.solved_without_search = r.solved_without_search;
+    p.greedy_cost = r.greedy_cost;
+    p.start_cost = r.start_cost;
     p.solve_seconds = r.seconds;
     if (!p.has_schedule()) return p;
     const CheckmateEvaluation ev = checkmate_evaluate(g, r.schedule);

@@ -27,6 +27,7 @@ struct CheckmatePlan {
   std::vector<std::vector<int>> compute, held;
   int variables = 0, constraints = 0;  // 0 when no program was needed
   bool solved_without_search = false;
+  int64_t greedy_cost = 0, start_cost = 0;  // the starts (checkmate_ilp.h); not printed
   double solve_seconds = 0;  // not printed: the output stays deterministic
 
   bool has_schedule() const { return status == CheckmateStatus::Optimal || status == CheckmateStatus::Feasible; }

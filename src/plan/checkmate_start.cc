@@ -54,6 +54,14 @@ CheckmateSchedule checkmate_checkpoint_schedule(const CheckmateGraph& g, const s
   return s;
 }
 
+std::vector<uint8_t> checkmate_uniform_checkpoints(const CheckmateGraph& g, int every) {
+  std::vector<uint8_t> out(at(g.T), 1);
+  int forward = 0;
+  for (int i = 0; i < g.T; ++i)
+    if (g.kind[at(i)] == CheckmateNodeKind::Forward) out[at(i)] = forward++ % every == 0;
+  return out;
+}
+
 std::optional<CheckmateSchedule> checkmate_greedy_start(const CheckmateGraph& g, int64_t budget) {
   std::vector<uint8_t> checkpointed(at(g.T), 1);
   CheckmateSchedule s = checkmate_checkpoint_schedule(g, checkpointed);

@@ -16,6 +16,11 @@ namespace headroom {
 // The schedule of checkpoint set `checkpointed` (one flag per node) under the rules above.
 CheckmateSchedule checkmate_checkpoint_schedule(const CheckmateGraph& graph, const std::vector<uint8_t>& checkpointed);
 
+// Uniform checkpoint sets (the √n rule of Chen et al., "Training Deep Nets with Sublinear Memory
+// Cost", 2016): every `every`-th forward node in index order, starting with the first, and every
+// node that is not a forward one (the loss, the gradients). REQUIRES: every >= 1.
+std::vector<uint8_t> checkmate_uniform_checkpoints(const CheckmateGraph& graph, int every);
+
 // The greedy's schedule, or nothing when it found none within the budget.
 std::optional<CheckmateSchedule> checkmate_greedy_start(const CheckmateGraph& graph, int64_t budget_bytes);
 
