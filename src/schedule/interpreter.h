@@ -2,7 +2,8 @@
 // Python and the autograd engine hold references and writes the Program's events. Split by
 // concern: build_program.cc (setup, forward, backward), interpreter_plan.cc (memory plans:
 // checkpoint segments and offloading), interpreter_optimizer.cc (the optimizer step),
-// interpreter_sharding.cc (ZeRO / FSDP: one data-parallel rank's model states).
+// interpreter_sharding.cc (ZeRO / FSDP: one data-parallel rank's model states),
+// interpreter_megatron.cc (Megatron-LM's DDP buffers and optimizers).
 //
 // Invariants: one Interpreter builds one Program (run() once); every reference taken is dropped
 // exactly once (unref checks underflow); the Program passes validate_program.
@@ -351,6 +352,21 @@ class Interpreter {
   void offload_gradient(TensorId param, GradValue g);
   // FSDP CPUOffload: torch.optim on the host parameters (states created at the first step).
   void host_optimizer_step(int iteration);
+
+  // ---- Megatron-LM's DDP and optimizers (interpreter_megatron.cc) -----------------------------
+  bool megatron() const { return o_.sharding.engine == ShardingEngine::Megatron && o_.mode == RunMode::Training; }
+  // Wrapping the model: the main_grad buffer (and under the distributed optimizer the padded
+  // param_data buffer every trainable parameter becomes a view of), then the optimizer's fp32
+  // main params. Called by setup() in place of allocating the trainable parameters one by one.
+  void megatron_setup();
+  // main_grad.add_(grad); param.grad = None: the gradient lands in the buffer and is freed.
+  void megatron_accumulate(TensorId param, GradValue g);
+  void megatron_optimizer_step(int iteration);
+  std::vector<BufferId> megatron_grad_buffers_;   // per model chunk: grad_data
+  std::vector<BufferId> megatron_param_buffers_;  // per model chunk: param_data (distributed optimizer)
+  // The optimizer's main params: (parameter, elements), the rank's piece of it under the
+  // distributed optimizer; the moments are made like them.
+  std::vector<std::pair<TensorId, int64_t>> megatron_main_params_;
 
   // ---- DDP's gradient buckets (interpreter_ddp.cc) --------------------------------------------
   bool ddp_buckets() const;
