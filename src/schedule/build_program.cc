@@ -126,6 +126,10 @@ void Interpreter::setup() {
       continue;
     }
     if (pipeline_received(t.id)) continue;  // a p2p receive per micro-batch (interpreter_pipeline.cc)
+    if (flat_carrier(t.id) != t.id) {
+      buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(flat_carrier(t.id))];  // a view of the unit's flat shard
+      continue;
+    }
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
     BufferId b = new_buffer(stored_param_bytes(t), cat,
                             t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);

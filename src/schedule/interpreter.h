@@ -339,6 +339,18 @@ class Interpreter {
   bool in_backward_ = false;                       // backward() runs (checkpoint re-runs included)
   std::vector<bool> unit_reach_;                   // per op: the running backward reaches it
 
+  // ---- FSDP's FlatParameters (interpreter_fsdp_flat.cc) ----------------------------------------
+  // One flat, padded shard per unit (flat_param.py FlatParamHandle._get_shard): the unit's
+  // parameters share it, its gradient shard and (torch.optim sees one parameter per unit) its
+  // optimizer state, all carried by the unit's first parameter.
+  void init_fsdp_flat();
+  bool flat_member(TensorId t) const { return !flat_of_.empty() && flat_of_[static_cast<size_t>(t)] >= 0; }
+  // The parameter carrying t's FlatParameter (t itself outside one).
+  TensorId flat_carrier(TensorId t) const { return flat_member(t) ? flat_rep_[static_cast<size_t>(flat_of_[static_cast<size_t>(t)])] : t; }
+  std::vector<int> flat_of_;         // per tensor: its FlatParameter, -1 outside
+  std::vector<int64_t> flat_numel_;  // per FlatParameter: its unsharded elements
+  std::vector<TensorId> flat_rep_;   // per FlatParameter: its first parameter, the carrier
+
   // ---- engine offloading (interpreter_offload.cc) ---------------------------------------------
   void host_state(int64_t bytes, std::string name, bool nvme = false);
   // A parameter whose shard the engine keeps on the host: recorded there; its device buffer is empty.
