@@ -167,6 +167,22 @@ TEST(FsdpUnits, PaddedUnitsAtThreeRanks) {
   EXPECT_EQ(u.max_bytes, (9345 + 2 * 49986) * 2);
 }
 
+TEST(FsdpUnits, FlatShardsArePerUnit) {
+  // dp 3, FULL_SHARD, bf16: each unit keeps one flat fp32 shard of ceil(elements / 3) elements
+  // (_get_shard: chunks[0].numel()): a block 16,662 (49,984 / 3 = 16,661.3), the root 3,115
+  // (9,344 / 3 = 3,114.7), 2 x 16,662 + 3,115 = 36,439 elements. Parameter shards (fp32, 4 bytes),
+  // gradient shards (fp32, 4) and Adam's two moments (8) on them, plus one 4-byte `step` per flat
+  // parameter (3): 16 x 36,439 + 12 = 583,036 bytes.
+  // Counted per parameter, ceil(numel / 3) each, a block would be 16,668 (its six 64-element
+  // norms and biases 22 each, c_attn 4,096 + 64, attn.c_proj 1,366, c_fc 5,462 + 86, mlp.c_proj
+  // 5,462) and the root 3,117 (wte 2,731, wpe 342, ln_f 22 + 22): 36,453 elements, 14 more, and
+  // 28 `step`s: 16 x 36,453 + 112 = 583,360 bytes.
+  const Estimate e = run(fsdp(3, FsdpStrategy::Full, FsdpWrap::Block));
+  ASSERT_TRUE(e.per_gpu);
+  EXPECT_EQ(e.per_gpu->model_states_bytes, 16 * (2 * 16662 + 3115) + 3 * 4);
+  EXPECT_EQ(16 * (2 * 16668 + 3117) + 28 * 4 - e.per_gpu->model_states_bytes, 16 * 14 + 25 * 4);
+}
+
 TEST(FsdpUnits, ParamWrapGathersLessThanBlockWrap) {
   // --fsdp-wrap param gathers one op's parameters at a time (plus the next op's): its largest
   // gathered set is below a block's. The model states (shards, gradient shards, Adam) are the

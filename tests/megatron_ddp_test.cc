@@ -88,6 +88,28 @@ TEST(MegatronDdp, DistributedOptimizerHoldsMegatronsSixPlusTwelveOverDBytesPerPa
   EXPECT_EQ(g.model_states_bytes - (10 * kPsi + kRotaryBytes), 3'500'277'760);
 }
 
+TEST(MegatronDdp, LlamaPipelinePeaksAreDeepSpeedsPlusTwoPsi) {
+  // Simulated regression pins (docs/distributed.md, "Megatron-LM's own DDP: --megatron"). Under
+  // 1F1B and interleaving every stage peaks in a later micro-batch's backward, when every
+  // gradient of the stage exists, so each peak is DeepSpeed ZeRO-1's pinned one
+  // (tests/pipeline_llama_pin_test.cc) plus the model states' difference, 2 Psi of the stage:
+  // 2 x 1,750,138,880 on stage 0, 2 x 1,619,066,880 on stages 1 and 2, 2 x 1,750,142,976 on stage 3.
+  constexpr int64_t kMiddle = 8 * 202'383'360LL, kLast = kMiddle + 4'096 + 131'072'000;
+  EstimateOptions o = llama_stages(true);
+  PerGpu g = per_gpu(o);
+  EXPECT_EQ(g.stage_peak_bytes, (std::vector<int64_t>{32'036'503'808 + 2 * kPsi, 27'184'595'200 + 2 * kMiddle, 23'576'314'112 + 2 * kMiddle,
+                                                      22'144'558'344 + 2 * kLast}));
+  EXPECT_EQ(g.activations_bytes, 14'518'059'008);  // the same activations as DeepSpeed's
+  o.parallel.pipeline_schedule = PipelineScheduleKind::Interleaved;
+  o.parallel.virtual_stages = 2;
+  g = per_gpu(o);
+  // Two model chunks per rank, each its own DDP buffer (4 layers; the embedding with chunk 0 of
+  // stage 0, the head with chunk 1 of stage 3): no padding either, the same 2 Psi in all.
+  EXPECT_EQ(g.stage_peak_bytes, (std::vector<int64_t>{37'496'635'648 + 2 * kPsi, 32'677'232'896 + 2 * kMiddle, 29'051'126'016 + 2 * kMiddle,
+                                                      27'601'544'456 + 2 * kLast}));
+  EXPECT_EQ(g.model_states_bytes, 12 * kPsi + kRotaryBytes);
+}
+
 TEST(MegatronDdp, WithoutTheDistributedOptimizerEighteenBytesPerParameter) {
   const PerGpu g = per_gpu(llama_stages(false));
   // 2 (bf16 params) + 4 (fp32 main_grad) + 4 (fp32 main params) + 8 (Adam) = 18 bytes each.
