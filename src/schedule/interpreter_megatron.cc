@@ -126,8 +126,12 @@ void Interpreter::megatron_accumulate(TensorId param, GradValue g) {
 
 void Interpreter::megatron_optimizer_step(int iteration) {
   const bool distributed = o_.sharding.zero_stage == 1;
+  // The cost model times a step labelled ".step()" as the whole model's update
+  // (cost/cost_model.cc): Float16OptimizerWithFloat16Params updates every parameter on every rank;
+  // the distributed optimizer's update of 1/d of them is left untimed, as DeepSpeed's partitioned
+  // step is ("DeepSpeed ZeRO-1 step()").
   begin_step(Phase::Optimizer, iteration, 0, kNone,
-             distributed ? "Megatron DistributedOptimizer.step()" : "Megatron Float16OptimizerWithFloat16Params.step()");
+             distributed ? "Megatron DistributedOptimizer step() (this rank's 1/d)" : "Megatron Float16OptimizerWithFloat16Params.step()");
   if (!state_created_) {
     // FusedAdam's first step: zeros_like(main param) for each moment, parameter by parameter, in fp32.
     std::vector<std::string> moments = partition_moments();
