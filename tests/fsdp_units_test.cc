@@ -167,18 +167,37 @@ TEST(FsdpUnits, PaddedUnitsAtThreeRanks) {
   EXPECT_EQ(u.max_bytes, (9345 + 2 * 49986) * 2);
 }
 
+TEST(FsdpUnits, FlatShardsArePerUnit) {
+  // dp 3, FULL_SHARD, bf16: each unit keeps one flat fp32 shard of ceil(elements / 3) elements
+  // (_get_shard: chunks[0].numel()): a block 16,662 (49,984 / 3 = 16,661.3), the root 3,115
+  // (9,344 / 3 = 3,114.7), 2 x 16,662 + 3,115 = 36,439 elements. Parameter shards (fp32, 4 bytes),
+  // gradient shards (fp32, 4) and Adam's two moments (8) on them, plus one 4-byte `step` per flat
+  // parameter (3), and the model's buffers, two 16 x 16 bool causal masks and two 0-dim bf16
+  // masked_bias (516 bytes): 16 x 36,439 + 12 + 516 = 583,552 bytes.
+  // Counted per parameter, ceil(numel / 3) each, a block would be 16,668 (its six 64-element
+  // norms and biases 22 each, c_attn 4,096 + 64, attn.c_proj 1,366, c_fc 5,462 + 86, mlp.c_proj
+  // 5,462) and the root 3,117 (wte 2,731, wpe 342, ln_f 22 + 22): 36,453 elements, 14 more, and
+  // 28 `step`s: 16 x 36,453 + 112 + 516 = 583,876 bytes.
+  const Estimate e = run(fsdp(3, FsdpStrategy::Full, FsdpWrap::Block));
+  ASSERT_TRUE(e.per_gpu);
+  constexpr int64_t kBuffers = 2 * 16 * 16 + 2 * 2;
+  EXPECT_EQ(e.per_gpu->model_states_bytes, 16 * (2 * 16662 + 3115) + 3 * 4 + kBuffers);
+  EXPECT_EQ(16 * (2 * 16668 + 3117) + 28 * 4 + kBuffers - e.per_gpu->model_states_bytes, 16 * 14 + 25 * 4);
+}
+
 TEST(FsdpUnits, ParamWrapGathersLessThanBlockWrap) {
   // --fsdp-wrap param gathers one op's parameters at a time (plus the next op's): its largest
-  // gathered set is below a block's. The model states (shards, gradient shards, Adam) are the
-  // same but for the gradient shards' rounding: per parameter ceil(numel / 4) and per unit
-  // 49,984 / 4 and 9,344 / 4 exactly, so equal here. The block-wrapped rank's peak is higher by
-  // what it holds unsharded at once.
+  // gathered set is below a block's. The flat shards hold the same elements (every unit's
+  // elements divide by 4: a block 49,984, the root 9,344, each op's parameters too), but param
+  // wrap has 15 flat parameters (per block ln_1, c_attn, attn.c_proj, ln_2, c_fc, mlp.c_proj; wte,
+  // wpe and ln_f) against block wrap's 3, each with Adam's 4-byte `step`: 12 x 4 bytes more. The
+  // block-wrapped rank's peak is higher by what it holds unsharded at once.
   Estimate block = run(fsdp(4, FsdpStrategy::Full, FsdpWrap::Block));
   Estimate param = run(fsdp(4, FsdpStrategy::Full, FsdpWrap::Param));
   ASSERT_TRUE(block.per_gpu && param.per_gpu);
   EXPECT_EQ(param.per_gpu->fsdp_wrap, "param");
   EXPECT_EQ(units(param.program).max_bytes, 0);  // param wrap names its buffers "(gathered)"
-  EXPECT_EQ(block.per_gpu->model_states_bytes, param.per_gpu->model_states_bytes);
+  EXPECT_EQ(block.per_gpu->model_states_bytes + 12 * 4, param.per_gpu->model_states_bytes);
   EXPECT_GT(block.per_gpu->peak_bytes, param.per_gpu->peak_bytes);
 }
 

@@ -92,9 +92,11 @@ TEST(ZeroPaperFigure1, PlusParameterPartitioning) {
 TEST(ZeroPaperFigure1, FsdpFullShardHoldsTheSameSixteenBytesOverN) {
   // FSDP FULL_SHARD with MixedPrecision(bf16): fp32 flat shards 4 Psi/N, fp32 gradient shards
   // 4 Psi/N, Adam moments 8 Psi/N (= 16 Psi/N, as DeepSpeed's stage 3), plus torch.optim.Adam's
-  // 4-byte `step` tensor per flat parameter: 2 per layer (weight, bias) -> 894 * 4 = 3,576.
+  // 4-byte `step` tensor per flat parameter: one per layer (the Linear's weight and bias, read by
+  // one op, are one FlatParameter under --fsdp-wrap param; 4,096^2 + 4,096 = 16,781,312 elements,
+  // 262,208 per rank, no padding) -> 447 * 4 = 1,788.
   PerGpu g = per_gpu(layout(kPaperModel, kN, std::nullopt, FsdpStrategy::Full));
-  EXPECT_EQ(g.model_states_bytes, 16 * (kPsi / kN) + 894 * 4);
+  EXPECT_EQ(g.model_states_bytes, 16 * (kPsi / kN) + 447 * 4);
 }
 
 // DeepSpeed's estimators (runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs
@@ -356,9 +358,10 @@ TEST(Sharding, FsdpMixedPrecisionKeepsFp32FlatParametersAndGradients) {
   // (weight and bias of 4 Linears), each with a 4-byte Adam `step`.
   //   no-shard: fp32 parameters 4 Psi + fp32 gradients 4 Psi (cast back to the parameter dtype)
   //             + moments 8 Psi = 16 Psi + 32 = 4,210,720;
-  //   grad-op:  all sharded at rest: 16 * ceil(numel/4) summed = 16 Psi / 4 + 32 = 1,052,704.
+  //   grad-op:  all sharded at rest, one flat shard per Linear (65,792 / 4 = 16,448 elements, no
+  //             padding): 16 Psi / 4, and 4 flat parameters' `step`s = 1,052,688.
   EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::NoShard)).model_states_bytes, 16 * 263168 + 32);
-  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::GradOp)).model_states_bytes, 4 * 263168 + 32);
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::GradOp)).model_states_bytes, 4 * 263168 + 16);
 }
 
 TEST(ShardingCli, JsonHasPerGpu) {

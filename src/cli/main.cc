@@ -159,6 +159,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--pipeline-parallel", e.pipeline_parallel, "with --gpus and --micro-batch/--grad-accum: Megatron pipeline-parallel size P; the estimate is the peak stage's rank (data-parallel size gpus / (T x P))");
   cmd->add_option("--pipeline-schedule", e.pipeline_schedule, "with --pipeline-parallel: 1f1b (default), gpipe or interleaved");
   cmd->add_option("--virtual-stages", e.virtual_stages, "--pipeline-schedule interleaved: model chunks per rank (Megatron's virtual pipeline size)");
+  cmd->add_flag("--megatron", a.megatron, "with --gpus: Megatron-LM's own DDP (one contiguous fp32 main_grad buffer per rank); with --zero 1 its distributed optimizer");
   cmd->add_flag("--sequence-parallel", a.sequence_parallel, "with --tensor-parallel T > 1: Megatron sequence parallelism (norms, dropouts and residuals on seq / T positions)");
   cmd->add_option("--grad-accum", e.grad_accum, "with --micro-batch: accumulation steps; the batch per GPU is their product");
   cmd->add_option("--dim", a.dims, "ONNX: bind a symbolic dimension, NAME=VALUE (repeatable)");
@@ -433,9 +434,9 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
     req.run = o;
     req.gpus = o.parallel.gpus;
     req.run.parallel = {};
-    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.fsdp_wrap || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel ||
+    if (o.parallel.zero_stage || o.parallel.fsdp || o.parallel.fsdp_wrap || o.parallel.tensor_parallel != 1 || o.parallel.sequence_parallel || o.parallel.megatron ||
         o.parallel.reduce_bucket_elements || o.parallel.offload_optimizer || o.parallel.offload_params || o.parallel.pipeline_given()) {
-      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --fsdp-wrap, --tensor-parallel, --sequence-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
+      throw InputError("plan --gpus searches the layout itself: give --gpus N without --zero, --fsdp, --fsdp-wrap, --megatron, --tensor-parallel, --sequence-parallel, --pipeline-parallel, --reduce-bucket-size or the offload options");
     }
     if (!l.global_batch.empty()) req.global_batch = parse_positive("--global-batch", l.global_batch);
     if (!l.interconnect.empty()) req.interconnect_bytes_per_s = parse_bandwidth("--interconnect", l.interconnect);
@@ -455,9 +456,9 @@ int run_plan_layouts(const EstimateArgs& a, const CLI::App* cmd, const EstimateO
         // Megatron runs DDP or its distributed optimizer (ZeRO-1) under any T and P.
         const bool megatron = !opt.parallel.fsdp && opt.parallel.zero_stage.value_or(0) <= 1 && !opt.parallel.offload_optimizer &&
                               !opt.parallel.offload_params;
-        const bool accelerate = opt.parallel.tensor_parallel == 1 && opt.parallel.pipeline_parallel == 1;
+        const bool accelerate = opt.parallel.tensor_parallel == 1 && opt.parallel.pipeline_parallel == 1 && !opt.parallel.megatron;
         const bool runs = kind == EmitKind::Accelerate ? accelerate : (kind == EmitKind::Megatron ? megatron
-                                                           : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value()
+                                                           : kind == EmitKind::DeepSpeed ? opt.parallel.zero_stage.has_value() && !opt.parallel.megatron
                                                                                          : opt.parallel.fsdp.has_value());
         if (runs) return estimate(layout_options(r.value(), opt));
       }

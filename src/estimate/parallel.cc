@@ -44,11 +44,26 @@ static void check_pipeline_layout(const ParallelOptions& p, bool training) {
   if (p.offload_optimizer || p.offload_params) throw InputError("the offload options with --pipeline-parallel are not modelled");
 }
 
+// --megatron: Megatron-LM's DistributedDataParallel, with --zero 1 its distributed optimizer
+// (schedule/interpreter_megatron.cc). What it cannot combine with, before the generic checks
+// name DeepSpeed or FSDP.
+static void check_megatron(const ParallelOptions& p) {
+  if (!p.megatron) return;
+  if (p.fsdp || p.fsdp_wrap) throw InputError("--megatron and --fsdp are two engines: give one");
+  if (p.zero_stage && *p.zero_stage >= 2) {
+    throw InputError("--megatron with --zero " + std::to_string(*p.zero_stage) +
+                     ": Megatron-LM has no ZeRO-2 or 3 (its distributed optimizer, --zero 1, shards the optimizer states only)");
+  }
+  if (p.offload_optimizer || p.offload_params) throw InputError("--megatron: the offload options are DeepSpeed's and FSDP's, not Megatron-LM's");
+  if (p.reduce_bucket_elements) throw InputError("--reduce-bucket-size is DeepSpeed's; --megatron runs one gradient bucket (Megatron's default without --overlap-grad-reduce)");
+}
+
 Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bool amp, bool keeps_gradients) {
   Sharding s;
   if (!p.given()) return s;
+  check_megatron(p);
   if (p.fsdp_wrap && !p.fsdp) throw InputError("--fsdp-wrap applies to --fsdp (the units PyTorch FSDP flattens its parameters into)");
-  if (p.gpus <= 0) throw InputError("--zero, --fsdp, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size and the offload options need --gpus N");
+  if (p.gpus <= 0) throw InputError("--zero, --fsdp, --megatron, --tensor-parallel, --pipeline-parallel, --reduce-bucket-size and the offload options need --gpus N");
   if (p.zero_stage && p.fsdp) throw InputError("--zero (DeepSpeed) and --fsdp (PyTorch FSDP) are two engines: give one");
   if (p.zero_stage && (*p.zero_stage < 0 || *p.zero_stage > 3)) {
     throw InputError("--zero must be 0, 1, 2 or 3, got " + std::to_string(*p.zero_stage));
@@ -81,6 +96,15 @@ Sharding resolve_sharding(const ParallelOptions& p, bool training, bool cuda, bo
     throw InputError("--fsdp with --tensor-parallel: PyTorch 1.13's FSDP does not compose with tensor parallelism (use --zero, as Megatron-DeepSpeed does)");
   }
   s.data_parallel = static_cast<int>(p.gpus / (p.tensor_parallel * p.pipeline_parallel));
+  if (p.megatron) {
+    if (!training) throw InputError("--megatron applies to --mode train (Megatron's DDP holds the training gradients)");
+    if (!cuda) throw InputError("--megatron needs --device cuda");
+    if (amp) throw InputError("--megatron: Megatron runs its model in 16 bits itself (Float16Module), not through autocast: use --precision bf16 (or fp32)");
+    if (keeps_gradients) throw InputError("--megatron: Megatron zeroes its main_grad buffer in place after each step (--zero-grad does not apply)");
+    s.engine = ShardingEngine::Megatron;
+    s.zero_stage = p.zero_stage.value_or(0);
+    return s;
+  }
   if (!p.zero_stage && !p.fsdp) {
     // DDP: every rank holds the full program plus the Reducer's buckets. Megatron's tensor and
     // pipeline parallelism run their own DDP (contiguous main_grad buffers), which is not modelled.
@@ -125,7 +149,8 @@ std::string describe_layout(const ParallelOptions& p) {
   if (p.pipeline_parallel > 1) {
     s += "pipeline-parallel " + std::to_string(p.pipeline_parallel) + " " + std::string(pipeline_schedule_name(p.schedule())) + ", ";
   }
-  if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
+  if (p.megatron) s += p.zero_stage == 1 ? "Megatron distributed optimizer" : "Megatron DDP";
+  else if (p.zero_stage) s += "DeepSpeed ZeRO-" + std::to_string(*p.zero_stage);
   else if (p.fsdp) s += std::string("FSDP ") + (*p.fsdp == FsdpStrategy::Full ? "full" : *p.fsdp == FsdpStrategy::GradOp ? "grad-op" : "no-shard");
   else s += "DDP";
   if (p.offload_optimizer) s += *p.offload_optimizer == OffloadDevice::Nvme ? ", optimizer on NVMe" : ", optimizer on CPU";
@@ -168,12 +193,15 @@ PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Progra
   switch (s.engine) {
     case ShardingEngine::None: r.engine = "ddp"; break;
     case ShardingEngine::DeepSpeed: r.engine = "deepspeed"; break;
+    case ShardingEngine::Megatron: r.engine = "megatron"; break;
     case ShardingEngine::Fsdp:
       r.engine = "fsdp";
       r.fsdp_wrap = s.fsdp_wrap == FsdpWrap::Block ? "block" : "param";
       break;
   }
   std::string what = s.engine == ShardingEngine::DeepSpeed ? "DeepSpeed ZeRO-" + std::to_string(s.zero_stage)
+                     : s.engine == ShardingEngine::Megatron
+                         ? std::string(s.zero_stage == 1 ? "Megatron distributed optimizer (fp32 main_grad buffer)" : "Megatron DDP (fp32 main_grad buffer)")
                      : s.engine == ShardingEngine::Fsdp
                          ? std::string("FSDP ") + (s.zero_stage == 3 ? "FULL_SHARD" : s.zero_stage == 2 ? "SHARD_GRAD_OP" : "NO_SHARD") +
                                (s.fsdp_wrap == FsdpWrap::Block ? ", one unit per block" : ", one unit per parameter")

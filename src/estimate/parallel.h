@@ -31,6 +31,9 @@ struct ParallelOptions {
   // --fsdp-wrap: FSDP's units; unset: block where the model has repeated blocks, else param.
   std::optional<FsdpWrap> fsdp_wrap;
   std::optional<int64_t> reduce_bucket_elements;  // DeepSpeed reduce_bucket_size
+  // --megatron: Megatron-LM's own DistributedDataParallel (contiguous fp32 main_grad buffer);
+  // with --zero 1 its distributed optimizer (ShardingEngine::Megatron, schedule/sharding.h).
+  bool megatron = false;
   int64_t tensor_parallel = 1;  // Megatron tensor parallelism: data-parallel size gpus / T
   bool sequence_parallel = false;  // Megatron sequence parallelism (needs T > 1)
   std::optional<OffloadDevice> offload_optimizer;  // --offload-optimizer cpu|nvme (estimate/offload.h)
@@ -42,7 +45,7 @@ struct ParallelOptions {
   bool pipeline_given() const { return pipeline_parallel != 1 || pipeline_schedule || virtual_stages; }
   PipelineScheduleKind schedule() const { return pipeline_schedule.value_or(PipelineScheduleKind::OneFOneB); }
   bool given() const {
-    return gpus > 0 || zero_stage || fsdp || fsdp_wrap || reduce_bucket_elements || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
+    return gpus > 0 || zero_stage || fsdp || fsdp_wrap || reduce_bucket_elements || megatron || tensor_parallel != 1 || sequence_parallel || offload_optimizer ||
            offload_params || pipeline_given();
   }
 };
@@ -61,7 +64,7 @@ struct PerGpu {
   int in_flight_micro_batches = 0;
   int layers_per_stage = 0;  // L / P
   std::vector<int64_t> stage_peak_bytes;
-  std::string engine;             // "ddp", "deepspeed", "fsdp"
+  std::string engine;             // "ddp", "deepspeed", "fsdp", "megatron"
   std::string fsdp_wrap;          // FSDP's units: "block" or "param"; "" for other engines
   int zero_stage = 0;
   // Parameters, gradients and optimizer states one rank holds when the optimizer step begins

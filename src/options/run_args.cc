@@ -295,6 +295,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     }
     if (a.virtual_stages) o.parallel.virtual_stages = parse_positive("--virtual-stages", *a.virtual_stages);
     o.parallel.sequence_parallel = a.sequence_parallel;
+    o.parallel.megatron = a.megatron;
     if (a.reduce_bucket_size) o.parallel.reduce_bucket_elements = parse_positive("--reduce-bucket-size", *a.reduce_bucket_size);
     if (a.offload_optimizer) {
       auto d = parse_offload_device(*a.offload_optimizer);
@@ -463,6 +464,7 @@ void set_run_arg(RunArgs& a, const std::string& name, const std::string& value) 
       {"eager_module_loading", [](RunArgs& r, const std::string& v) { r.eager_loading = parse_flag("eager_module_loading", v); }},
       {"nccl", [](RunArgs& r, const std::string& v) { r.nccl = parse_flag("nccl", v); }},
       {"sequence_parallel", [](RunArgs& r, const std::string& v) { r.sequence_parallel = parse_flag("sequence_parallel", v); }},
+      {"megatron", [](RunArgs& r, const std::string& v) { r.megatron = parse_flag("megatron", v); }},
       {"nccl_memory", [](RunArgs& r, const std::string& v) { r.nccl_memory = v; }},
       {"max_split_size_mb", [](RunArgs& r, const std::string& v) { r.max_split_size_mb = v; }},
       {"expandable_segments", [](RunArgs& r, const std::string& v) { r.expandable_segments = parse_flag("expandable_segments", v); }},

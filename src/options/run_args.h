@@ -47,6 +47,7 @@ struct RunArgs {
   // Parallel layout (docs/distributed.md): the estimate becomes one rank's
   std::optional<std::string> gpus, zero, fsdp, fsdp_wrap, reduce_bucket_size, tensor_parallel;
   bool sequence_parallel = false;  // Megatron sequence parallelism, with tensor_parallel
+  bool megatron = false;           // --megatron: Megatron-LM's DDP (and distributed optimizer with --zero 1)
   std::optional<std::string> offload_optimizer, offload_params;  // engine offloading (estimate/offload.h)
   std::optional<std::string> pipeline_parallel, pipeline_schedule, virtual_stages;  // a pipeline stage (schedule/pipeline_split.h)
   std::optional<std::string> grad_accum;  // with micro_batch: the batch per GPU is their product

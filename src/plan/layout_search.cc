@@ -30,6 +30,9 @@ struct Engine {
   int64_t pipeline_parallel = 1;  // plan/pipeline_layouts.h
   int64_t virtual_stages = 1;     // > 1: the interleaved schedule with that many model chunks per rank
   bool sequence_parallel = false;  // Megatron sequence parallelism over the T ranks
+  // Megatron-LM's own DDP / distributed optimizer (--megatron): the sequence- and
+  // pipeline-parallel families, which only Megatron-LM runs.
+  bool megatron = false;
   bool offloads() const { return offload_optimizer.has_value() || offload_params; }
   int64_t model_parallel() const { return tensor_parallel * pipeline_parallel; }
   // Recompute levels tried when the plain program does not fit (plan/layout_fit.h): Megatron's
@@ -77,6 +80,7 @@ std::vector<Engine> tensor_parallel_engines(int64_t gpus, int gpus_per_node, std
     for (Engine e : {Engine{tp + " + SP x DDP", DataParallelEngine::Ddp, std::nullopt, std::nullopt, t},
                      Engine{tp + " + SP x ZeRO-1", DataParallelEngine::Zero1, 1, std::nullopt, t}}) {
       e.sequence_parallel = true;
+      e.megatron = true;
       out.push_back(e);
     }
   }
@@ -164,6 +168,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   best.parallel.offload_params = engine.offload_params;
   best.parallel.pipeline_parallel = engine.pipeline_parallel;
   best.parallel.sequence_parallel = engine.sequence_parallel;
+  best.parallel.megatron = engine.megatron;
   if (engine.virtual_stages > 1) {
     best.parallel.pipeline_schedule = PipelineScheduleKind::Interleaved;
     best.parallel.virtual_stages = engine.virtual_stages;
@@ -242,7 +247,9 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     Interconnect dp_link = plan.link;
     dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));
     // A pipeline stage holds about 1 / P of the parameters and runs 1 / P of the layers.
-    out.comm = step_communication(engine.kind, param_bytes / stages, grad_bytes / stages, data_parallel, out.micro_batches, dp_link);
+    // Megatron-LM reduces its fp32 main_grad buffer (grad_reduce_in_fp32 under bf16): 4 bytes a gradient element.
+    const int64_t reduced_grad_bytes = engine.megatron ? checked_mul(grad_bytes / element_bytes, 4, "gradient bytes") : grad_bytes;
+    out.comm = step_communication(engine.kind, param_bytes / stages, reduced_grad_bytes / stages, data_parallel, out.micro_batches, dp_link);
     out.exposed_comm_ms = std::max(0.0, out.comm.ms - e.time.compute_ms * 2.0 / 3.0);
     Graph stage_dims;
     stage_dims.dims = g.dims;
@@ -384,6 +391,7 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
           e.pipeline_parallel = s.pipeline_parallel;
           e.virtual_stages = v;
           e.sequence_parallel = sp;
+          e.megatron = true;
           families.push_back(e);
         };
         family(1, false);

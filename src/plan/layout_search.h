@@ -15,7 +15,8 @@
 // all-reduces in full (plan/tensor_parallel_comm.h); with sequence parallelism (Megatron's
 // layouts only: TP x DDP and ZeRO-1, and the pipelines' TP > 1) the all-reduces become
 // reduce-scatters and all-gathers of the same bytes, and selective recompute is tried before
-// full. Megatron pipeline parallelism (P x T x ZeRO-1, 1F1B and interleaved with v = 2 and 4
+// full. The sequence- and pipeline-parallel families run on Megatron-LM's own DDP (--megatron:
+// its fp32 main_grad buffer; ZeRO-1 is its distributed optimizer; schedule/interpreter_megatron.cc). Megatron pipeline parallelism (P x T x ZeRO-1, 1F1B and interleaved with v = 2 and 4
 // model chunks where the stage's layers divide, plan/pipeline_layouts.h) adds its bubble and p2p
 // sends; its memory is its peak stage's program, every block of the stage checkpointed when the
 // plain program does not fit.

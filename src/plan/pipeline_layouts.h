@@ -3,9 +3,9 @@
 //
 //   shapes   P = 2, 4, 8, ... dividing the model's repeated blocks (Megatron's even split,
 //            schedule/pipeline_split.h) and N, times T = 1, 2, 4, 8 within a machine, with
-//            T * P dividing N; the data-parallel size is N / (T P), with ZeRO-1 over it
-//            (DeepSpeed's PipelineEngine takes stages 0 and 1 only; ZeRO-1 never holds more
-//            than DDP). The schedules are 1F1B and, where the stage's layers divide, the interleaved
+//            T * P dividing N; the data-parallel size is N / (T P), with Megatron-LM's own DDP
+//            and distributed optimizer over it (--megatron --zero 1, schedule/interpreter_megatron.cc;
+//            the families are named "x ZeRO-1"). The schedules are 1F1B and, where the stage's layers divide, the interleaved
 //            one with v = 2 and 4 model chunks per rank (pipeline_virtual_stages; Megatron's
 //            --num-layers-per-virtual-pipeline-stage L / (P v)).
 //   bubble   the pipeline's idle time, (P - 1) / m of the forward-backward compute of the stage

@@ -24,6 +24,7 @@ Result<std::string> accelerate_config(const Estimate& e) {
     if (gpus > 8 && gpus % 8 != 0) {
       throw InputError(fmt::format("--emit accelerate: {} GPUs do not fill machines of 8 (num_processes must divide over num_machines)", gpus));
     }
+    if (o.parallel.megatron) throw InputError("--emit accelerate: the layout is Megatron-LM's own (--megatron); use --emit megatron");
     const int64_t machines = gpus > 8 ? gpus / 8 : 1;
     const bool checkpointed = !o.plan.checkpoints.empty() || !o.checkpoint_ranges.empty();
     const std::string precision = o.precision == Precision::Bf16 ? "bf16" : o.precision == Precision::Fp16 ? "fp16" : "'no'";

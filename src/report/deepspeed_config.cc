@@ -8,6 +8,7 @@ Result<std::string> deepspeed_config(const Estimate& e) {
   return capture_input_errors([&]() -> std::string {
     const EstimateOptions& o = e.options;
     if (!e.per_gpu || !o.parallel.zero_stage) throw InputError("--emit deepspeed needs a DeepSpeed layout: --gpus N --zero STAGE");
+    if (o.parallel.megatron) throw InputError("--emit deepspeed: the layout is Megatron-LM's own (--megatron); use --emit megatron");
     nlohmann::ordered_json j;
     j["train_batch_size"] = e.micro_batch * e.micro_batches * e.per_gpu->data_parallel;
     j["train_micro_batch_size_per_gpu"] = e.micro_batch;

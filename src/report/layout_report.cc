@@ -55,6 +55,7 @@ std::string layout_text(const LayoutPlan& p) {
     const LayoutOption& best = p.ranked.front();
     std::string flags = best.parallel.tensor_parallel > 1 ? fmt::format(" --tensor-parallel {}", best.parallel.tensor_parallel) : "";
     if (best.parallel.sequence_parallel) flags += " --sequence-parallel";
+    if (best.parallel.megatron) flags += " --megatron";
     if (best.parallel.pipeline_parallel > 1) flags += fmt::format(" --pipeline-parallel {}", best.parallel.pipeline_parallel);
     if (best.parallel.virtual_stages) flags += fmt::format(" --pipeline-schedule interleaved --virtual-stages {}", *best.parallel.virtual_stages);
     flags += best.parallel.zero_stage ? fmt::format(" --zero {}", *best.parallel.zero_stage)

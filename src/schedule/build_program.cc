@@ -103,6 +103,7 @@ Program Interpreter::run() {
         }
       }
       if (o_.sharding.engine == ShardingEngine::DeepSpeed) deepspeed_optimizer_step(it);
+      else if (megatron()) megatron_optimizer_step(it);
       else optimizer_step(it);
       if (it == 1 && o_.iterations > 1) reserve_for(o_.iterations);
     }
@@ -125,6 +126,10 @@ void Interpreter::setup() {
       continue;
     }
     if (pipeline_received(t.id)) continue;  // a p2p receive per micro-batch (interpreter_pipeline.cc)
+    if (flat_carrier(t.id) != t.id) {
+      buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(flat_carrier(t.id))];  // a view of the unit's flat shard
+      continue;
+    }
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
     BufferId b = new_buffer(stored_param_bytes(t), cat,
                             t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
@@ -133,6 +138,7 @@ void Interpreter::setup() {
     buf_of_[static_cast<size_t>(t.id)] = b;
     if (param_on_host(t)) host_state(host_param_bytes(t), t.name + " (shard, host)");
   }
+  megatron_setup();
   deepspeed_setup_states();
   ddp_setup_buckets();
   end_step();
@@ -307,6 +313,10 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
   ddp_mark_ready(param);
   if (block_units() && param_unit_[static_cast<size_t>(param)] >= 0) {
     unit_gradient(param, g);  // the FlatParameter's split node holds it (interpreter_fsdp_units.cc)
+    return;
+  }
+  if (megatron()) {
+    megatron_accumulate(param, g);
     return;
   }
   if (o_.sharding.grads_sharded() || fsdp_mixed_ || (o_.sharding.engine == ShardingEngine::Fsdp && o_.sharding.offload_params)) {

@@ -2,7 +2,8 @@
 // Python and the autograd engine hold references and writes the Program's events. Split by
 // concern: build_program.cc (setup, forward, backward), interpreter_plan.cc (memory plans:
 // checkpoint segments and offloading), interpreter_optimizer.cc (the optimizer step),
-// interpreter_sharding.cc (ZeRO / FSDP: one data-parallel rank's model states).
+// interpreter_sharding.cc (ZeRO / FSDP: one data-parallel rank's model states),
+// interpreter_megatron.cc (Megatron-LM's DDP buffers and optimizers).
 //
 // Invariants: one Interpreter builds one Program (run() once); every reference taken is dropped
 // exactly once (unref checks underflow); the Program passes validate_program.
@@ -352,6 +353,18 @@ class Interpreter {
   bool in_backward_ = false;                       // backward() runs (checkpoint re-runs included)
   std::vector<bool> unit_reach_;                   // per op: the running backward reaches it
 
+  // ---- FSDP's FlatParameters (interpreter_fsdp_flat.cc) ----------------------------------------
+  // One flat, padded shard per unit (flat_param.py FlatParamHandle._get_shard): the unit's
+  // parameters share it, its gradient shard and (torch.optim sees one parameter per unit) its
+  // optimizer state, all carried by the unit's first parameter.
+  void init_fsdp_flat();
+  bool flat_member(TensorId t) const { return !flat_of_.empty() && flat_of_[static_cast<size_t>(t)] >= 0; }
+  // The parameter carrying t's FlatParameter (t itself outside one).
+  TensorId flat_carrier(TensorId t) const { return flat_member(t) ? flat_rep_[static_cast<size_t>(flat_of_[static_cast<size_t>(t)])] : t; }
+  std::vector<int> flat_of_;         // per tensor: its FlatParameter, -1 outside
+  std::vector<int64_t> flat_numel_;  // per FlatParameter: its unsharded elements
+  std::vector<TensorId> flat_rep_;   // per FlatParameter: its first parameter, the carrier
+
   // ---- engine offloading (interpreter_offload.cc) ---------------------------------------------
   void host_state(int64_t bytes, std::string name, bool nvme = false);
   // A parameter whose shard the engine keeps on the host: recorded there; its device buffer is empty.
@@ -365,6 +378,21 @@ class Interpreter {
   void offload_gradient(TensorId param, GradValue g);
   // FSDP CPUOffload: torch.optim on the host parameters (states created at the first step).
   void host_optimizer_step(int iteration);
+
+  // ---- Megatron-LM's DDP and optimizers (interpreter_megatron.cc) -----------------------------
+  bool megatron() const { return o_.sharding.engine == ShardingEngine::Megatron && o_.mode == RunMode::Training; }
+  // Wrapping the model: the main_grad buffer (and under the distributed optimizer the padded
+  // param_data buffer every trainable parameter becomes a view of), then the optimizer's fp32
+  // main params. Called by setup() in place of allocating the trainable parameters one by one.
+  void megatron_setup();
+  // main_grad.add_(grad); param.grad = None: the gradient lands in the buffer and is freed.
+  void megatron_accumulate(TensorId param, GradValue g);
+  void megatron_optimizer_step(int iteration);
+  std::vector<BufferId> megatron_grad_buffers_;   // per model chunk: grad_data
+  std::vector<BufferId> megatron_param_buffers_;  // per model chunk: param_data (distributed optimizer)
+  // The optimizer's main params: (parameter, elements), the rank's piece of it under the
+  // distributed optimizer; the moments are made like them.
+  std::vector<std::pair<TensorId, int64_t>> megatron_main_params_;
 
   // ---- DDP's gradient buckets (interpreter_ddp.cc) --------------------------------------------
   bool ddp_buckets() const;

@@ -18,9 +18,8 @@
 //             (_cast_grad_to_param_dtype, fp32 under MixedPrecision) and keeps it as
 //             _saved_grad_shard (later micro-batches add into it); the unsharded gradient and the
 //             padded copy go when the hook returns.
-// The persistent shards (parameters, optimizer states) stay counted per parameter
-// (Interpreter::sharded_param_bytes, ceil(numel / dp) each), at most dp - 1 elements per
-// parameter above FSDP's one padded shard per unit; the gradient shard is the unit's.
+// The persistent shards (parameters, optimizer states) are the units' flat shards
+// (interpreter_fsdp_flat.cc); the gradient shard is the unit's.
 #include "schedule/interpreter.h"
 
 #include <string>
@@ -150,7 +149,8 @@ void Interpreter::unit_post_backward(int u) {
     // param._saved_grad_shard = output; _finalize_params makes it flat_param.grad.
     retag(output, Category::Gradients);
     saved = output;
-    for (TensorId p : unit_got_[static_cast<size_t>(u)]) {
+    for (TensorId got : unit_got_[static_cast<size_t>(u)]) {
+      const TensorId p = flat_carrier(got);  // the FlatParameter's carrier, when the unit is flattened
       if (param_grad_[static_cast<size_t>(p)] != kNone) continue;
       param_grad_[static_cast<size_t>(p)] = saved;  // zero_grad drops one reference per parameter
       ref(saved);

@@ -55,7 +55,15 @@ void Interpreter::init_sharding() {
     if (!op_params_[static_cast<size_t>(i)].empty()) next = i;
   }
   init_fsdp_units();
+  init_fsdp_flat();
 }
+
+namespace {
+
+// FlatParamHandle._get_shard: chunks[0].numel() of torch.chunk(world_size), ceil(elements / dp).
+int64_t flat_shard_elements(int64_t elements, int dp) { return elements / dp + (elements % dp != 0 ? 1 : 0); }
+
+}  // namespace
 
 int64_t Interpreter::stored_param_bytes(const Tensor& t) const {
   return param_on_host(t) ? 0 : sharded_param_bytes(t);
@@ -64,6 +72,12 @@ int64_t Interpreter::stored_param_bytes(const Tensor& t) const {
 int64_t Interpreter::sharded_param_bytes(const Tensor& t) const {
   const Sharding& s = o_.sharding;
   if (!s.active() || t.role != TensorRole::Parameter) return t.bytes();
+  if (flat_member(t.id)) {
+    // The unit's flat shard, held by its carrier (interpreter_fsdp_flat.cc); the other members are views.
+    if (flat_carrier(t.id) != t.id) return 0;
+    const int64_t numel = flat_shard_elements(flat_numel_[static_cast<size_t>(flat_of_[static_cast<size_t>(t.id)])], s.data_parallel);
+    return checked_mul(numel, fsdp_mixed_ ? 4 : dtype_size(t.dtype), "sharded state bytes");
+  }
   const int64_t numel = s.params_sharded() ? s.shard(t.numel()) : t.numel();
   // FSDP's FlatParameter keeps the fp32 values; MixedPrecision casts a 16-bit copy for compute.
   const int64_t elem = fsdp_mixed_ ? 4 : dtype_size(t.dtype);
@@ -73,6 +87,7 @@ int64_t Interpreter::sharded_param_bytes(const Tensor& t) const {
 int64_t Interpreter::param_state_bytes(const Tensor& t) const {
   const Sharding& s = o_.sharding;
   if (s.engine != ShardingEngine::Fsdp) return t.bytes();
+  if (flat_member(t.id)) return sharded_param_bytes(g_.tensor(flat_carrier(t.id)));
   const int64_t numel = s.optimizer_sharded() ? s.shard(t.numel()) : t.numel();
   return checked_mul(numel, fsdp_mixed_ ? 4 : dtype_size(t.dtype), "sharded state bytes");
 }
@@ -171,8 +186,8 @@ void Interpreter::reduce_bucket() {
 
 void Interpreter::reduce_gradient(TensorId param, GradValue g) {
   const Sharding& s = o_.sharding;
-  const Tensor& t = g_.tensor(param);
-  BufferId& pg = param_grad_[static_cast<size_t>(param)];
+  const Tensor& t = g_.tensor(flat_carrier(param));  // a FlatParameter's gradient shard is the unit's
+  BufferId& pg = param_grad_[static_cast<size_t>(t.id)];
   if (s.optimizer_offloaded() || (s.engine == ShardingEngine::Fsdp && s.offload_params)) {
     offload_gradient(param, g);
     return;

@@ -29,6 +29,16 @@
 //   flat gradient, padded) into a new fp32 shard and frees it; torch.optim.Adam then holds its
 //   state per shard.
 //
+//   engine Megatron (Megatron-LM's own DistributedDataParallel, megatron/core/distributed/
+//   distributed_data_parallel.py and param_and_grad_buffer.py; interpreter_megatron.cc): every
+//   trainable parameter's gradient lives in one contiguous main_grad buffer (fp32 under bf16:
+//   accumulate_allreduce_grads_in_fp32), allocated when the model is wrapped and never freed;
+//   stage 0: Float16OptimizerWithFloat16Params, an fp32 main copy of every parameter and Adam on
+//            it (18 bytes per bf16 parameter);
+//   stage 1: --use-distributed-optimizer: the parameters also move into one contiguous padded
+//            param_data buffer, the fp32 main params and Adam states cover this rank's 1/dp of
+//            the buffer (6 + 12/dp bytes per parameter).
+//
 //   offload (schedule/offload.h documents each rule): DeepSpeed's offload_optimizer (cpu: ZeRO-Offload,
 //   nvme: ZeRO-Infinity) moves the fp32 master, its gradient and the optimizer states to the
 //   host (or NVMe) and runs the step there; offload_param (stage 3) and FSDP's
@@ -43,7 +53,7 @@
 
 namespace headroom {
 
-enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp };
+enum class ShardingEngine : uint8_t { None, DeepSpeed, Fsdp, Megatron };
 enum class OffloadDevice : uint8_t { None, Cpu, Nvme };
 // FSDP's auto_wrap_policy: Param, one unit per op's parameters (the finest wrapping);
 // Block, one unit per repeated block (transformer_auto_wrap_policy) plus the root unit holding
@@ -53,7 +63,7 @@ enum class FsdpWrap : uint8_t { Param, Block };
 struct Sharding {
   ShardingEngine engine = ShardingEngine::None;  // None: plain PyTorch (DDP keeps a full replica)
   int data_parallel = 1;
-  int zero_stage = 0;  // FSDP: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0
+  int zero_stage = 0;  // FSDP: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 0; Megatron: 1 = distributed optimizer
   // DeepSpeed's reduce_bucket_size (elements of the gradient dtype), the ipg bucket of stage 2
   // and 3. DeepSpeed's default is 5e8.
   int64_t reduce_bucket_elements = 500000000;
