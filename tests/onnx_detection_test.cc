@@ -138,7 +138,7 @@ OnnxModel nms_model(bool with_limit, bool rows_out = false) {
   m.node("Gather", {"selected", "col"}, {"keep"}, "/nms/Gather").i("axis", 1);
   m.node("Gather", {"boxes", "keep"}, {"kept_boxes"}, "/nms/GatherBoxes").i("axis", 1);
   m.output("kept_boxes");
-  if (rows_out) m.output("selected");
+  if (rows_out) m.output("selected", TensorProto::INT64);
   return m;
 }
 
