@@ -273,26 +273,26 @@ TEST(OnnxDetection, LevelCountsOfOneTensorAreBoundedAsAPartition) {
   Result<Graph> r = import_onnx_bytes(two_level_roi_align(false).bytes(), OnnxImportOptions{}, "pool.onnx");
   ASSERT_TRUE(r.ok()) << r.error();
   const Graph& g = r.value();
-  // levels == 0 and levels == 1 select disjoint rois: n0 + n1 <= 10. The worst split puts all
-  // 10 in the first level: RoiAlign_0 [10, 4, 7, 7] fp32 = 10 * 4 * 49 * 4 = 7,840 bytes,
-  // RoiAlign_1 [0, 4, 7, 7] = 0 bytes, and the concatenation [10, 4, 7, 7] = 7,840 bytes (each
+  // levels == 0 and levels == 1 select disjoint rois: n0 + n1 <= 10. The split taken puts all
+  // 10 in the last level: RoiAlign_0 [0, 4, 7, 7] = 0 bytes, RoiAlign_1 [10, 4, 7, 7] fp32 =
+  // 10 * 4 * 49 * 4 = 7,840 bytes, and the concatenation [10, 4, 7, 7] = 7,840 bytes (each
   // level bounded alone: 7,840 + 7,840 and a [20, 4, 7, 7] result of 15,680).
   const Op* nz0 = find_op(g, "/pool/NonZero_0");
   const Op* nz1 = find_op(g, "/pool/NonZero_1");
   const Op* roi0 = find_op(g, "/pool/RoiAlign_0");
   const Op* roi1 = find_op(g, "/pool/RoiAlign_1");
   ASSERT_TRUE(nz0 && nz1 && roi0 && roi1);
-  EXPECT_EQ(g.tensor(nz0->outputs[0]).shape, (std::vector<int64_t>{1, 10}));
-  EXPECT_EQ(g.tensor(nz1->outputs[0]).shape, (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(g.tensor(roi0->outputs[0]).bytes(), 7840);
-  EXPECT_EQ(g.tensor(roi1->outputs[0]).bytes(), 0);
+  EXPECT_EQ(g.tensor(nz0->outputs[0]).shape, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(g.tensor(nz1->outputs[0]).shape, (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(g.tensor(roi0->outputs[0]).bytes(), 0);
+  EXPECT_EQ(g.tensor(roi1->outputs[0]).bytes(), 7840);
   EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{10, 4, 7, 7}));
   EXPECT_EQ(g.tensor(g.outputs[0]).bytes(), 7840);
-  EXPECT_TRUE(has_note(g, "NonZero bounded at 10 ('levels' == 0, one of 2 levels whose counts sum to "
-                          "at most 10; worst split: all 10 in level 0): node '/pool/NonZero_0'"))
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 0 ('levels' == 0, one of 2 levels whose counts sum to "
+                          "at most 10; worst split: all 10 in level 1): node '/pool/NonZero_0'"))
       << all_notes(g);
-  EXPECT_TRUE(has_note(g, "NonZero bounded at 0 ('levels' == 1, one of 2 levels whose counts sum to "
-                          "at most 10; worst split: all 10 in level 0): node '/pool/NonZero_1'"))
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 10 ('levels' == 1, one of 2 levels whose counts sum to "
+                          "at most 10; worst split: all 10 in level 1): node '/pool/NonZero_1'"))
       << all_notes(g);
 }
 

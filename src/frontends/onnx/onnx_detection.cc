@@ -235,7 +235,7 @@ class Bounder {
     return std::make_pair(n, "every element of its " + shape_text(*in) + " input nonzero");
   }
 
-  // A level's count in a partition: the worst split puts every row in one level (the first),
+  // A level's count in a partition: the worst split puts every row in one level (the last),
   // so that level is bounded by all rows and every other level by 0.
   static std::pair<int64_t, std::string> level_bound(const LevelPartition& p, double level) {
     const std::string all = std::to_string(p.total);

@@ -8,7 +8,7 @@
 //   NonZero            at most every element of its input is nonzero: [rank, numel(input)];
 //                      NonZeros of Equal(x, c) on one x and distinct constants c (an R-CNN's
 //                      MultiScaleRoIAlign levels) partition x's elements and are bounded
-//                      together: all of them in the first level, 0 in the others
+//                      together: all of them in the last level, 0 in the others
 //                      (onnx_level_partition.h);
 //   NonMaxSuppression  at most batch x classes x min(boxes, max_output_boxes_per_class) rows
 //                      (torchvision writes max_output_boxes_per_class as INT64_MAX: all boxes);

@@ -84,7 +84,7 @@ std::vector<LevelPartition> find_level_partitions(const onnx::GraphProto& g, con
     if (p.levels.size() < 2) continue;
     p.total = 1;
     for (int64_t d : *static_dims(x)) p.total = checked_mul(p.total, d, "'" + x + "': its size");
-    p.worst_level = p.levels.front();
+    p.worst_level = p.levels.back();  // see the header: the worst vertex simulated
     out.push_back(std::move(p));
   }
   return out;

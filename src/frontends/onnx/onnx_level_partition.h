@@ -13,9 +13,11 @@
 // Which split is the worst: at any moment of a program the bytes alive are a sum of terms
 // proportional to each level's count, so over all splits with sum N the peak is reached at a
 // split that puts all N rows in one level (a vertex of the simplex). The import takes one
-// vertex, the first level in node order (LevelPartition::worst_level), and does not simulate
-// the others; docs/onnx.md says why they differ little for torchvision's export (each level's
-// output is merged in turn into the same [N, C, 7, 7] result), and the output states the split.
+// vertex, the last level in node order (LevelPartition::worst_level), and does not simulate the
+// others inside one import. For torchvision's export the last level is the worst vertex found:
+// its rows are scattered into the merged result last (_onnx_merge_levels), beside the previous
+// result and the new one; docs/onnx.md gives the simulated peaks of the first and last vertex
+// of each catalog R-CNN. The output states the split.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -34,7 +36,7 @@ struct LevelPartition {
   std::string rows;          // x: the tensor whose values pick the level
   int64_t total = 0;         // numel(x): the counts of the levels sum to at most this
   std::vector<double> levels;  // the distinct constants, in node order of their first NonZero
-  double worst_level = 0;    // the level that takes all rows (the first)
+  double worst_level = 0;    // the level that takes all rows (the last)
   // NonZero node output -> its level's constant.
   std::unordered_map<std::string, double> level_of;
 };
