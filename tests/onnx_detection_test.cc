@@ -120,8 +120,9 @@ TEST(OnnxDetection, MaxDetectionsCapsTheCountAndWhatFollows) {
 }
 
 // boxes [1, 20, 4], scores [1, 3, 20], max_output_boxes_per_class 5: at most 1 x 3 x min(20, 5)
-// = 15 selected rows [15, 3]; torchvision reads column 2 (the box index): Gather -> [15].
-OnnxModel nms_model(bool with_limit) {
+// = 15 selected rows [15, 3]; torchvision reads column 2 (the box index): Gather -> [15]. With
+// `rows_out` the [15, 3] rows are a graph output too.
+OnnxModel nms_model(bool with_limit, bool rows_out = false) {
   OnnxModel m;
   m.input("boxes", {1, 20, 4});
   m.input("scores", {1, 3, 20});
@@ -137,6 +138,7 @@ OnnxModel nms_model(bool with_limit) {
   m.node("Gather", {"selected", "col"}, {"keep"}, "/nms/Gather").i("axis", 1);
   m.node("Gather", {"boxes", "keep"}, {"kept_boxes"}, "/nms/GatherBoxes").i("axis", 1);
   m.output("kept_boxes");
+  if (rows_out) m.output("selected", TensorProto::INT64);
   return m;
 }
 
@@ -146,13 +148,29 @@ TEST(OnnxDetection, NonMaxSuppressionTakesBatchTimesClassesTimesItsLimit) {
   const Graph& g = r.value();
   const Op* nms = find_op(g, "/nms/NonMaxSuppression");
   ASSERT_NE(nms, nullptr);
-  // [15, 3] int64: 15 * 3 * 8 = 360 bytes; the kept boxes [1, 15, 4] fp32: 240 bytes.
-  EXPECT_EQ(g.tensor(nms->outputs[0]).shape, (std::vector<int64_t>{15, 3}));
-  EXPECT_EQ(g.tensor(nms->outputs[0]).bytes(), 360);
+  // Read only through column 2: eager nms's indices [15] int64, 15 * 8 = 120 bytes, and the
+  // Gather is no op of its own; the kept boxes [1, 15, 4] fp32: 240 bytes.
+  EXPECT_EQ(g.tensor(nms->outputs[0]).shape, (std::vector<int64_t>{15}));
+  EXPECT_EQ(g.tensor(nms->outputs[0]).bytes(), 120);
+  EXPECT_EQ(find_op(g, "/nms/Gather"), nullptr);
   EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{1, 15, 4}));
   EXPECT_TRUE(has_note(g, "NonMaxSuppression bounded at 15 (batch 1 x classes 3 x min(boxes 20, "
                           "max_output_boxes_per_class 5))"))
       << all_notes(g);
+}
+
+TEST(OnnxDetection, NonMaxSuppressionRowsReadElsewhereStayRows) {
+  // The [15, 3] rows are a graph output as well: they exist (360 bytes), and so does the
+  // Gather's copy of column 2 ([15] int64, 120 bytes).
+  Result<Graph> r = import_onnx_bytes(nms_model(true, true).bytes(), OnnxImportOptions{}, "nms.onnx");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Graph& g = r.value();
+  const Op* nms = find_op(g, "/nms/NonMaxSuppression");
+  const Op* gather = find_op(g, "/nms/Gather");
+  ASSERT_TRUE(nms && gather);
+  EXPECT_EQ(g.tensor(nms->outputs[0]).shape, (std::vector<int64_t>{15, 3}));
+  EXPECT_EQ(g.tensor(nms->outputs[0]).bytes(), 360);
+  EXPECT_EQ(g.tensor(gather->outputs[0]).bytes(), 120);
 }
 
 TEST(OnnxDetection, NonMaxSuppressionWithoutALimitSelectsNothing) {
@@ -220,6 +238,73 @@ TEST(OnnxDetection, CliStatesTheBoundAndRefusesTheOptionWhereItDoesNotApply) {
                               "--max-detections applies to models with data-dependent sizes");
 }
 
+// torchvision's MultiScaleRoIAlign in small (poolers.py: _multiscale_roi_align): 10 rois, each
+// assigned a level by `levels`; per level l: idx = NonZero(Equal(levels, l)), its rois, RoiAlign
+// on that level's features (4 channels, 7x7), and the levels' results concatenated. With
+// `same_level` both NonZeros compare with 0: the same set counted twice, not a partition.
+OnnxModel two_level_roi_align(bool same_level) {
+  OnnxModel m;
+  m.input("feat0", {1, 4, 16, 16});
+  m.input("feat1", {1, 4, 8, 8});
+  m.input("rois", {10, 4});
+  m.input("levels", {10}, TensorProto::INT64);
+  m.constant("flat", OnnxModel::int64s({-1}));
+  m.constant("zero", OnnxModel::int64s({0}, true));
+  for (int l = 0; l < 2; ++l) {
+    const std::string s = std::to_string(l);
+    m.constant("level" + s, OnnxModel::int64s({same_level ? 0 : l}, true));
+    m.node("Equal", {"levels", "level" + s}, {"eq" + s}, "/pool/Equal_" + s);
+    m.node("NonZero", {"eq" + s}, {"nz" + s}, "/pool/NonZero_" + s);
+    m.node("Reshape", {"nz" + s, "flat"}, {"idx" + s}, "/pool/Reshape_" + s);
+    m.node("Gather", {"rois", "idx" + s}, {"rois" + s}, "/pool/Gather_" + s).i("axis", 0);
+    m.node("Mul", {"idx" + s, "zero"}, {"batch" + s}, "/pool/Mul_" + s);
+    m.node("RoiAlign", {"feat" + s, "rois" + s, "batch" + s}, {"pooled" + s}, "/pool/RoiAlign_" + s)
+        .i("output_height", 7)
+        .i("output_width", 7)
+        .i("sampling_ratio", 2)
+        .f("spatial_scale", 0.25f);
+  }
+  m.node("Concat", {"pooled0", "pooled1"}, {"pooled"}, "/pool/Concat").i("axis", 0);
+  m.output("pooled");
+  return m;
+}
+
+TEST(OnnxDetection, LevelCountsOfOneTensorAreBoundedAsAPartition) {
+  Result<Graph> r = import_onnx_bytes(two_level_roi_align(false).bytes(), OnnxImportOptions{}, "pool.onnx");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Graph& g = r.value();
+  // levels == 0 and levels == 1 select disjoint rois: n0 + n1 <= 10. The split taken puts all
+  // 10 in the last level: RoiAlign_0 [0, 4, 7, 7] = 0 bytes, RoiAlign_1 [10, 4, 7, 7] fp32 =
+  // 10 * 4 * 49 * 4 = 7,840 bytes, and the concatenation [10, 4, 7, 7] = 7,840 bytes (each
+  // level bounded alone: 7,840 + 7,840 and a [20, 4, 7, 7] result of 15,680).
+  const Op* nz0 = find_op(g, "/pool/NonZero_0");
+  const Op* nz1 = find_op(g, "/pool/NonZero_1");
+  const Op* roi0 = find_op(g, "/pool/RoiAlign_0");
+  const Op* roi1 = find_op(g, "/pool/RoiAlign_1");
+  ASSERT_TRUE(nz0 && nz1 && roi0 && roi1);
+  EXPECT_EQ(g.tensor(nz0->outputs[0]).shape, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(g.tensor(nz1->outputs[0]).shape, (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(g.tensor(roi0->outputs[0]).bytes(), 0);
+  EXPECT_EQ(g.tensor(roi1->outputs[0]).bytes(), 7840);
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{10, 4, 7, 7}));
+  EXPECT_EQ(g.tensor(g.outputs[0]).bytes(), 7840);
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 0 ('levels' == 0, one of 2 levels whose counts sum to "
+                          "at most 10; worst split: all 10 in level 1): node '/pool/NonZero_0'"))
+      << all_notes(g);
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 10 ('levels' == 1, one of 2 levels whose counts sum to "
+                          "at most 10; worst split: all 10 in level 1): node '/pool/NonZero_1'"))
+      << all_notes(g);
+}
+
+TEST(OnnxDetection, TheSameLevelCountedTwiceIsNoPartition) {
+  Result<Graph> r = import_onnx_bytes(two_level_roi_align(true).bytes(), OnnxImportOptions{}, "pool.onnx");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const Graph& g = r.value();
+  // Both select levels == 0: each may hold all 10 rois, the result [20, 4, 7, 7] (15,680 bytes).
+  EXPECT_EQ(g.tensor(g.outputs[0]).shape, (std::vector<int64_t>{20, 4, 7, 7}));
+  EXPECT_TRUE(has_note(g, "NonZero bounded at 10 (every element of its [10] input nonzero)")) << all_notes(g);
+}
+
 // fuzz/corpus/gen_detection_seeds.py's seeds: each imports at batch 2, except the If on a
 // runtime value, which is one line.
 TEST(OnnxDetection, FuzzSeedsImportOrFailInOneLine) {
@@ -238,7 +323,7 @@ TEST(OnnxDetection, FuzzSeedsImportOrFailInOneLine) {
       EXPECT_TRUE(r.ok()) << name << ": " << r.error();
     }
   }
-  EXPECT_EQ(seen, 5);
+  EXPECT_EQ(seen, 6);
 }
 
 }  // namespace

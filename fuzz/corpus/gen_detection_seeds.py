@@ -2,8 +2,9 @@
 """Writes the ONNX seeds for data-dependent sizes bounded at import (issue 22,
 src/frontends/onnx/onnx_detection.h): score thresholding (NonZero) feeding a TopK whose k is
 min(k, n) and an If on numel() == 0 (torchvision's postprocessing), NonMaxSuppression with its
-box limit and the Gather of the kept indices, RoiAlign on a feature map, and an If on a runtime
-value after a NonZero (still refused in one line).
+box limit and the Gather of the kept indices (eager's [n] indices, onnx_patterns.h), RoiAlign on
+a feature map, MultiScaleRoIAlign's per-level NonZero(Equal(levels, l)) counts (a partition,
+onnx_level_partition.h), and an If on a runtime value after a NonZero (still refused in one line).
 Run with Debian's python3-onnx: /usr/bin/python3 gen_detection_seeds.py"""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -92,3 +93,30 @@ save("detect_paste_resize.onnx", [
 ], [f32("half", 0.5), f32("zerof", 0.0), f32("side", 16.0), i64("first", 0), i64("c0", 0),
     i64("c2", 2), f32("onef", 1.0), i64("axis0", [0]), i64("onei", [1]), i64("lead", [1, 1]),
     i64("as_mask", [1, 1, -1, 4])], ["batch", 4])
+
+# MultiScaleRoIAlign in small: 6 fixed rois get a level from a runtime value (levels = their
+# row sums times mean(x) > 8, as int64); per level l: NonZero(Equal(levels, l)), its rois,
+# RoiAlign 7x7; the two levels' outputs concatenated. The counts partition the 6 rois.
+levels = [
+    N("ReduceMean", ["x"], ["mean"], keepdims=0),
+    N("ReduceSum", ["rois", "axis1"], ["rowsum"], keepdims=0),
+    N("Mul", ["rowsum", "mean"], ["score"]),
+    N("Greater", ["score", "eight"], ["big"]),
+    N("Cast", ["big"], ["levels"], to=TensorProto.INT64),
+]
+for l in range(2):
+    levels += [
+        N("Equal", ["levels", f"l{l}"], [f"eq{l}"]),
+        N("NonZero", [f"eq{l}"], [f"nz{l}"]),
+        N("Reshape", [f"nz{l}", "flat"], [f"idx{l}"]),
+        N("Gather", ["rois", f"idx{l}"], [f"rois{l}"], axis=0),
+        N("Mul", [f"idx{l}", "zero"], [f"bidx{l}"]),
+        N("RoiAlign", ["x", f"rois{l}", f"bidx{l}"], [f"pooled{l}"], output_height=7, output_width=7,
+          sampling_ratio=2, spatial_scale=0.25),
+    ]
+levels.append(N("Concat", ["pooled0", "pooled1"], ["y"], axis=0))
+save("detect_roi_levels.onnx", levels,
+     [f32("rois", [[0, 0, 8, 8], [4, 4, 12, 12], [0, 0, 16, 16], [2, 2, 6, 6], [1, 1, 15, 15],
+                   [8, 8, 16, 16]]),
+      i64("axis1", [1]), f32("eight", 8.0), i64("l0", 0), i64("l1", 1), i64("flat", [-1]),
+      i64("zero", 0)], ["batch", 4, 16, 16])

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "frontends/onnx/onnx_const_pass.h"
+#include "frontends/onnx/onnx_level_partition.h"
 #include "frontends/onnx/onnx_model.h"
 #include "frontends/onnx/onnx_value_range.h"
 #include "ir/graph.h"
@@ -121,6 +122,12 @@ class Bounder {
     // Tensors whose size or value comes from a bounded count (constants written in for them too).
     std::unordered_set<std::string> dependent(dependent_constants_.begin(), dependent_constants_.end());
     bool changed = false;
+    // NonZero counts of one tensor's levels (MultiScaleRoIAlign): bounded together.
+    std::unordered_map<std::string, const LevelPartition*> partition_of;
+    const std::vector<LevelPartition> partitions = find_level_partitions(g, types);
+    for (const LevelPartition& p : partitions) {
+      for (const auto& member : p.level_of) partition_of[member.first] = &p;
+    }
     for (int i = 0; i < g.node_size(); ++i) {
       pass.run_until(i + 1);
       ranges.run_until(i + 1);
@@ -137,8 +144,12 @@ class Bounder {
       const std::string label = node_label(node, static_cast<size_t>(i));
       if (counted) {
         if (node.output_size() == 0 || node.output(0).empty() || static_type(types, node.output(0))) continue;
-        std::optional<std::pair<int64_t, std::string>> b =
-            op == "NonZero" ? nonzero_bound(node, types, label) : nms_bound(node, types, pass, label);
+        std::optional<std::pair<int64_t, std::string>> b;
+        if (auto p = partition_of.find(node.output(0)); op == "NonZero" && p != partition_of.end()) {
+          b = level_bound(*p->second, p->second->level_of.at(node.output(0)));
+        } else {
+          b = op == "NonZero" ? nonzero_bound(node, types, label) : nms_bound(node, types, pass, label);
+        }
         if (!b) continue;
         int64_t bound = b->first;
         std::string reason = b->second;
@@ -222,6 +233,21 @@ class Bounder {
     int64_t n = 1;
     for (int64_t d : *in) n = checked_mul(n, d, label + ": its input's size");
     return std::make_pair(n, "every element of its " + shape_text(*in) + " input nonzero");
+  }
+
+  // A level's count in a partition: the worst split puts every row in one level (the last),
+  // so that level is bounded by all rows and every other level by 0.
+  static std::pair<int64_t, std::string> level_bound(const LevelPartition& p, double level) {
+    const std::string all = std::to_string(p.total);
+    std::string reason = "'" + p.rows + "' == " + number_text(level) + ", one of " +
+                         std::to_string(p.levels.size()) + " levels whose counts sum to at most " + all +
+                         "; worst split: all " + all + " in level " + number_text(p.worst_level);
+    return {level == p.worst_level ? p.total : 0, reason};
+  }
+
+  static std::string number_text(double v) {
+    if (v == std::floor(v) && std::abs(v) < 9.0e15) return std::to_string(static_cast<int64_t>(v));
+    return std::to_string(v);
   }
 
   // NonMaxSuppression: boxes [B, S, 4], scores [B, C, S]; per batch and class at most

@@ -6,6 +6,10 @@
 //
 // The rule, applied before control flow is resolved and again after each round of it:
 //   NonZero            at most every element of its input is nonzero: [rank, numel(input)];
+//                      NonZeros of Equal(x, c) on one x and distinct constants c (an R-CNN's
+//                      MultiScaleRoIAlign levels) partition x's elements and are bounded
+//                      together: all of them in the last level, 0 in the others
+//                      (onnx_level_partition.h);
 //   NonMaxSuppression  at most batch x classes x min(boxes, max_output_boxes_per_class) rows
 //                      (torchvision writes max_output_boxes_per_class as INT64_MAX: all boxes);
 //   both               capped by --max-detections N when given (a user's statement that no

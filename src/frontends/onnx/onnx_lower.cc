@@ -738,6 +738,17 @@ class Lowerer {
     set(c, 0, b_.opaque(c.name, {x}, {{os, b_.tensor(x).dtype}})[0]);
   }
 
+  // A NonMaxSuppression read only through its box-index column (onnx_patterns.h, "NMS
+  // indices"): torchvision.ops.nms's [n] int64 indices ([n, 1] for a Gather index [2]), n the
+  // rows of the bounded [n, 3] output.
+  void op_nms_indices(NodeCtx& c, const Fusion& f) {
+    std::vector<int64_t> rows = inferred_shape(c, c.node.output(0));
+    if (rows.size() != 2) throw InputError("NonMaxSuppression output " + shape_text(rows) + " is not [n, 3]");
+    std::vector<int64_t> keep = {rows[0]};
+    if (!f.pads.empty()) keep.push_back(1);
+    emit_opaque(c, runtime_inputs(c), {{keep, DType::I64}});
+  }
+
   // Ops without a kind of their own: an Opaque op over the runtime inputs with the outputs shape
   // inference gives (InputError when it gives none).
   void op_opaque_inferred(NodeCtx& c) {
@@ -1265,6 +1276,7 @@ class Lowerer {
                            ", which headroom does not model");
         c.in.push_back(&v);
       }
+      if (f.kind == Fusion::Kind::NmsIndices) return op_nms_indices(c, f);
       if (!fold(c)) {
         auto h = default_domain(node) ? handlers().find(node.op_type()) : handlers().end();
         if (h == handlers().end()) {

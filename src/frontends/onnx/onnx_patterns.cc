@@ -31,6 +31,8 @@ class Matcher {
         linear_bias(i);
       else if (op == "AveragePool")
         padded_avg_pool(i);
+      else if (op == "NonMaxSuppression")
+        nms_indices(i);
     }
     return std::move(out_);
   }
@@ -298,6 +300,21 @@ class Matcher {
     out_[static_cast<size_t>(m)].bias = b;
     out_[static_cast<size_t>(add)].kind = Fusion::Kind::Alias;
     out_[static_cast<size_t>(add)].alias = out0(m);
+  }
+
+  // NonMaxSuppression whose rows are read only by a Gather of column 2 (the box index).
+  void nms_indices(int n) {
+    int gather = sole_reader(out0(n));
+    if (!is(gather, "Gather") || in(gather, 0) != out0(n) || node(gather).output_size() != 1) return;
+    if (NodeAttrs(node(gather)).i("axis", 0) != 1) return;
+    std::optional<std::vector<int64_t>> column = q_.ints(in(gather, 1));
+    std::optional<size_t> rank = q_.rank(in(gather, 1));
+    if (!column || *column != std::vector<int64_t>{2} || !rank || *rank > 1) return;
+    Fusion& f = out_[static_cast<size_t>(n)];
+    f.kind = Fusion::Kind::NmsIndices;
+    if (*rank == 1) f.pads = {1};
+    out_[static_cast<size_t>(gather)].kind = Fusion::Kind::Alias;
+    out_[static_cast<size_t>(gather)].alias = out0(n);
   }
 
   // Pad -> AveragePool as F.avg_pool2d(x, k, s, padding=p, count_include_pad=True) exports it.

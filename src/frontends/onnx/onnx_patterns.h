@@ -23,6 +23,12 @@
 //                  transitions, Inception's branch pools)               -> avg_pool2d(x, padding p)
 //                  PyTorch pads inside the kernel: the padded copy is never allocated, so
 //                  lowering the Pad as its own op would add a tensor that autograd keeps.
+//   NMS indices    NonMaxSuppression -> Gather(axis 1, index 2): torchvision's nms symbolic
+//                  (ops/_register_onnx_ops.py) reads the box index column of the [n, 3]
+//                  (batch, class, box) rows; eager torchvision.ops.nms returns the [n] int64
+//                  box indices themselves (csrc/ops/cpu/nms_kernel.cpp: keep_t), so the
+//                  NonMaxSuppression emits those ([n], or [n, 1] for an index [2]) and the
+//                  Gather is their alias: no [n, 3] rows, no gathered copy.
 //
 // Every intermediate must be read by the pattern alone, so a match never hides a tensor the
 // rest of the graph reads. A node claimed by a pattern (Skip) names the node that emits the call
@@ -51,6 +57,7 @@ struct Fusion {
     LinearBias,     // this MatMul is a linear with `bias` folded in
     Alias,          // this node's output is the value of tensor `alias` (the folded bias Add)
     PaddedAvgPool,  // emit avg_pool2d(x) with `pads` [top, left, bottom, right] added
+    NmsIndices,     // this NonMaxSuppression emits its box indices [n] (`pads` {1}: [n, 1])
   };
   Kind kind = Kind::None;
   std::string x, weight, bias, alias;
