@@ -42,7 +42,7 @@ void Interpreter::enter_hooked_call(int r, std::vector<BufferId>* rerun_graph, c
   BufferId rng = kNone;
   if (o_.device.checkpoint_rng_state_bytes > 0) {
     rng = new_buffer(o_.device.checkpoint_rng_state_bytes, keeps ? Category::SavedActivations : Category::Temporaries,
-                     "checkpoint RNG state (" + where + ")", segments_[ri].first);
+                     buffer_name("checkpoint RNG state (", where, ")"), segments_[ri].first);
     alloc(rng);
     ref(rng);
   }
@@ -88,7 +88,7 @@ void Interpreter::rerun_hooked(int s, int iteration, int micro) {
     // `with torch.random.fork_rng(...)` (checkpoint.py:398) takes get_rng_state() on entry and
     // drops it on exit.
     if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
-      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
+      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, buffer_name("fork_rng RNG state (", op.name, ")"));
     }
     for (int r : starting_[static_cast<size_t>(o)]) {
       if (r <= s) continue;  // s itself, or a region enclosing it

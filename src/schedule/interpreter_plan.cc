@@ -92,7 +92,7 @@ void Interpreter::prefetch(BufferId b) {
   if (!offloaded_[i] || replacement_[i] != kNone) return;
   // Copies, not a reference: new_buffer() grows p_.buffers and may move it.
   const int64_t bytes = p_.buffers[i].bytes;
-  BufferId copy = new_buffer(bytes, Category::SavedActivations, p_.buffers[i].name + " (prefetched)",
+  BufferId copy = new_buffer(bytes, Category::SavedActivations, buffer_name(p_.buffers[i].name, " (prefetched)"),
                              p_.buffers[i].op);
   alloc(copy);
   ref(copy, refs_[i]);
@@ -137,7 +137,7 @@ void Interpreter::enter_call(int r, bool grad_call, int owner, const std::string
   BufferId rng = kNone;
   if (o_.device.checkpoint_rng_state_bytes > 0) {
     rng = new_buffer(o_.device.checkpoint_rng_state_bytes, grad_call ? Category::SavedActivations : Category::Temporaries,
-                     "checkpoint RNG state (" + where + ")", segments_[ri].first);
+                     buffer_name("checkpoint RNG state (", where, ")"), segments_[ri].first);
     alloc(rng);
     ref(rng);
   }
@@ -258,7 +258,7 @@ void Interpreter::recompute(int s, int iteration, int micro) {
     begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
     p_.steps.back().recompute = true;
     if (o == seg.first && o_.device.checkpoint_rng_state_bytes > 0) {
-      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
+      fork_rng = temp(o_.device.checkpoint_rng_state_bytes, buffer_name("fork_rng RNG state (", op.name, ")"));
     }
     for (int r : starting_[static_cast<size_t>(o)]) {
       if (r <= s) continue;  // s itself, or a region enclosing it
