@@ -26,20 +26,40 @@ const Graph& PlanContext::graph(int64_t micro_batch) {
   return *it->second;
 }
 
-Program PlanContext::program(const Candidate& c) {
+Program PlanContext::program(const Candidate& c) { return build(c, /*names=*/true); }
+
+Program PlanContext::build(const Candidate& c, bool names) {
   const int64_t micro = c.micro_batch > 0 ? c.micro_batch : options_.batch;
   HEADROOM_CHECK(options_.batch % micro == 0, "micro-batch must divide the batch");
   ScheduleOptions s = schedule_;
   s.micro_batches = static_cast<int>(options_.batch / micro);
   s.plan = c.plan;
   s.plan.checkpoint_impl = options_.plan.checkpoint_impl;
+  s.names = names;
   const Graph& g = graph(micro);
   resolve_fsdp_wrap(options_.parallel, g, s.sharding);  // FSDP families: one unit per block
   return build_program(g, s);
 }
 
+namespace {
+
+bool same_candidate(const Candidate& a, const Candidate& b) {
+  return a.micro_batch == b.micro_batch && a.plan == b.plan;
+}
+
+}  // namespace
+
 Evaluation PlanContext::evaluate(const Candidate& c) {
   ++evaluations_;
+  for (const auto& [asked, answer] : evaluated_) {
+    if (same_candidate(asked, c)) return answer;
+  }
+  Evaluation e = simulate_candidate(c);
+  evaluated_.emplace_back(c, e);
+  return e;
+}
+
+Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   const int64_t micro = c.micro_batch > 0 ? c.micro_batch : options_.batch;
   // A pipeline layout is the program of its stage with the highest peak (estimate/pipeline_estimate.h).
   std::optional<PipelineStages> stages;
@@ -48,9 +68,10 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
     s.plan = c.plan;
     const int micro_batches = static_cast<int>(options_.batch / micro);
     s.micro_batches = micro_batches;
+    s.names = false;  // an evaluation reads peaks and times only
     stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false);
   }
-  Program p = stages ? std::move(stages->program) : program(c);
+  Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
   SimResult sim = stages ? std::move(stages->sim) : simulate(p);
   Evaluation e;
   e.micro_batch = micro;
@@ -60,7 +81,9 @@ Evaluation PlanContext::evaluate(const Candidate& c) {
   if (sim.peak.step >= 0) {
     const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
     e.peak_phase = st.phase;
-    e.peak_op = st.label;
+    // Built without names, an op step's label is its op's name (ScheduleOptions::names).
+    const Graph& g = stages ? stages->graph : graph(micro);
+    e.peak_op = st.label.empty() && st.op != kNone ? g.op(st.op).name : st.label;
   }
   if (options_.device == "cuda" && options_.gpu) {
     GpuOptions g = *options_.gpu;

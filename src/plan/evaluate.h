@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "estimate/estimate.h"
 #include "cost/cost_model.h"
@@ -45,6 +47,9 @@ class PlanContext {
   // memory the plan must fit in, in the units of Evaluation::peak_bytes.
   PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost);
 
+  // A candidate evaluated before is answered from memory (a search may ask twice: the layout
+  // search's pipeline probe is also the last size its fit tries); each call counts in
+  // evaluations().
   Evaluation evaluate(const Candidate& c);
   // The graph at a micro-batch size (0: the full batch), built once.
   const Graph& graph(int64_t micro_batch);
@@ -58,12 +63,18 @@ class PlanContext {
   bool foreach() const { return schedule_.foreach; }
 
  private:
+  // The candidate's program; without names (ScheduleOptions::names) where only its peaks and
+  // times are read.
+  Program build(const Candidate& c, bool names);
+  Evaluation simulate_candidate(const Candidate& c);
+
   EstimateOptions options_;
   int64_t budget_;
   CostModel cost_;
   ScheduleOptions schedule_;
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;
   int evaluations_ = 0;
+  std::vector<std::pair<Candidate, Evaluation>> evaluated_;  // in the order first asked
 };
 
 }  // namespace headroom

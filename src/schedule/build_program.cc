@@ -28,7 +28,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
       Category cat = saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(out)])] ? Category::SavedActivations : Category::Activations;
       if (kv_cache_[static_cast<size_t>(out)]) cat = Category::KvCache;
       int64_t bytes = (j == 0 && fp.output_bytes >= 0) ? fp.output_bytes : g_.tensor(out).bytes();
-      out_buf[j] = new_buffer(bytes, cat, g_.tensor(out).name, op.id);
+      out_buf[j] = new_buffer(bytes, cat, buffer_name(g_.tensor(out).name), op.id);
       fresh_.push_back(out_buf[j]);
     }
     buf_of_[static_cast<size_t>(out)] = out_buf[j];
@@ -40,7 +40,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
       return r.kind == Ref::Kind::Extra && r.index == static_cast<int>(extra_buf.size());
     });
     extra_buf.push_back(new_buffer(e.bytes, kept ? Category::SavedActivations : Category::Temporaries,
-                                   op.name + "." + e.name, op.id));
+                                   buffer_name(op.name, ".", e.name), op.id));
     fresh_.push_back(extra_buf.back());
   }
   std::vector<BufferId> temps;
@@ -50,7 +50,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
       case LocalEvent::Kind::AllocExtra: alloc(extra_buf[static_cast<size_t>(e.index)]); break;
       case LocalEvent::Kind::AllocTemp: {
         BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
-                                op.name + (e.workspace ? ".workspace" : ".tmp"), op.id);
+                                buffer_name(op.name, e.workspace ? ".workspace" : ".tmp"), op.id);
         temps.push_back(t);
         alloc(t);
         ref(t);
@@ -132,7 +132,7 @@ void Interpreter::setup() {
     }
     Category cat = weight ? Category::Weights : kv_cache_[static_cast<size_t>(t.id)] ? Category::KvCache : Category::Inputs;
     BufferId b = new_buffer(stored_param_bytes(t), cat,
-                            t.name + (o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
+                            buffer_name(t.name, o_.sharding.params_sharded() && t.role == TensorRole::Parameter ? " (shard)" : ""), kNone);
     alloc(b);
     ref(b);  // held by the model or the data loader for the whole run
     buf_of_[static_cast<size_t>(t.id)] = b;
@@ -241,7 +241,7 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   for (const Op& op : g_.ops) {
     if (!op_runs(op)) continue;
     const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
-    begin_step(phase, iteration, micro, op.id, op.name);
+    begin_op_step(phase, iteration, micro, op);
     if (grad_mode) {
       // Outermost regions are checkpoint nodes of the graph; regions nested in them are called
       // under their no_grad and keep nothing.
@@ -276,7 +276,7 @@ void Interpreter::mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bo
 }
 
 GradValue Interpreter::sum_gradients(TensorId t, GradValue old, GradValue add) {
-  BufferId sum = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, g_.tensor(t).name + ".grad(sum)", kNone);
+  BufferId sum = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, buffer_name(g_.tensor(t).name, ".grad(sum)"), kNone);
   alloc(sum);
   ref(sum);
   unref(old.buffer);
@@ -286,7 +286,7 @@ GradValue Interpreter::sum_gradients(TensorId t, GradValue old, GradValue add) {
 
 GradValue Interpreter::accumulate_into_grad(TensorId t, GradValue g) {
   if (refs_[static_cast<size_t>(g.buffer)] == 1 && g.contiguous && p_.buffers[static_cast<size_t>(g.buffer)].bytes == g_.tensor(t).bytes()) return g;
-  BufferId copy = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, g_.tensor(t).name + ".grad", kNone);
+  BufferId copy = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, buffer_name(g_.tensor(t).name, ".grad"), kNone);
   alloc(copy);
   ref(copy);
   unref(g.buffer);
@@ -334,7 +334,7 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
     pg = g.buffer;
     return;
   }
-  pg = new_buffer(g_.tensor(param).bytes(), Category::Gradients, g_.tensor(param).name + ".grad", kNone);
+  pg = new_buffer(g_.tensor(param).bytes(), Category::Gradients, buffer_name(g_.tensor(param).name, ".grad"), kNone);
   alloc(pg);
   ref(pg);
   unref(g.buffer);
@@ -445,7 +445,7 @@ void Interpreter::backward(int iteration, int micro) {
 
   begin_step(Phase::Backward, iteration, micro, kNone, "loss.backward() seed");
   // A stage before the last starts from the gradient received for the hidden state it sent.
-  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, chunk_sends() ? "p2p recv " + loss.name + ".grad" : "loss.grad (ones)", kNone);
+  BufferId seed = new_buffer(loss.bytes(), Category::ActivationGradients, chunk_sends() ? buffer_name("p2p recv ", loss.name, ".grad") : buffer_name("loss.grad (ones)"), kNone);
   alloc(seed);
   ref(seed, 2);  // torch.autograd.backward keeps grad_tensors until the whole backward returns
   grad_[static_cast<size_t>(leaf(loss_tensor()))] = {seed, true};
@@ -469,7 +469,7 @@ void Interpreter::backward(int iteration, int micro) {
       fetch_rerun_inputs(segment_saved_[static_cast<size_t>(r)], op, iteration, micro);
       recompute(r, iteration, micro);
     }
-    begin_step(Phase::Backward, iteration, micro, op.id, op.name);
+    begin_op_step(Phase::Backward, iteration, micro, op);
     need_on_device(nodes_[static_cast<size_t>(i)].saved);
     prefetch_for(next_node(i - 1));
     if (gathers_) {
@@ -503,7 +503,7 @@ void Interpreter::backward(int iteration, int micro) {
       const GradOut& go = bp.grads[gi];
       if (go.kind == GradOut::Kind::New) {
         const Tensor& in = g_.tensor(op.inputs[static_cast<size_t>(go.input)]);
-        outs[gi] = {new_buffer(go.bytes, Category::ActivationGradients, in.name + ".grad", op.id), go.contiguous};
+        outs[gi] = {new_buffer(go.bytes, Category::ActivationGradients, buffer_name(in.name, ".grad"), op.id), go.contiguous};
       } else {
         outs[gi] = {in_grad.buffer, go.contiguous};
         ref(in_grad.buffer);
@@ -519,7 +519,7 @@ void Interpreter::backward(int iteration, int micro) {
         }
         case LocalEvent::Kind::AllocTemp: {
           BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
-                                  op.name + (e.workspace ? ".grad_workspace" : ".grad_tmp"), op.id);
+                                  buffer_name(op.name, e.workspace ? ".grad_workspace" : ".grad_tmp"), op.id);
           temps.push_back(t);
           alloc(t);
           ref(t);

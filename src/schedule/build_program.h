@@ -36,6 +36,13 @@ struct ScheduleOptions {
   MemoryPlan plan;                // checkpointing, offloading, workspace choices (training)
   Sharding sharding;              // ZeRO / FSDP: the program of one data-parallel rank
   PipelineRun pipeline;           // a pipeline stage: its micro-batches in the schedule's order
+  // Whether the program carries names: Buffer::name, and the label of a step that runs one op of
+  // the graph (its op's name). A search that reads only peaks and times (PlanContext::evaluate)
+  // turns them off: building and freeing a string per buffer and per step was the largest single
+  // cost of the layout search (docs/speed.md). Without names, every Buffer::name is "" and an op
+  // step's label is "" (its op is Step::op); the labels of other steps (optimizer, setup,
+  // recompute, pipeline sends), which the cost model reads, are kept. Nothing else differs.
+  bool names = true;
 };
 
 // REQUIRES: g.validate() passes; for training, g.loss is set.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,8 +42,10 @@ class Interpreter {
 
  private:
   // ---- buffers and references -------------------------------------------------------------
+  // `name` is dropped when the run writes no buffer names (ScheduleOptions::names); the
+  // hot callers build it with buffer_name() so that nothing is concatenated then.
   BufferId new_buffer(int64_t bytes, Category cat, std::string name, OpId op) {
-    p_.buffers.push_back(Buffer{bytes, cat, std::move(name), op});
+    p_.buffers.push_back(Buffer{bytes, cat, o_.names ? std::move(name) : std::string(), op});
     refs_.push_back(0);
     saved_refs_.push_back(0);
     offloaded_.push_back(false);
@@ -50,6 +53,15 @@ class Interpreter {
     pending_prefetch_.push_back(-1);
     offload_op_of_.push_back(kNone);
     return static_cast<BufferId>(p_.buffers.size()) - 1;
+  }
+  // A buffer's name joined from its parts, or "" (no allocation) without buffer names.
+  template <typename... Parts>
+  std::string buffer_name(const Parts&... parts) const {
+    std::string name;
+    if (!o_.names) return name;
+    name.reserve((std::string_view(parts).size() + ...));
+    (name.append(std::string_view(parts)), ...);
+    return name;
   }
   // Room for `iterations` times what the program holds now (called after the first training
   // iteration, which every later one repeats): the program and the per-buffer state grow once
@@ -88,6 +100,10 @@ class Interpreter {
     s.label = std::move(label);
     s.first_event = static_cast<int32_t>(p_.events.size());
     p_.steps.push_back(std::move(s));
+  }
+  // A step that runs `op` in the forward or the backward, labelled by its name (none without names).
+  void begin_op_step(Phase phase, int iteration, int micro, const Op& op) {
+    begin_step(phase, iteration, micro, op.id, o_.names ? op.name : std::string());
   }
   void end_step() { p_.steps.back().end_event = static_cast<int32_t>(p_.events.size()); }
 

@@ -56,7 +56,7 @@ void Interpreter::gather_unit(int u) {
   const int world = o_.sharding.params_sharded() ? o_.sharding.data_parallel : 1;
   const int64_t elements = fsdp_padded_elements(unit.elements, world);
   const int64_t bytes = checked_mul(elements, dtype_size(g_.tensor(unit.params.front()).dtype), "FSDP unit bytes");
-  BufferId b = new_buffer(bytes, Category::Weights, unit.name + " FlatParameter (unsharded)", kNone);
+  BufferId b = new_buffer(bytes, Category::Weights, buffer_name(unit.name, " FlatParameter (unsharded)"), kNone);
   alloc(b);
   ref(b);
   unit_gathered_[static_cast<size_t>(u)] = b;
@@ -128,7 +128,7 @@ void Interpreter::unit_post_backward(int u) {
   const int64_t shard = padded / s.data_parallel;
   // The split node's backward: one cat of the unit's parameter gradients.
   BufferId flat = new_buffer(checked_mul(unit.elements, elem, "FSDP unit bytes"), Category::Gradients,
-                             unit.name + " FlatParameter.grad (unsharded)", kNone);
+                             buffer_name(unit.name, " FlatParameter.grad (unsharded)"), kNone);
   alloc(flat);
   ref(flat);
   for (BufferId b : unit_grads_[static_cast<size_t>(u)]) unref(b);
@@ -136,11 +136,11 @@ void Interpreter::unit_post_backward(int u) {
   // _post_backward_hook: _reshard(free_unsharded_flat_param) for the sharded strategies.
   release_unit(u);
   unit_done_[static_cast<size_t>(u)] = true;
-  BufferId padded_copy = temp(checked_mul(padded, elem, "FSDP unit bytes"), unit.name + " F.pad(grad_flatten)");
-  BufferId output = temp(checked_mul(shard, elem, "FSDP unit bytes"), unit.name + " reduce-scatter output");
+  BufferId padded_copy = temp(checked_mul(padded, elem, "FSDP unit bytes"), buffer_name(unit.name, " F.pad(grad_flatten)"));
+  BufferId output = temp(checked_mul(shard, elem, "FSDP unit bytes"), buffer_name(unit.name, " reduce-scatter output"));
   if (fsdp_mixed_) {
     // output.data = output.data.to(param.dtype): the fp32 shard, the 16-bit one freed.
-    BufferId cast = temp(checked_mul(shard, 4, "FSDP unit bytes"), unit.name + " reduce-scatter output (fp32)");
+    BufferId cast = temp(checked_mul(shard, 4, "FSDP unit bytes"), buffer_name(unit.name, " reduce-scatter output (fp32)"));
     unref(output);
     output = cast;
   }

@@ -42,7 +42,7 @@ void Interpreter::enter_hooked_call(int r, std::vector<BufferId>* rerun_graph, c
   BufferId rng = kNone;
   if (o_.device.checkpoint_rng_state_bytes > 0) {
     rng = new_buffer(o_.device.checkpoint_rng_state_bytes, keeps ? Category::SavedActivations : Category::Temporaries,
-                     "checkpoint RNG state (" + where + ")", segments_[ri].first);
+                     buffer_name("checkpoint RNG state (", where, ")"), segments_[ri].first);
     alloc(rng);
     ref(rng);
   }

@@ -102,7 +102,7 @@ void Interpreter::offload_gradient(TensorId param, GradValue g) {
     // _post_backward_hook: the full gradient is reduce-scattered into a new device shard, then
     // param._cpu_grad.copy_(grad) (pinned, made at lazy init: a host state) and the device
     // shard dropped; micro-batches cannot accumulate outside no_sync() (resolve_offload).
-    BufferId shard = new_buffer(param_state_bytes(t), Category::Gradients, t.name + ".grad (shard, to host)", kNone);
+    BufferId shard = new_buffer(param_state_bytes(t), Category::Gradients, buffer_name(t.name, ".grad (shard, to host)"), kNone);
     alloc(shard);
     ref(shard);
     unref(g.buffer);

@@ -55,9 +55,8 @@ void Interpreter::create_optimizer_state(TensorId p, bool on_host) {
   for (const StateRule& s : optimizer_rule(o_.optimizer).state) {
     if (!param_condition_holds(s.when, t)) continue;
     const int64_t bytes = optimizer_bytes(s.size, t, param_state_bytes(t));
-    std::string name = t.name + std::string(s.suffix);
-    if (on_host) host_state(bytes, std::move(name));
-    else state(bytes, std::move(name));
+    if (on_host) host_state(bytes, t.name + std::string(s.suffix));
+    else state(bytes, buffer_name(t.name, s.suffix));
   }
 }
 
@@ -81,7 +80,7 @@ void Interpreter::replay_optimizer_update(const std::vector<TensorId>& ps, bool 
           for (TensorId p : over) {
             const Tensor& t = g_.tensor(p);
             if (param_condition_holds(op.when, t)) {
-              slot.push_back(temp(optimizer_bytes(op.size, t, param_state_bytes(t)), t.name + std::string(op.what)));
+              slot.push_back(temp(optimizer_bytes(op.size, t, param_state_bytes(t)), buffer_name(t.name, op.what)));
             }
           }
           break;
@@ -136,7 +135,7 @@ void Interpreter::cublas_workspace(BufferId& slot, const char* name) {
 
 std::vector<BufferId> Interpreter::python_scalar(const std::string& what) {
   if (!o_.device.python_scalar_tensors) return {};
-  return {temp(8, what + " (float64 scalar)"), temp(4, what + " (cast)")};
+  return {temp(8, buffer_name(what, " (float64 scalar)")), temp(4, buffer_name(what, " (cast)"))};
 }
 
 void Interpreter::state(int64_t bytes, std::string name) {

@@ -94,7 +94,7 @@ void Interpreter::run_pipeline_order(int iteration) {
       if (chunk.received != kNone) {
         begin_step(Phase::Forward, iteration, a.micro, kNone, "p2p recv activation" + where);
         const Tensor& t = g_.tensor(chunk.received);
-        received = new_buffer(t.bytes(), Category::Activations, t.name, kNone);
+        received = new_buffer(t.bytes(), Category::Activations, buffer_name(t.name), kNone);
         alloc(received);
         ref(received);  // input_tensors[] until the backward returns
         buf_of_[static_cast<size_t>(chunk.received)] = received;

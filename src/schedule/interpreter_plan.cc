@@ -92,7 +92,7 @@ void Interpreter::prefetch(BufferId b) {
   if (!offloaded_[i] || replacement_[i] != kNone) return;
   // Copies, not a reference: new_buffer() grows p_.buffers and may move it.
   const int64_t bytes = p_.buffers[i].bytes;
-  BufferId copy = new_buffer(bytes, Category::SavedActivations, p_.buffers[i].name + " (prefetched)",
+  BufferId copy = new_buffer(bytes, Category::SavedActivations, buffer_name(p_.buffers[i].name, " (prefetched)"),
                              p_.buffers[i].op);
   alloc(copy);
   ref(copy, refs_[i]);
@@ -137,7 +137,7 @@ void Interpreter::enter_call(int r, bool grad_call, int owner, const std::string
   BufferId rng = kNone;
   if (o_.device.checkpoint_rng_state_bytes > 0) {
     rng = new_buffer(o_.device.checkpoint_rng_state_bytes, grad_call ? Category::SavedActivations : Category::Temporaries,
-                     "checkpoint RNG state (" + where + ")", segments_[ri].first);
+                     buffer_name("checkpoint RNG state (", where, ")"), segments_[ri].first);
     alloc(rng);
     ref(rng);
   }
@@ -233,7 +233,7 @@ BufferId Interpreter::begin_rerun_step(int s, OpId o, int iteration, int micro) 
   begin_step(Phase::Backward, iteration, micro, op.id, "recompute " + op.name);
   p_.steps.back().recompute = true;
   if (o != segments_[static_cast<size_t>(s)].first || o_.device.checkpoint_rng_state_bytes <= 0) return kNone;
-  return temp(o_.device.checkpoint_rng_state_bytes, "fork_rng RNG state (" + op.name + ")");
+  return temp(o_.device.checkpoint_rng_state_bytes, buffer_name("fork_rng RNG state (", op.name, ")"));
 }
 
 void Interpreter::end_rerun(const Rerun& r) {

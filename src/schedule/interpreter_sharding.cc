@@ -139,7 +139,7 @@ void Interpreter::gather(OpId op) {
   if (!got.empty()) return;
   for (TensorId p : op_params_[static_cast<size_t>(op)]) {
     const Tensor& t = g_.tensor(p);
-    BufferId b = new_buffer(t.bytes(), Category::Weights, t.name + " (gathered)", op);
+    BufferId b = new_buffer(t.bytes(), Category::Weights, buffer_name(t.name, " (gathered)"), op);
     alloc(b);
     ref(b);
     got.push_back(b);
@@ -205,7 +205,7 @@ void Interpreter::reduce_gradient(TensorId param, GradValue g) {
   } else if (pg == kNone) {
     // _post_backward_hook: new_sharded_grad = torch.empty_like(chunk), reduce_scatter, cast to
     // the parameter dtype; later micro-batches add into the kept shard.
-    pg = new_buffer(param_state_bytes(t), Category::Gradients, t.name + ".grad (shard)", kNone);
+    pg = new_buffer(param_state_bytes(t), Category::Gradients, buffer_name(t.name, ".grad (shard)"), kNone);
     alloc(pg);
     ref(pg);
   }

@@ -63,6 +63,7 @@ struct MemoryPlan {
   CheckpointImpl checkpoint_impl = CheckpointImpl::Reentrant;  // of every region (last: aggregate inits)
 
   bool empty() const { return checkpoints.empty() && offload.empty() && no_conv_workspace.empty(); }
+  friend bool operator==(const MemoryPlan&, const MemoryPlan&) = default;
 };
 
 // Whether torch.utils.checkpoint (reentrant) on ops first..last gives their parameters gradients:
