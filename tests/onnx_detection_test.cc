@@ -323,7 +323,7 @@ TEST(OnnxDetection, FuzzSeedsImportOrFailInOneLine) {
       EXPECT_TRUE(r.ok()) << name << ": " << r.error();
     }
   }
-  EXPECT_EQ(seen, 6);
+  EXPECT_EQ(seen, 7);
 }
 
 }  // namespace

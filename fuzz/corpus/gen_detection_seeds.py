@@ -4,7 +4,9 @@ src/frontends/onnx/onnx_detection.h): score thresholding (NonZero) feeding a Top
 min(k, n) and an If on numel() == 0 (torchvision's postprocessing), NonMaxSuppression with its
 box limit and the Gather of the kept indices (eager's [n] indices, onnx_patterns.h), RoiAlign on
 a feature map, MultiScaleRoIAlign's per-level NonZero(Equal(levels, l)) counts (a partition,
-onnx_level_partition.h), and an If on a runtime value after a NonZero (still refused in one line).
+onnx_level_partition.h), their merge into one zero-filled result by a chain of ScatterElements
+(torchvision's _onnx_merge_levels, written in place as eager does: onnx_patterns.h), and an If on
+a runtime value after a NonZero (still refused in one line).
 Run with Debian's python3-onnx: /usr/bin/python3 gen_detection_seeds.py"""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -114,9 +116,24 @@ for l in range(2):
         N("RoiAlign", ["x", f"rois{l}", f"bidx{l}"], [f"pooled{l}"], output_height=7, output_width=7,
           sampling_ratio=2, spatial_scale=0.25),
     ]
-levels.append(N("Concat", ["pooled0", "pooled1"], ["y"], axis=0))
-save("detect_roi_levels.onnx", levels,
-     [f32("rois", [[0, 0, 8, 8], [4, 4, 12, 12], [0, 0, 16, 16], [2, 2, 6, 6], [1, 1, 15, 15],
-                   [8, 8, 16, 16]]),
-      i64("axis1", [1]), f32("eight", 8.0), i64("l0", 0), i64("l1", 1), i64("flat", [-1]),
-      i64("zero", 0)], ["batch", 4, 16, 16])
+level_inits = [f32("rois", [[0, 0, 8, 8], [4, 4, 12, 12], [0, 0, 16, 16], [2, 2, 6, 6],
+                             [1, 1, 15, 15], [8, 8, 16, 16]]),
+               i64("axis1", [1]), f32("eight", 8.0), i64("l0", 0), i64("l1", 1), i64("flat", [-1]),
+               i64("zero", 0)]
+save("detect_roi_levels.onnx", levels + [N("Concat", ["pooled0", "pooled1"], ["y"], axis=0)],
+     level_inits, ["batch", 4, 16, 16])
+
+# The same levels merged as _onnx_merge_levels exports it: res = zeros([6, 4, 7, 7]); per level
+# res = ScatterElements(res, Expand(Reshape(idx_l, [-1, 1, 1, 1]), Shape(pooled_l)), pooled_l).
+merge = [N("ConstantOfShape", ["res_shape"], ["res"])]
+for l in range(2):
+    merge += [
+        N("Reshape", [f"idx{l}", "col4"], [f"idx4_{l}"]),
+        N("Shape", [f"pooled{l}"], [f"ps{l}"]),
+        N("Expand", [f"idx4_{l}", f"ps{l}"], [f"index{l}"]),
+        N("ScatterElements", ["res" if l == 0 else "merged0", f"index{l}", f"pooled{l}"],
+          ["merged0" if l == 0 else "y"], axis=0),
+    ]
+save("detect_roi_merge.onnx", levels + merge,
+     level_inits + [i64("res_shape", [6, 4, 7, 7]), i64("col4", [-1, 1, 1, 1])],
+     ["batch", 4, 16, 16])

@@ -869,9 +869,22 @@ class Lowerer {
   // ScatterND / ScatterElements: a copy of `data` with updates written in, so of data's shape and
   // type whether or not shape inference resolved it (Swin's shifted-window mask is scattered into
   // a ConstantOfShape whose shape comes from folded Shape arithmetic).
+  // A link of an in-place merge (onnx_patterns.h) writes into data's storage, as eager's
+  // index_put_ does, when data is an activation (a fresh fill or the previous link).
   void op_scatter(NodeCtx& c) {
     TensorId data = tensor(c, 0);
-    emit_opaque(c, runtime_inputs(c), {{b_.shape(data), b_.tensor(data).dtype}});
+    OpAttrs attrs;
+    attrs.inplace = fusions_[static_cast<size_t>(c.index)].kind == Fusion::Kind::InPlaceMerge &&
+                    b_.tensor(data).role == TensorRole::Activation;
+    std::vector<TensorId> ins = runtime_inputs(c);
+    if (attrs.inplace) {
+      // The written tensor comes first, even where it is a folded fill that runtime_inputs
+      // leaves out as a scalar argument (a ConstantOfShape is held as its one fill value).
+      std::erase(ins, data);
+      ins.insert(ins.begin(), data);
+      ++in_place_merges_;
+    }
+    emit_opaque(c, ins, {{b_.shape(data), b_.tensor(data).dtype}}, attrs);
   }
   // SoftmaxCrossEntropyLoss: F.cross_entropy (torch 1.13 also writes nll_loss(log_softmax(x, 1))
   // this way) computed inside the graph, [N, C] or [N, C, d1, ...] scores against [N] or
@@ -1456,8 +1469,8 @@ class Lowerer {
     return ins;
   }
   void emit_opaque(NodeCtx& c, const std::vector<TensorId>& ins,
-                   const std::vector<GraphBuilder::OpaqueOutput>& outs) {
-    std::vector<TensorId> ts = b_.opaque(c.name, ins, outs);
+                   const std::vector<GraphBuilder::OpaqueOutput>& outs, OpAttrs attrs = {}) {
+    std::vector<TensorId> ts = b_.opaque(c.name, ins, outs, std::move(attrs));
     ++opaque_[c.node.op_type()];
     size_t j = 0;
     for (int k = 0; k < c.node.output_size() && j < ts.size(); ++k) {
@@ -1751,6 +1764,10 @@ class Lowerer {
       b_.note(std::to_string(inplace_outputs_.size()) +
               " relu/add recorded in place (infer_inplace)");
     }
+    if (in_place_merges_ > 0) {
+      b_.note(std::to_string(in_place_merges_) +
+              " Scatter merges into one fresh tensor written in place, as eager's index_put_");
+    }
   }
 
   // The graph computes its own loss: that is the training loss, and a loss option that would
@@ -1827,6 +1844,7 @@ class Lowerer {
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<TensorId, std::vector<std::string>> names_of_;
   std::unordered_set<TensorId> inplace_outputs_;
+  int in_place_merges_ = 0;  // Scatters lowered as in-place merge links (op_scatter)
   std::unordered_map<TensorId, bool> storage_writable_;  // storage_writable's memo
   std::unordered_map<std::string, std::vector<int64_t>> weight_dims_;
   std::vector<Fusion> fusions_;

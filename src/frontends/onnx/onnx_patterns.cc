@@ -33,6 +33,8 @@ class Matcher {
         padded_avg_pool(i);
       else if (op == "NonMaxSuppression")
         nms_indices(i);
+      else if (op == "ConstantOfShape")
+        in_place_merge(i);
     }
     return std::move(out_);
   }
@@ -315,6 +317,24 @@ class Matcher {
     if (*rank == 1) f.pads = {1};
     out_[static_cast<size_t>(gather)].kind = Fusion::Kind::Alias;
     out_[static_cast<size_t>(gather)].alias = out0(n);
+  }
+
+  // ConstantOfShape -> Scatter -> Scatter ...: each Scatter's data is the previous link's output,
+  // read by that Scatter alone (in no other slot, not a graph output), so no one sees the tensor
+  // between writes and writing in place changes no value. One Scatter alone stays out of place:
+  // eager's single-level MultiScaleRoIAlign returns roi_align's output without a merge, and one
+  // fresh tensor with one write is not the chain this pattern is evidence for.
+  bool is_scatter(int i) const { return is(i, "ScatterElements") || is(i, "ScatterND"); }
+  void in_place_merge(int fill) {
+    std::vector<int> chain;
+    std::string data = out0(fill);
+    for (int s = sole_reader(data); is_scatter(s) && in(s, 0) == data && !out0(s).empty();
+         s = sole_reader(data)) {
+      chain.push_back(s);
+      data = out0(s);
+    }
+    if (chain.size() < 2) return;
+    for (int s : chain) out_[static_cast<size_t>(s)].kind = Fusion::Kind::InPlaceMerge;
   }
 
   // Pad -> AveragePool as F.avg_pool2d(x, k, s, padding=p, count_include_pad=True) exports it.

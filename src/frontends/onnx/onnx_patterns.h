@@ -29,6 +29,16 @@
 //                  box indices themselves (csrc/ops/cpu/nms_kernel.cpp: keep_t), so the
 //                  NonMaxSuppression emits those ([n], or [n, 1] for an index [2]) and the
 //                  Gather is their alias: no [n, 3] rows, no gathered copy.
+//   in-place merge ConstantOfShape -> Scatter(Elements|ND) -> Scatter(Elements|ND) ..., two or
+//                  more, each writing into the previous one's output, which it alone reads:
+//                  the export of a fresh tensor filled by indexed writes. torchvision's
+//                  MultiScaleRoIAlign (ops/poolers.py, 0.14) is the case: eager
+//                  _multiscale_roi_align makes `result = torch.zeros(...)` and writes each level
+//                  in place (`result[idx_in_level] = ...`, index_put_), while the export path
+//                  (_onnx_merge_levels) writes `res = res.scatter(0, index, level)` per level. Each
+//                  Scatter becomes an in-place write into the one result (its output aliases
+//                  the data input): no second result beside the previous one, and each level's
+//                  rows are freed after their write, as in eager.
 //
 // Every intermediate must be read by the pattern alone, so a match never hides a tensor the
 // rest of the graph reads. A node claimed by a pattern (Skip) names the node that emits the call
@@ -58,6 +68,7 @@ struct Fusion {
     Alias,          // this node's output is the value of tensor `alias` (the folded bias Add)
     PaddedAvgPool,  // emit avg_pool2d(x) with `pads` [top, left, bottom, right] added
     NmsIndices,     // this NonMaxSuppression emits its box indices [n] (`pads` {1}: [n, 1])
+    InPlaceMerge,   // this Scatter writes into its data input in place (the output aliases it)
   };
   Kind kind = Kind::None;
   std::string x, weight, bias, alias;
