@@ -7,6 +7,8 @@
 // sizes are drawn from a fixed seed.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -68,6 +70,25 @@ inline CheckmateGraph checkmate_training_graph(CheckmateShape shape, int n, uint
   }
   validate_checkmate_graph(g);
   return g;
+}
+
+// The least peak any schedule can have: node t and its inputs in memory at once, at the worst t.
+inline int64_t checkmate_least_peak(const CheckmateGraph& g) {
+  int64_t least = 0;
+  for (int t = 0; t < g.T; ++t) {
+    int64_t need = g.size_bytes[static_cast<size_t>(t)];
+    for (int e : g.in_edges[static_cast<size_t>(t)])
+      need += g.size_bytes[static_cast<size_t>(g.edges[static_cast<size_t>(e)].first)];
+    least = std::max(least, need);
+  }
+  return least;
+}
+
+// The benchmark's budgets: `percent` of the way from the least peak to the store-all peak.
+inline int64_t checkmate_budget_between(const CheckmateGraph& g, int64_t percent) {
+  const int64_t least = checkmate_least_peak(g);
+  const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
+  return least + (all - least) * percent / 100;
 }
 
 }  // namespace headroom::bench

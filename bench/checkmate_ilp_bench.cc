@@ -30,15 +30,7 @@ double bench_time_limit_s() {
 void BM_CheckmateIlp(benchmark::State& state) {
   const auto shape = static_cast<bench::CheckmateShape>(state.range(0));
   const CheckmateGraph g = bench::checkmate_training_graph(shape, static_cast<int>(state.range(1)), 11);
-  int64_t least = 0;
-  for (int t = 0; t < g.T; ++t) {
-    int64_t need = g.size_bytes[static_cast<size_t>(t)];
-    for (int e : g.in_edges[static_cast<size_t>(t)])
-      need += g.size_bytes[static_cast<size_t>(g.edges[static_cast<size_t>(e)].first)];
-    least = std::max(least, need);
-  }
-  const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
-  const int64_t budget = least + (all - least) * state.range(2) / 100;
+  const int64_t budget = bench::checkmate_budget_between(g, state.range(2));
   CheckmateIlpOptions o;
   o.formulation = state.range(3) == 0 ? CheckmateFormulation::Literal : CheckmateFormulation::Headroom;
   o.time_limit_s = bench_time_limit_s();

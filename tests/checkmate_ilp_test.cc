@@ -101,13 +101,7 @@ TEST(CheckmateIlp, BothFormulationsEqualTheExhaustiveSearch) {
     }
     validate_checkmate_graph(g);
     const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
-    int64_t least = 0;  // node t and its inputs: no schedule peaks lower
-    for (int t = 0; t < g.T; ++t) {
-      int64_t need = g.size_bytes[static_cast<size_t>(t)];
-      for (int e : g.in_edges[static_cast<size_t>(t)])
-        need += g.size_bytes[static_cast<size_t>(g.edges[static_cast<size_t>(e)].first)];
-      least = std::max(least, need);
-    }
+    const int64_t least = bench::checkmate_least_peak(g);  // node t and its inputs: no schedule peaks lower
     for (int64_t budget : {least - 1, least, (least + all) / 2, all - 1, all}) {
       const testing::CheckmateExhaustive want = testing::checkmate_exhaustive(g, budget);
       ++cases;
@@ -216,15 +210,7 @@ TEST(CheckmateIlp, FormulationsAgreeOnTrainingGraphs) {
 // optimum (docs/ilp.md §9's table: 215 -> 168), so CBC only has to prove it.
 TEST(CheckmateIlp, ImprovedStartIsTheOptimumOnTheUNet21) {
   const CheckmateGraph g = bench::checkmate_training_graph(bench::CheckmateShape::UNet, 10, 11);
-  int64_t least = 0;
-  for (int t = 0; t < g.T; ++t) {
-    int64_t need = g.size_bytes[static_cast<size_t>(t)];
-    for (int e : g.in_edges[static_cast<size_t>(t)])
-      need += g.size_bytes[static_cast<size_t>(g.edges[static_cast<size_t>(e)].first)];
-    least = std::max(least, need);
-  }
-  const int64_t all = checkmate_evaluate(g, checkmate_store_all(g)).peak_bytes;
-  const int64_t budget = least + (all - least) * 60 / 100;
+  const int64_t budget = bench::checkmate_budget_between(g, 60);
   Result<CheckmatePlan> got = solve_checkmate(g, budget, opts(CheckmateFormulation::Headroom));
   ASSERT_TRUE(got.ok()) << got.error();
   ASSERT_EQ(got.value().status, CheckmateStatus::Optimal);

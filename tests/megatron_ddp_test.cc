@@ -11,6 +11,7 @@
 #include "cli_runner.h"
 #include "estimate/estimate.h"
 #include "frontends/hf/hf_frontend.h"
+#include "llama_stages_options.h"
 #include "schedule/megatron_buffer.h"
 
 namespace headroom {
@@ -38,15 +39,7 @@ TEST(MegatronBuffer, DistributedOptimizerPadsEachStartTo64AndTheEndToLcmOfDpAnd1
 }
 
 EstimateOptions llama_stages(bool distributed_optimizer) {
-  EstimateOptions o;
-  o.model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-2-7b.json";
-  o.graph_loader = hf_graph_loader(o.model).load;
-  o.seq = 2048;
-  o.precision = Precision::Bf16;
-  o.batch = 8;
-  o.micro_batch = 1;
-  o.parallel.gpus = 8;
-  o.parallel.pipeline_parallel = 4;
+  EstimateOptions o = testing::llama2_7b_four_stages();
   o.parallel.megatron = true;
   if (distributed_optimizer) o.parallel.zero_stage = 1;
   return o;

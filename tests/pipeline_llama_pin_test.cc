@@ -17,20 +17,13 @@
 
 #include "estimate/estimate.h"
 #include "frontends/hf/hf_frontend.h"
+#include "llama_stages_options.h"
 
 namespace headroom {
 namespace {
 
 PerGpu llama_pipeline(PipelineScheduleKind kind, std::optional<int64_t> virtual_stages = std::nullopt) {
-  EstimateOptions o;
-  o.model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-2-7b.json";
-  o.graph_loader = hf_graph_loader(o.model).load;
-  o.seq = 2048;
-  o.precision = Precision::Bf16;
-  o.batch = 8;
-  o.micro_batch = 1;
-  o.parallel.gpus = 8;
-  o.parallel.pipeline_parallel = 4;
+  EstimateOptions o = testing::llama2_7b_four_stages();
   o.parallel.zero_stage = 1;
   o.parallel.pipeline_schedule = kind;
   o.parallel.virtual_stages = virtual_stages;
