@@ -174,6 +174,7 @@ class Lowerer {
     if (!dims_.batch_symbols.empty()) b_.set_dim("batch", dims_.values.at(dims_.batch_symbols[0]));
     create_inputs();
     classify_initializers();
+    hold_constant_buffers();
     find_patterns();
     if (opts_.module_scopes) find_scopes();
     for (int i = 0; i < g_.node_size(); ++i) {
@@ -1055,6 +1056,49 @@ class Lowerer {
     }
   }
 
+  // ---- non-persistent buffers ---------------------------------------------------------------
+  // torch.onnx writes a module's non-persistent buffers (register_buffer(..., persistent=False),
+  // GPT-2's causal mask `attn.bias` in transformers' GPT2Attention) as Constant nodes, not
+  // initializers, and merges equal ones: twelve blocks' masks reach the file as one Constant that
+  // twelve module calls read. Eager holds one per module for the model's lifetime. A Constant of
+  // at least kHeldConstantBytes is held as a buffer once per module call (the reader's node-name
+  // scope, "/m/transformer/h.0/attn") that reads it; smaller ones (folded shapes and scalars, and
+  // GPT-2's 4-byte `masked_bias`) are not held.
+  static constexpr int64_t kHeldConstantBytes = 64 * 1024;
+  void hold_constant_buffers() {
+    for (int i = 0; i < g_.node_size(); ++i) {
+      const NodeProto& n = g_.node(i);
+      if (n.op_type() != "Constant" || !default_domain(n) || n.output_size() != 1) continue;
+      auto readers = st_.consumers.find(n.output(0));
+      if (readers == st_.consumers.end() || readers->second.empty()) continue;
+      const TensorProto* value = nullptr;
+      for (const onnx::AttributeProto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) value = &a.t();
+      if (value == nullptr) continue;
+      std::vector<int64_t> shape(value->dims().begin(), value->dims().end());
+      if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) continue;  // reported when folded
+      DType dt = DType::F32;
+      try {
+        int64_t numel = 1;
+        for (int64_t d : shape) numel = checked_mul(numel, d, "constant '" + n.output(0) + "'");
+        dt = dtype_of(value->data_type(), "constant '" + n.output(0) + "'");
+        if (checked_mul(numel, dtype_size(dt), "constant '" + n.output(0) + "'") < kHeldConstantBytes) continue;
+      } catch (const InputError&) {
+        continue;  // an unsupported type or a size that overflows: reported, with its node, when it is folded
+      }
+      std::set<std::string> calls;
+      for (const auto& [reader, slot] : readers->second) {
+        const std::string& name = g_.node(reader).name();
+        const size_t cut = name.rfind('/');
+        calls.insert(cut == std::string::npos || cut == 0 ? std::string() : name.substr(0, cut));
+      }
+      for (const std::string& call : calls) {
+        b_.buffer(n.output(0) + (call.empty() ? "" : " of " + call), shape, dt);
+        ++held_constants_;
+      }
+    }
+  }
+
   // ---- module scopes (OnnxImportOptions::module_scopes) -------------------------------------
   // torch.onnx names nodes by the module calls around them ("/layer1/layer1.0/conv1/Conv"). Each
   // call of two or more nodes that are contiguous in the file is a scope. Two kinds of Python
@@ -1752,6 +1796,11 @@ class Lowerer {
       b_.note("added " + std::to_string(num_batches_tracked_) +
               " num_batches_tracked buffers the exporter drops");
     }
+    if (held_constants_ > 0) {
+      b_.note("held " + std::to_string(held_constants_) +
+              " module buffers for large Constant nodes, one per module call reading each (non-persistent "
+              "buffers the exporter inlines and merges)");
+    }
     if (!opaque_.empty()) {
       std::string list;
       for (const auto& [op, count] : opaque_)
@@ -1859,7 +1908,7 @@ class Lowerer {
   std::vector<OpenScope> open_scopes_;
   std::map<std::string, int> opaque_;
   std::string unknown_ops_;
-  int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0;
+  int initializers_ = 0, external_ = 0, buffers_ = 0, num_batches_tracked_ = 0, held_constants_ = 0;
   int silus_ = 0, hardswishes_ = 0, mishes_ = 0;
   int bn_training_ = 0, bn_eval_ = 0, gelus_ = 0, layer_norms_ = 0, linear_biases_ = 0,
       padded_pools_ = 0, folded_ = 0;
