@@ -108,7 +108,7 @@ class NodeCheck {
 void check_attributes(const onnx::GraphProto& g) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& node = g.node(i);
-    if (!node.domain().empty() && node.domain() != "ai.onnx") continue;
+    if (!is_default_domain(node.domain())) continue;
     try {
       NodeCheck(node, static_cast<size_t>(i)).run();
     } catch (const InputError& e) {

@@ -8,8 +8,6 @@
 namespace headroom::onnx_import {
 namespace {
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 bool has_subgraph_op(const onnx::NodeProto& n) {
   return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan";
 }

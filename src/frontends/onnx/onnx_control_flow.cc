@@ -22,8 +22,6 @@ using onnx::AttributeProto;
 using onnx::GraphProto;
 using onnx::NodeProto;
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 bool is_if(const NodeProto& n) { return n.op_type() == "If" && is_default_domain(n.domain()); }
 
 bool is_loop(const NodeProto& n) { return n.op_type() == "Loop" && is_default_domain(n.domain()); }

@@ -32,8 +32,6 @@ constexpr int kMaxRounds = 200;
 // Folded shape inputs written into the file hold at most this many values (sizes, axes, ks).
 constexpr size_t kMaxMaterialized = 64;
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 bool is_integer_elem(int32_t elem) {
   switch (elem) {
     case TensorProto::INT64: case TensorProto::INT32: case TensorProto::INT16:

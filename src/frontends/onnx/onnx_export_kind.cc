@@ -12,7 +12,7 @@ namespace {
 
 int64_t opset_of(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+    if (onnx_import::is_default_domain(o.domain())) return o.version();
   }
   return 0;
 }
@@ -57,7 +57,7 @@ OnnxExportFacts facts_of(const onnx::ModelProto& model) {
   std::string folded_example;
   const int64_t opset = opset_of(model);
   for (const onnx::NodeProto& n : g.node()) {
-    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    if (!onnx_import::is_default_domain(n.domain())) continue;
     if (n.op_type() == "Conv" && n.input_size() > 1 && initializers.count(n.input(1)) &&
         exporter_named(n.input(1))) {
       if (folded++ == 0) folded_example = n.input(1);

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "frontends/onnx/onnx_const.h"
+#include "frontends/onnx/onnx_model.h"
 #include "util/error.h"
 
 namespace headroom::onnx_import {
@@ -68,7 +69,7 @@ std::optional<std::vector<int64_t>> image_list_input(const onnx::GraphProto& g,
     std::vector<std::string> next;
     for (const std::string& t : frontier) {
       for (const NodeProto* n : readers[t]) {
-        if (!n->domain().empty() && n->domain() != "ai.onnx") continue;
+        if (!is_default_domain(n->domain())) continue;
         if (n->op_type() == "Unsqueeze" && n->input_size() > 0 && n->input(0) == t) {
           std::optional<std::vector<int64_t>> axes;
           for (const auto& a : n->attribute()) {

@@ -13,8 +13,6 @@ namespace {
 
 using onnx::NodeProto;
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 // The value of a one-element constant given by a Constant node or an inline initializer.
 std::optional<double> scalar_constant(const std::string& name,
                                       const std::unordered_map<std::string, const NodeProto*>& producer,

@@ -61,7 +61,7 @@ namespace {
 using onnx::NodeProto;
 using onnx::TensorProto;
 
-bool default_domain(const NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+bool default_domain(const NodeProto& n) { return is_default_domain(n.domain()); }
 
 // Input slots that carry settings rather than data (shapes, axes, sizes): a float initializer
 // read only there is a constant, never a parameter.
@@ -1071,9 +1071,7 @@ class Lowerer {
       if (n.op_type() != "Constant" || !default_domain(n) || n.output_size() != 1) continue;
       auto readers = st_.consumers.find(n.output(0));
       if (readers == st_.consumers.end() || readers->second.empty()) continue;
-      const TensorProto* value = nullptr;
-      for (const onnx::AttributeProto& a : n.attribute())
-        if (a.name() == "value" && a.has_t()) value = &a.t();
+      const TensorProto* value = NodeAttrs(n).t("value");
       if (value == nullptr) continue;
       std::vector<int64_t> shape(value->dims().begin(), value->dims().end());
       if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) continue;  // reported when folded

@@ -39,8 +39,6 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max = 4) {
   return r;
 }
 
-bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 // Whether a tensor holds inline values for all its elements, in the field its type uses (ONNX's
 // shape inference reads constant inputs such as Range's limits without checking).
 bool has_inline_data(const TensorProto& t) {
@@ -323,7 +321,7 @@ Structure check_structure(const onnx::ModelProto& model) {
   Structure st;
   bool has_default = false;
   for (const onnx::OperatorSetIdProto& o : model.opset_import()) {
-    if (default_domain(o.domain())) {
+    if (is_default_domain(o.domain())) {
       st.opset = o.version();
       has_default = true;
     }
@@ -406,7 +404,7 @@ Structure check_structure(const onnx::ModelProto& model) {
       // (onnx_control_flow.h).
       const bool branch =
           (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") &&
-          default_domain(node.domain());
+          is_default_domain(node.domain());
       if (!branch &&
           (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)) {
         throw InputError(
@@ -418,7 +416,7 @@ Structure check_structure(const onnx::ModelProto& model) {
 }
 
 void check_node_schema(const onnx::NodeProto& node, const std::string& label, int64_t opset) {
-  if (!default_domain(node.domain())) return;
+  if (!is_default_domain(node.domain())) return;
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
       node.op_type(), static_cast<int>(std::min<int64_t>(opset, INT_MAX)), "");
   if (schema == nullptr) return;  // not an ONNX op at this opset: reported as unsupported later
@@ -635,7 +633,7 @@ class GuardConvolutions {
     std::unordered_map<std::string, const TensorProto*> inits;
     for (const TensorProto& t : g->initializer()) inits[t.name()] = &t;
     for (onnx::NodeProto& n : *g->mutable_node()) {
-      if (!default_domain(n.domain())) continue;
+      if (!is_default_domain(n.domain())) continue;
       const std::string& op = n.op_type();
       int w = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger" ? 1
               : op == "QLinearConv"                                        ? 3
@@ -764,5 +762,7 @@ TypeTable infer_types(onnx::ModelProto& model) {
   for (const onnx::ValueInfoProto& v : model.graph().output()) add(v);
   return table;
 }
+
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 }  // namespace headroom::onnx_import

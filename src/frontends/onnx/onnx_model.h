@@ -33,6 +33,11 @@ bool is_float_elem(int32_t elem);
 DType dtype_of(int32_t elem, const std::string& what);
 int64_t elem_size(int32_t elem);  // bytes; 0 for strings and unknown types
 
+// ---- operator sets ---------------------------------------------------------------------------
+// Whether a node's domain is ONNX's standard operator set ("" or "ai.onnx"): the only ops the
+// importer and its passes give meaning to.
+bool is_default_domain(const std::string& domain);
+
 // ---- attributes -----------------------------------------------------------------------------
 // Typed attribute access for one node; a present attribute of the wrong type is an InputError.
 class NodeAttrs {

@@ -40,10 +40,7 @@ class Matcher {
   }
 
  private:
-  bool default_domain(int i) const {
-    const std::string& d = g_.node(i).domain();
-    return d.empty() || d == "ai.onnx";
-  }
+  bool default_domain(int i) const { return is_default_domain(g_.node(i).domain()); }
   const onnx::NodeProto& node(int i) const { return g_.node(i); }
   bool is(int i, const char* op) const {
     return i >= 0 && node(i).op_type() == op && default_domain(i) &&

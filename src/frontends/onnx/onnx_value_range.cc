@@ -20,8 +20,6 @@ using onnx::TensorProto;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
 bool is_unsigned_elem(int32_t elem) {
   return elem == TensorProto::UINT8 || elem == TensorProto::UINT16 ||
          elem == TensorProto::UINT32 || elem == TensorProto::UINT64;
