@@ -70,7 +70,6 @@ void Interpreter::megatron_setup() {
     layouts[c] = megatron_buffer_layout(numels[c], s.data_parallel, distributed);
   }
   const int rank = distributed ? megatron_most_loaded_rank(layouts, numels, s.data_parallel) : 0;
-  std::vector<BufferId> replaced;
   for (size_t c = 0; c < chunks; ++c) {
     if (params[c].empty()) continue;
     const std::string chunk = chunks > 1 ? " of model chunk " + std::to_string(c) : "";
@@ -91,17 +90,14 @@ void Interpreter::megatron_setup() {
       // The parameters become views of param_data; their own storage goes.
       for (TensorId p : params[c]) {
         BufferId& b = buf_of_[static_cast<size_t>(p)];
-        replaced.push_back(b);
         unref(b);
         b = megatron_param_buffers_.back();
       }
     }
   }
-  // A parameter tied to a remapped one reads param_data too.
+  // A tied parameter reads its target's storage (setup()), param_data where that was remapped.
   for (const Tensor& t : g_.tensors) {
-    if (t.tied_to != kNone && std::find(replaced.begin(), replaced.end(), buf_of_[static_cast<size_t>(t.id)]) != replaced.end()) {
-      buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(t.tied_to)];
-    }
+    if (t.tied_to != kNone) buf_of_[static_cast<size_t>(t.id)] = buf_of_[static_cast<size_t>(t.tied_to)];
   }
   // The optimizer's main params (16-bit parameters only) and, for the first step, the tensors
   // its moments will be made like.
