@@ -54,7 +54,7 @@ TORCH_PYTHON ?= $(shell for p in /usr/bin/python3 python3 python; do \
 	$$p -c 'import torch' >/dev/null 2>&1 && command -v $$p && break; done)
 validate-gpu:
 	@test -n "$(TORCH_PYTHON)" || { echo "validate-gpu: no Python with torch found (set TORCH_PYTHON=/path/to/python)" >&2; exit 1; }
-	@$(TORCH_PYTHON) validation/cuda_run.py
+	@$(TORCH_PYTHON) validation/cuda_run.py $(VALIDATE_GPU_ARGS)
 
 bench: build
 	$(BUILD_DIR)/headroom_bench

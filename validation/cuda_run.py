@@ -2,6 +2,7 @@
 """Measure the validation cases on the visible CUDA GPU (make validate-gpu; docs/gpu.md).
 
     python3 validation/cuda_run.py [--only SUBSTRING]... [--out validation/measured_cuda.json] [--list]
+                                   [--jobs N] [--trace-dir DIR]
 
 Every case of cases.py (the CPU harness's cases, the same models.py modules) runs in its own fresh
 Python process on GPU 0, with the training loop of memtrace.run_case (two steps, zero_grad with
@@ -9,19 +10,26 @@ set_to_none=True). Around each phase (baseline, forward, backward, optimizer; in
 the worker synchronizes and records torch.cuda.max_memory_allocated / max_memory_reserved (then
 resets the peaks), memory_allocated / memory_reserved, and what NVML reports as used by the
 process and by the device. A case that runs out of memory is recorded as skipped (it does not fit
-this GPU). The header names the GPU, its memory, the driver, CUDA, cuDNN and PyTorch versions and
+this GPU). `--jobs N` runs N case processes at once: each peak is the
+process's own (the caching allocator's counters and NVML's per-process number), so only the
+wall time changes; a case that runs out of memory beside others is measured again alone
+afterwards. `--trace-dir DIR` also writes each case's allocator trace (alloc, free and segment
+events from torch.cuda.memory._record_memory_history, PyTorch >= 2.1) to DIR/<n>.json, where n is
+the case's index in cases.py, to set beside headroom's own events when a case misses. The header names the GPU, its memory, the driver, CUDA, cuDNN and PyTorch versions and
 CUDA_MODULE_LOADING. Works with PyTorch 1.13 to 2.x. Without CUDA: one line on stderr, exit 1.
 
 The comparison (tests/cuda_validation_test.cc, run by make test when the file exists): headroom's
 allocated peak within 1%, reserved peak within 3%, device total within 5% of what is measured here.
 """
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,7 +42,29 @@ def _is_oom(e):
     return "out of memory" in str(e).lower()
 
 
-def worker(case_id):
+TRACE_ACTIONS = {"alloc": "a", "free_completed": "f", "segment_alloc": "S", "segment_free": "F", "oom": "O"}
+
+
+def compact_trace(snapshot, marks_us):
+    """The allocator trace of device 0 as [code, addr, size, time_us since the first event]
+    (free_requested is dropped: on one stream free_completed follows it at once), and each
+    phase mark's wall time on the same clock."""
+    trace = snapshot.get("device_traces", [[]])
+    trace = trace[0] if trace else []
+    t0 = trace[0].get("time_us", 0) if trace else 0
+    events = []
+    for e in trace:
+        code = TRACE_ACTIONS.get(e.get("action"))
+        if code is None:
+            continue
+        ev = [code, e.get("addr", 0), e.get("size", 0), e.get("time_us", 0) - t0]
+        if e.get("stream", 0):
+            ev.append(e["stream"])
+        events.append(ev)
+    return dict(t0_us=t0, marks=[[n, t - t0] for n, t in marks_us], events=events)
+
+
+def worker(case_id, trace_path=None):
     """Runs one case on cuda:0 in this process and prints 'RESULT <json>'."""
     import gc
 
@@ -60,11 +90,21 @@ def worker(case_id):
             nvml_process_used_bytes=nv.process_used(),
             nvml_device_used_bytes=nv.device_used()))
         torch.cuda.reset_peak_memory_stats(dev)
+        marks_us.append((name, time.time_ns() // 1000))
 
     # The CUDA context alone: cudaDeviceSynchronize creates the primary context, no allocation yet.
     torch.cuda.set_device(dev)
     torch.cuda.synchronize(dev)
     context = dict(nvml_process_used_bytes=nv.process_used(), nvml_device_used_bytes=nv.device_used())
+    marks_us = []
+    if trace_path:
+        # No stacks: the recorder then keeps only the events, on the host.
+        try:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                     max_entries=2_000_000)
+        except (TypeError, AttributeError, RuntimeError) as e:  # PyTorch < 2.1
+            print(f"no allocator trace: {e}", file=sys.stderr)
+            trace_path = None
     t0 = time.time()
     try:
         torch.manual_seed(0)
@@ -125,6 +165,12 @@ def worker(case_id):
     nvml = [m["nvml_process_used_bytes"] for m in marks if m["nvml_process_used_bytes"] is not None]
     measured["device_total_bytes"] = max(nvml) if nvml else None
     measured["device_total_source"] = "nvml process" if nvml else None
+    if trace_path:
+        trace = compact_trace(torch.cuda.memory._snapshot(), marks_us)
+        trace["id"] = case_id
+        with open(trace_path, "w") as f:
+            json.dump(trace, f, separators=(",", ":"))
+        measured["trace_events"] = len(trace["events"])
     print("RESULT " + json.dumps(dict(id=case_id, measured=measured)), flush=True)
 
 
@@ -155,10 +201,15 @@ def main():
     ap.add_argument("--only", action="append", default=None, help="cases whose id contains this (repeatable)")
     ap.add_argument("--out", default=os.path.join(HERE, "measured_cuda.json"))
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="case processes at once (default 1)")
+    ap.add_argument("--trace-dir", default=None, help="write each case's allocator trace here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--trace", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker)
+        return worker(a.worker, a.trace)
+    if a.jobs < 1:
+        sys.exit(f"validate-gpu: --jobs must be at least 1, not {a.jobs}")
     try:
         import torch
     except ImportError:
@@ -179,28 +230,57 @@ def main():
     h = header(nv)
     print(f"{h['gpu_name']} ({h['gpu_memory_bytes']:,} bytes), driver {h['driver_version']}, "
           f"CUDA {h['cuda_version']}, PyTorch {h['torch_version']}: {len(sel)} cases", flush=True)
-    results, errors, t_start = [], [], time.time()
-    for i, c in enumerate(sel, 1):
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", c["id"]],
-                           capture_output=True, text=True)
+    h["jobs"] = a.jobs
+    if a.trace_dir:
+        os.makedirs(a.trace_dir, exist_ok=True)
+    index = {c["id"]: i for i, c in enumerate(cases.CASES)}
+
+    def run_one(c):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", c["id"]]
+        if a.trace_dir:
+            cmd += ["--trace", os.path.join(a.trace_dir, f"{index[c['id']]}.json")]
+        p = subprocess.run(cmd, capture_output=True, text=True)
         res = None
         for line in p.stdout.splitlines():
             if line.startswith("RESULT "):
                 res = json.loads(line[len("RESULT "):])
-        if p.returncode != 0 or res is None:
-            errors.append(dict(id=c["id"], error=(p.stderr or p.stdout)[-2000:]))
-            print(f"[{i}/{len(sel)}] ERROR {c['id']}\n{errors[-1]['error']}", flush=True)
-            continue
-        entry = dict(c)
-        if "skipped" in res:
-            entry["skipped"] = res["skipped"]
-            print(f"[{i}/{len(sel)}] {c['id']}: skipped ({res['skipped'][:60]})", flush=True)
-        else:
-            entry["measured"] = res["measured"]
-            m = res["measured"]
-            print(f"[{i}/{len(sel)}] {c['id']}: allocated {m['allocated_peak_bytes']:,} reserved "
-                  f"{m['reserved_peak_bytes']:,} device {m['device_total_bytes']}", flush=True)
-        results.append(entry)
+        return c, p, res
+
+    results, errors, t_start, done = [], [], time.time(), [0]
+    lock = threading.Lock()
+    alone = []
+
+    def record(c, p, res, retry_oom):
+        with lock:
+            done[0] += 1
+            n = f"[{done[0]}/{len(sel)}]"
+            if p.returncode != 0 or res is None:
+                errors.append(dict(id=c["id"], error=(p.stderr or p.stdout)[-2000:]))
+                print(f"{n} ERROR {c['id']}\n{errors[-1]['error']}", flush=True)
+                return
+            if "skipped" in res and retry_oom:
+                done[0] -= 1
+                alone.append(c)
+                print(f"{n} {c['id']}: out of memory beside other cases, measured again alone later", flush=True)
+                return
+            entry = dict(c)
+            if "skipped" in res:
+                entry["skipped"] = res["skipped"]
+                print(f"{n} {c['id']}: skipped ({res['skipped'][:60]})", flush=True)
+            else:
+                entry["measured"] = res["measured"]
+                m = res["measured"]
+                print(f"{n} {c['id']}: allocated {m['allocated_peak_bytes']:,} reserved "
+                      f"{m['reserved_peak_bytes']:,} device {m['device_total_bytes']}", flush=True)
+            results.append(entry)
+            with open(a.out + ".partial", "a") as f:  # what survives if the run is cut off
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        for c, p, res in pool.map(run_one, sel):
+            record(c, p, res, retry_oom=a.jobs > 1)
+    for c in alone:
+        record(*run_one(c), retry_oom=False)
     h["run_seconds"] = round(time.time() - t_start, 1)
     h["errors"] = [e["id"] for e in errors]
     order = {c["id"]: i for i, c in enumerate(cases.CASES)}
@@ -210,6 +290,8 @@ def main():
         json.dump(dict(header=h, cases=results), f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, a.out)
+    if os.path.exists(a.out + ".partial"):
+        os.remove(a.out + ".partial")
     print(f"wrote {a.out}: {sum('measured' in r for r in results)} measured, "
           f"{sum('skipped' in r for r in results)} skipped, {len(errors)} errors")
     if errors:

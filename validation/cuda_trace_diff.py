@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""Set a measured CUDA allocator trace beside headroom's own events, phase by phase.
+
+    validation/cuda_trace_diff.py CASE [--traces DIR] [--headroom build/release/headroom] [--context N]
+
+CASE is a case's index in validation/measured_cuda.json or a substring of its id. The measured
+trace is DIR/<index>.json (cuda_run.py --trace-dir; validation/cuda_traces.tar.xz holds those of
+the committed measured_cuda.json: `tar -xJf validation/cuda_traces.tar.xz -C /tmp` gives
+/tmp/cuda_traces). headroom's events come from `headroom estimate ... --trace`. Both sides become
+signed sizes rounded up to the caching allocator's 512 bytes (+ an allocation, - a free); the
+measured events are put in the phase whose mark (cuda_run.py's baseline, stepN:forward, ...) comes
+next after them. For each phase: the allocated peak on both sides, then each stretch where the two
+sequences differ (difflib), with headroom's op and buffer names for its side.
+"""
+import argparse
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LINE = re.compile(r"^\s*([+-]\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(.*?)\s{2,}(.*?)\s*$")
+
+
+def round512(n):
+    return max(512, (n + 511) // 512 * 512)
+
+
+def flags(c, gpu):
+    f = [c["model"], "--batch", str(c["batch"]), "--mode", c["mode"], "--device", "cuda", "--gpu", gpu, "--trace"]
+    if c.get("seq") is not None:
+        f += ["--seq", str(c["seq"])]
+    if c["mode"] == "train":
+        f += ["--optimizer", c["optimizer"], "--foreach" if c["foreach"] else "--no-foreach"]
+    if not c.get("dropout", True):
+        f += ["--dropout", "off"]
+    for r in c.get("checkpoint") or []:
+        f += ["--checkpoint", r]
+    if c.get("checkpoint_impl"):
+        f += ["--checkpoint-impl", c["checkpoint_impl"]]
+    return f
+
+
+def headroom_events(binary, c, gpu):
+    p = subprocess.run([binary, "estimate"] + flags(c, gpu), capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(p.stderr.strip())
+    out = []
+    for line in p.stdout.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        delta, _, phase, step, op, name = m.groups()
+        d = int(delta)
+        key = "setup" if phase == "setup" else (f"{phase} {step}" if phase != "inference" else "inference")
+        out.append((key, (1 if d > 0 else -1) * round512(abs(d)), f"{op} | {name}"))
+    return out
+
+
+def measured_events(trace):
+    marks = trace["marks"]
+    names = []
+    for n, _ in marks:
+        if n == "baseline":
+            names.append("setup")
+        elif n == "infer:forward":
+            names.append("inference")
+        else:
+            s, ph = n.split(":")
+            names.append(f"{ph} {s[len('step'):]}")
+    out = []
+    for code, addr, size, t, *rest in trace["events"]:
+        if code not in ("a", "f"):
+            continue
+        k = next((i for i, (_, mt) in enumerate(marks) if t <= mt), len(marks) - 1)
+        out.append((names[k], round512(size) if code == "a" else -round512(size), f"0x{addr:x}"))
+    return out
+
+
+def peak(seq, start=0):
+    cur = best = start
+    for _, d, _ in seq:
+        cur += d
+        best = max(best, cur)
+    return cur, best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--traces", default="/tmp/cuda_traces")
+    ap.add_argument("--measured", default=os.path.join(HERE, "measured_cuda.json"))
+    ap.add_argument("--headroom", default=os.path.join(HERE, "..", "build", "release", "headroom"))
+    ap.add_argument("--context", type=int, default=3, help="equal events shown around each difference")
+    a = ap.parse_args()
+    doc = json.load(open(a.measured))
+    cases = doc["cases"]
+    if a.case.isdigit():
+        i = int(a.case)
+    else:
+        hits = [k for k, c in enumerate(cases) if a.case in c["id"]]
+        if len(hits) != 1:
+            sys.exit(f"{len(hits)} cases match {a.case!r}: " + ", ".join(cases[k]["id"] for k in hits[:8]))
+        i = hits[0]
+    c = cases[i]
+    # cuda_run.py names trace files by the case's index in cases.py, which is its index here.
+    trace = json.load(open(os.path.join(a.traces, f"{i}.json")))
+    assert trace["id"] == c["id"], (trace["id"], c["id"])
+    mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"])
+    real = measured_events(trace)
+    print(f"case {i}: {c['id']}")
+    phases = []
+    for _, seq in (("h", mine), ("m", real)):
+        for k, _, _ in seq:
+            if k not in phases:
+                phases.append(k)
+    live_h = live_m = 0
+    for ph in phases:
+        h = [e for e in mine if e[0] == ph]
+        m = [e for e in real if e[0] == ph]
+        end_h, peak_h = peak(h, live_h)
+        end_m, peak_m = peak(m, live_m)
+        print(f"\n== {ph}: measured peak {peak_m:,} (end {end_m:,}), headroom peak {peak_h:,} (end {end_h:,}),"
+              f" difference {peak_h - peak_m:+,}")
+        live_h, live_m = end_h, end_m
+        sm = difflib.SequenceMatcher(a=[d for _, d, _ in m], b=[d for _, d, _ in h], autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "equal":
+                continue
+            print(f"  -- measured[{i1}:{i2}] vs headroom[{j1}:{j2}] ({tag})")
+            for e in m[max(0, i1 - a.context):i1]:
+                print(f"     = {e[1]:+14,}")
+            for e in m[i1:i2]:
+                print(f"     m {e[1]:+14,}  {e[2]}")
+            for e in h[j1:j2]:
+                print(f"     h {e[1]:+14,}  {e[2]}")
+
+
+if __name__ == "__main__":
+    main()
