@@ -120,10 +120,11 @@ TEST(CudaValidation, EveryKnownMissNamesAMeasuredCaseAMetricAndACause) {
   }
 }
 
-TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
-  std::string path = std::string(HEADROOM_SOURCE_DIR) + "/validation/measured_cuda.json";
-  std::ifstream f(path);
-  if (!f.good()) GTEST_SKIP() << "validation/measured_cuda.json is absent: run make validate-gpu on a GPU (docs/gpu.md)";
+// Compares every case of validation/<file> (written by cuda_run.py) and writes the table of errors
+// to the build folder as <table>.
+void expect_within_bounds_or_known(const std::string& file, const std::string& table_name) {
+  std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/" + file);
+  if (!f.good()) GTEST_SKIP() << "validation/" << file << " is absent: run make validate-gpu on a GPU (docs/gpu.md)";
   Result<CudaMeasurements> m = parse_cuda_measurements(nlohmann::json::parse(f));
   ASSERT_TRUE(m.ok()) << m.error();
   const auto misses = known_misses();
@@ -137,10 +138,10 @@ TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
     for (const MetricCheck& c : check_cuda_case(k, *e.value().device)) {
       char err[32];
       std::snprintf(err, sizeof err, "%+.2f%%", 100.0 * c.error);
-      table += "| " + k.id + " | " + c.metric + " | " + std::to_string(c.measured) + " | " + std::to_string(c.predicted) +
-               " | " + err + " |\n";
       auto listed = misses.find(k.id);
       bool known = listed != misses.end() && listed->second.count(c.metric);
+      table += "| " + k.id + " | " + c.metric + " | " + std::to_string(c.measured) + " | " + std::to_string(c.predicted) +
+               " | " + err + (known ? " (known miss)" : "") + " |\n";
       if (known) {
         EXPECT_FALSE(c.ok) << k.id << " " << c.metric << " is within its bound now (" << err
                            << "): take it off validation/cuda_known_misses.json";
@@ -152,8 +153,19 @@ TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
     ++compared;
   }
   std::cout << table;
-  std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/cuda_validation_table.md") << table;
-  EXPECT_GT(compared, 0) << "every case in measured_cuda.json was skipped";
+  std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/" + table_name) << table;
+  EXPECT_GT(compared, 0) << "every case in " << file << " was skipped";
+}
+
+TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
+  expect_within_bounds_or_known("measured_cuda.json", "cuda_validation_table.md");
+}
+
+// The holdout cases (cases.HOLDOUT: amp-bf16, bf16, larger batches) were measured after the CUDA
+// rules were fitted on the cases above and are never fitted on: the same bounds, reported as
+// measured.
+TEST(CudaValidation, EveryHoldoutCaseIsPredictedWithinBounds) {
+  expect_within_bounds_or_known("measured_cuda_holdout.json", "cuda_holdout_table.md");
 }
 
 }  // namespace
