@@ -37,6 +37,8 @@ def flags(c, gpu):
         f += ["--optimizer", c["optimizer"], "--foreach" if c["foreach"] else "--no-foreach"]
     if not c.get("dropout", True):
         f += ["--dropout", "off"]
+    if c.get("precision", "fp32") != "fp32":
+        f += ["--precision", c["precision"]]
     for r in c.get("checkpoint") or []:
         f += ["--checkpoint", r]
     if c.get("checkpoint_impl"):
