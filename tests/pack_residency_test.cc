@@ -197,10 +197,11 @@ TEST(PackSwap, ActivationReserveIsTheAllocatorsDeviceNeed) {
   const SimulationSetup& st = *r.setup;
   EXPECT_EQ(st.models[0].device_need_bytes, (22LL << 20) - 696);
   EXPECT_EQ(st.models[1].device_need_bytes, (22LL << 20) - 696);
-  // The exact peak less weights, still reported: the workspace's exact 8,519,680 B and a few
-  // hundred bytes of input and activations, under the 22 MiB of segments the allocator reserves.
-  EXPECT_GE(st.models[0].activation_bytes, 8'519'680);
-  EXPECT_LT(st.models[0].activation_bytes, 9 << 20);
+  // The exact peak less weights, still reported: the workspaces' exact 8,519,680 + 1,048,576 B
+  // (cuBLAS, and cuBLASLt for the fc's biased Gemm) and a few hundred bytes of input and
+  // activations, under the 22 MiB of segments the allocator reserves.
+  EXPECT_GE(st.models[0].activation_bytes, 8'519'680 + 1'048'576);
+  EXPECT_LT(st.models[0].activation_bytes, 10 << 20);
   EXPECT_EQ(st.activation_reserve_bytes, (22LL << 20) - 696);
   EXPECT_EQ(st.weights_capacity_bytes, 1696);
   EXPECT_NE(pack_text(r).find("largest device need " + human_bytes((22LL << 20) - 696)), std::string::npos);
