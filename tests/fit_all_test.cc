@@ -187,12 +187,14 @@ TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
   // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
   // sizes below the answer that fit() re-checks): 447 whole estimates in the loop.
   EXPECT_EQ(loop, 447);
-  // 240 distinct (size, workspace) programs, 210 of them built; exact peaks only for the points
-  // printed (at_max and next of 14 GPUs: 24 distinct); 238 replays, about one per program.
-  EXPECT_EQ(work.programs, 210);
-  EXPECT_EQ(work.resized, 30);
+  // 238 distinct (size, workspace) programs, 207 of them built; exact peaks only for the points
+  // printed (at_max and next of 14 GPUs: 24 distinct); 236 replays, about one per program. (The
+  // measured stack's 758 MiB training context, estimate/cuda_context.h, moved the answers: 240,
+  // 210 and 238 with the former 254 MiB.)
+  EXPECT_EQ(work.programs, 207);
+  EXPECT_EQ(work.resized, 31);
   EXPECT_EQ(work.exact_peaks, 24);
-  EXPECT_EQ(work.replays, 238);
+  EXPECT_EQ(work.replays, 236);
 }
 
 TEST(FitAll, FirstErrorIsFitsError) {
