@@ -18,7 +18,12 @@
 //   - 1x1 strided: input + output + 16 bytes, every pass;
 //   - larger kernels: input + output + weight, + 16 bytes (forward, backward-data) or + 144
 //     (backward-filter); a forward whose input has at most 4 channels (a first layer) borrows
-//     nothing.
+//     nothing;
+//   - except the filter gradient of a 3x3 stride-1 convolution with at most 256 output channels
+//     on a map of at most 56 rows, which runs Winograd F(4x4, 3x3) when its buffers fit in
+//     32 MiB: the transformed filter gradient (6x6 per filter, 36*Cin*Cout*4 bytes) plus the
+//     transformed input and gradient tiles (N * ceil(Ho/4) * ceil(Wo/4) tiles of 6x6 per channel,
+//     36*(Cin+Cout)*4 bytes each).
 // Known misses (measured, not modelled): some calls pick an engine without a workspace, others a
 // split-K or Winograd engine whose workspace is several weight gradients (up to 500x a first
 // layer's), decided by cuDNN's heuristic per shape.
@@ -36,9 +41,12 @@ struct ConvCall {
   int64_t input_bytes = 0;   // x (or its gradient)
   int64_t output_bytes = 0;  // y (or its gradient)
   int64_t weight_bytes = 0;  // w (or its gradient)
-  int64_t in_channels = 0;
+  int64_t batch = 1;
+  int64_t in_channels = 0, out_channels = 0;
+  int64_t out_h = 1, out_w = 1;  // the forward output's map
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
 };
 

@@ -92,10 +92,17 @@ ConvCall conv_call(const RuleContext& c) {
   k.input_bytes = transposed ? out_bytes(c, 0) : in_bytes(c, 0);
   k.output_bytes = transposed ? in_bytes(c, 0) : out_bytes(c, 0);
   k.weight_bytes = in_bytes(c, 1);
-  k.in_channels = (transposed ? out_t(c, 0) : in_t(c, 0)).shape[1];
+  const Tensor& x = transposed ? out_t(c, 0) : in_t(c, 0);
+  const Tensor& y = transposed ? in_t(c, 0) : out_t(c, 0);
+  k.batch = x.shape[0];
+  k.in_channels = x.shape[1];
+  k.out_channels = y.shape[1];
+  k.out_h = y.shape[2];
+  k.out_w = y.shape[3];
   const OpAttrs& a = c.op.attrs;
   if (a.kernel.size() == 2) k.kernel_h = a.kernel[0], k.kernel_w = a.kernel[1];
   if (a.stride.size() == 2) k.stride_h = a.stride[0], k.stride_w = a.stride[1];
+  if (a.dilation.size() == 2) k.dilation_h = a.dilation[0], k.dilation_w = a.dilation[1];
   k.groups = a.groups;
   return k;
 }
@@ -715,22 +722,28 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
         return op.kind == OpKind::ConvTranspose2d ? cpu_conv_transpose_backward(c, incoming_contiguous)
                                                   : cpu_conv_backward(c, incoming_contiguous);
       }
-      // cuDNN: backward-data then backward-filter, each borrowing a workspace while it runs.
+      // cuDNN (ConvShared.cpp cudnn_convolution_backward): backward-data makes grad_input, then
+      // borrows its workspace for the call; backward-filter the same with grad_weight; the bias
+      // gradient comes last (measured on the H100: +dX +ws -ws +dW +ws -ws +db).
       BackwardPlan b;
       int t = 0;
       auto pass = [&](int input) {
+        push_grad(b, {input, GradOut::Kind::New, in_bytes(c, input), true});
         int64_t ws = conv_workspace(c, input == 0 ? ConvPass::BackwardData : ConvPass::BackwardFilter, in_bytes(c, input));
-        int w = -1;
         if (ws > 0) {
           b.events.push_back({K::AllocTemp, t, ws, true});
-          w = t++;
+          b.events.push_back({K::FreeTemp, t++, 0});
         }
-        push_grad(b, {input, GradOut::Kind::New, in_bytes(c, input), true});
-        if (w >= 0) b.events.push_back({K::FreeTemp, w, 0});
       };
+      // An fp32 depthwise convolution runs PyTorch's own kernel instead (ConvUtils.h
+      // use_cudnn_depthwise takes cuDNN only for half precision or channels-last;
+      // DepthwiseConv2d.cu): no workspace, and the weight's gradient is allocated before the
+      // input's (measured in mobilenet_v2's backward).
+      const bool depthwise = op.kind == OpKind::Conv2d && op.attrs.groups > 1 && op.attrs.groups == in_t(c, 0).shape[1];
+      if (depthwise && needs(c, 1)) pass(1);
       if (needs(c, 0)) pass(0);
+      if (!depthwise && needs(c, 1)) pass(1);
       if (op.inputs.size() > 2 && needs(c, 2)) push_grad(b, {2, GradOut::Kind::New, in_bytes(c, 2), true});
-      if (needs(c, 1)) pass(1);
       return b;
     }
     case OpKind::Dropout: {
