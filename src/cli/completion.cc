@@ -65,7 +65,7 @@ const std::map<std::string, std::vector<std::string>>& fixed_values() {
       {"--offload-params", {"cpu"}},
       {"--emit", {"deepspeed", "fsdp", "accelerate"}},
       {"--vary", {"batch", "seq"}},
-      {"--conv-workspace", {"none", "activation"}},
+      {"--conv-workspace", {"cudnn9", "none", "activation"}},
       {"--memory-model", {"headroom", "checkmate"}},
       {"--formulation", {"headroom", "literal"}},
       {"--strategy", {"auto", "accumulate", "sqrt", "checkpoint", "offload", "offload+checkpoint", "vdnn-all", "vdnn-conv", "conv"}},

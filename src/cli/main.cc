@@ -147,7 +147,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--max-split-size-mb", a.max_split_size_mb, "PYTORCH_CUDA_ALLOC_CONF max_split_size_mb");
   cmd->add_flag("--expandable-segments", a.expandable_segments, "PYTORCH_CUDA_ALLOC_CONF expandable_segments:True");
   cmd->add_option("--cublas-workspace", a.cublas_workspace, "cuBLAS workspace per handle (0 = CUBLAS_WORKSPACE_CONFIG=:0:0)");
-  cmd->add_option("--conv-workspace", a.conv_workspace, "cuDNN workspace policy: none, activation (default) or a size cap");
+  cmd->add_option("--conv-workspace", a.conv_workspace, "cuDNN workspace policy: cudnn9 (default on CUDA: cuDNN 9.19's operand copies), activation, none or a size cap");
   cmd->add_option("--gpus", e.gpus, "data-parallel GPUs: the estimate is one rank's (docs/distributed.md)");
   cmd->add_option("--zero", e.zero, "with --gpus: DeepSpeed ZeRO stage 0, 1, 2 or 3");
   cmd->add_option("--fsdp", e.fsdp, "with --gpus: PyTorch FSDP sharding, full, grad-op or no-shard");

@@ -344,6 +344,7 @@ Result<EstimateOptions> to_estimate_options(const RunArgs& given, RunCommand com
     if (!a.conv_workspace.empty()) {
       if (a.conv_workspace == "none") o.conv_workspace = ConvWorkspace::None;
       else if (a.conv_workspace == "activation") o.conv_workspace = ConvWorkspace::Activation;
+      else if (a.conv_workspace == "cudnn9") o.conv_workspace = ConvWorkspace::Cudnn9;
       else {
         o.conv_workspace = ConvWorkspace::Fixed;
         o.conv_workspace_bytes = parse_memory_size(a.conv_workspace);

@@ -16,6 +16,8 @@ enum class ConvWorkspace : uint8_t {
   Activation,  // the default estimate: forward borrows the output's size, each backward pass the
                // size of the gradient it writes (a typical GEMM-based algorithm's need)
   Fixed,       // every call borrows `conv_workspace_bytes` (a cap, as cudnn's workspace limit)
+  Cudnn9,      // cuDNN 9.19 under PyTorch 2.11 (fp32, NCHW): the operand copies of the engines its
+               // heuristics pick, by the call's geometry (training/cudnn_workspace.h)
 };
 
 struct DeviceProfile {

@@ -4,6 +4,7 @@
 
 #include "training/cpu_conv.h"
 #include "training/cpu_conv_transpose.h"
+#include "training/cudnn_workspace.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -83,13 +84,43 @@ void push_grad(BackwardPlan& b, GradOut g) {
   if (g.kind == GradOut::Kind::New) b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
 }
 
+// The convolution call in cuDNN's terms: a transposed convolution is the backward-data of the
+// convolution whose input is its output.
+ConvCall conv_call(const RuleContext& c) {
+  const bool transposed = c.op.kind == OpKind::ConvTranspose2d;
+  ConvCall k;
+  k.input_bytes = transposed ? out_bytes(c, 0) : in_bytes(c, 0);
+  k.output_bytes = transposed ? in_bytes(c, 0) : out_bytes(c, 0);
+  k.weight_bytes = in_bytes(c, 1);
+  const Tensor& x = transposed ? out_t(c, 0) : in_t(c, 0);
+  const Tensor& y = transposed ? in_t(c, 0) : out_t(c, 0);
+  k.batch = x.shape[0];
+  k.in_channels = x.shape[1];
+  k.out_channels = y.shape[1];
+  k.out_h = y.shape[2];
+  k.out_w = y.shape[3];
+  const OpAttrs& a = c.op.attrs;
+  if (a.kernel.size() == 2) k.kernel_h = a.kernel[0], k.kernel_w = a.kernel[1];
+  if (a.stride.size() == 2) k.stride_h = a.stride[0], k.stride_w = a.stride[1];
+  if (a.dilation.size() == 2) k.dilation_h = a.dilation[0], k.dilation_w = a.dilation[1];
+  k.groups = a.groups;
+  return k;
+}
+
 // Bytes a cuDNN call borrows under the device's workspace policy; `written` is the size of what
-// the call writes (the output, or the gradient of an input or of the weight).
-int64_t conv_workspace(const RuleContext& c, int64_t written) {
+// the call writes (the output, or the gradient of an input or of the weight), `pass` which of the
+// op's calls it is.
+int64_t conv_workspace(const RuleContext& c, ConvPass pass, int64_t written) {
   switch (c.device.conv_workspace) {
     case ConvWorkspace::None: return 0;
     case ConvWorkspace::Activation: return written;
     case ConvWorkspace::Fixed: return c.device.conv_workspace_bytes;
+    case ConvWorkspace::Cudnn9: {
+      if (c.op.kind == OpKind::ConvTranspose2d && pass != ConvPass::BackwardFilter) {
+        pass = pass == ConvPass::Forward ? ConvPass::BackwardData : ConvPass::Forward;
+      }
+      return cudnn9_conv_workspace(pass, conv_call(c));
+    }
   }
   return 0;
 }
@@ -153,7 +184,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
       ForwardPlan p = !c.device.onednn_conv                ? fresh_outputs(c)
                       : op.kind == OpKind::ConvTranspose2d ? cpu_conv_transpose_forward(c)
                                                            : cpu_conv_forward(c);
-      int64_t ws = conv_workspace(c, out_bytes(c, 0));
+      int64_t ws = conv_workspace(c, ConvPass::Forward, out_bytes(c, 0));
       if (ws > 0) {
         // cuDNN borrows its workspace after the output exists and returns it before the call ends.
         p.events.push_back({K::AllocTemp, 0, ws, true});
@@ -179,6 +210,10 @@ ForwardPlan forward_plan(const RuleContext& c) {
         // num_batches_tracked += 1 makes an int64 scalar; native_batch_norm returns the batch
         // mean and inverse std per channel (fp32), computes the statistics with two more
         // per-channel buffers on the CPU, then the output, then two transform buffers.
+        // cudnn_batch_norm (PyTorch 2.x, aten/src/ATen/native/cudnn/BatchNorm.cpp) makes the
+        // output first, then save_mean and save_var (measured on the H100: y, C*4, C*4; its
+        // workspace and reserve space are empty for CUDNN_BATCHNORM_OPS_BN).
+        if (!cpu) p.events.push_back({K::AllocOutput, 0, 0});
         if (cpu) p.events.push_back({K::AllocTemp, t, 8}), p.events.push_back({K::FreeTemp, t++, 0});
         int m = add_extra(p, "save_mean", ch);
         int r = add_extra(p, "save_invstd", ch);
@@ -187,7 +222,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
           p.events.push_back({K::FreeTemp, a, 0});
           p.events.push_back({K::FreeTemp, b2, 0});
         }
-        p.events.push_back({K::AllocOutput, 0, 0});
+        if (cpu) p.events.push_back({K::AllocOutput, 0, 0});
         if (p.creates_node) {
           save_input(p, 0);
           save(p, Ref::Kind::Extra, m);
@@ -654,9 +689,13 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       int t = 0;
       int dead = -1;
       if (needs(c, 0) && c.device.batch_norm_cpu_temporaries) dead = add_temp(b.events, in_bytes(c, 0), t);
+      // cudnn_batch_norm_backward allocates grad_input, then grad_weight and grad_bias (measured
+      // on the H100); the CPU kernel makes the input's gradient last.
+      const bool input_first = !c.device.batch_norm_cpu_temporaries;
+      if (input_first && needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
       if (needs(c, 1)) push_grad(b, {1, GradOut::Kind::New, in_bytes(c, 1), true});
       if (needs(c, 2)) push_grad(b, {2, GradOut::Kind::New, in_bytes(c, 2), true});
-      if (needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
+      if (!input_first && needs(c, 0)) push_grad(b, {0, GradOut::Kind::New, in_bytes(c, 0), true});
       if (dead >= 0) b.events.push_back({K::FreeTemp, dead, 0});
       return b;
     }
@@ -683,22 +722,28 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
         return op.kind == OpKind::ConvTranspose2d ? cpu_conv_transpose_backward(c, incoming_contiguous)
                                                   : cpu_conv_backward(c, incoming_contiguous);
       }
-      // cuDNN: backward-data then backward-filter, each borrowing a workspace while it runs.
+      // cuDNN (ConvShared.cpp cudnn_convolution_backward): backward-data makes grad_input, then
+      // borrows its workspace for the call; backward-filter the same with grad_weight; the bias
+      // gradient comes last (measured on the H100: +dX +ws -ws +dW +ws -ws +db).
       BackwardPlan b;
       int t = 0;
       auto pass = [&](int input) {
-        int64_t ws = conv_workspace(c, in_bytes(c, input));
-        int w = -1;
+        push_grad(b, {input, GradOut::Kind::New, in_bytes(c, input), true});
+        int64_t ws = conv_workspace(c, input == 0 ? ConvPass::BackwardData : ConvPass::BackwardFilter, in_bytes(c, input));
         if (ws > 0) {
           b.events.push_back({K::AllocTemp, t, ws, true});
-          w = t++;
+          b.events.push_back({K::FreeTemp, t++, 0});
         }
-        push_grad(b, {input, GradOut::Kind::New, in_bytes(c, input), true});
-        if (w >= 0) b.events.push_back({K::FreeTemp, w, 0});
       };
+      // An fp32 depthwise convolution runs PyTorch's own kernel instead (ConvUtils.h
+      // use_cudnn_depthwise takes cuDNN only for half precision or channels-last;
+      // DepthwiseConv2d.cu): no workspace, and the weight's gradient is allocated before the
+      // input's (measured in mobilenet_v2's backward).
+      const bool depthwise = op.kind == OpKind::Conv2d && op.attrs.groups > 1 && op.attrs.groups == in_t(c, 0).shape[1];
+      if (depthwise && needs(c, 1)) pass(1);
       if (needs(c, 0)) pass(0);
+      if (!depthwise && needs(c, 1)) pass(1);
       if (op.inputs.size() > 2 && needs(c, 2)) push_grad(b, {2, GradOut::Kind::New, in_bytes(c, 2), true});
-      if (needs(c, 1)) pass(1);
       return b;
     }
     case OpKind::Dropout: {
