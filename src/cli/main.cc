@@ -140,7 +140,7 @@ void add_estimate_options(CLI::App* cmd, EstimateArgs& e, bool model_required = 
   cmd->add_option("--gpu", a.gpu, "GPU from the catalog (headroom gpus lists them)");
   cmd->add_option("--gpu-memory", a.gpu_memory, "device memory of any other GPU, e.g. 24GiB");
   cmd->add_option("--margin", a.margin, "with a GPU: memory kept free, e.g. 10% (default " + a.margin + "; 0% turns it off)");
-  cmd->add_option("--cuda-context", a.cuda_context, "CUDA context size (default 254MiB, 616MiB with --eager-module-loading)");
+  cmd->add_option("--cuda-context", a.cuda_context, "CUDA context size (default: the measured H100 / CUDA 13.0 / PyTorch 2.11 context for what the run uses, 676-758MiB; 616MiB with --eager-module-loading)");
   cmd->add_flag("--eager-module-loading", a.eager_loading, "CUDA_MODULE_LOADING=EAGER: a larger context");
   cmd->add_flag("--nccl", a.nccl, "add NCCL communicator memory (default 512MiB, --nccl-memory)");
   cmd->add_option("--nccl-memory", a.nccl_memory, "NCCL memory with --nccl");
