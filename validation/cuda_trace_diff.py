@@ -43,27 +43,57 @@ def flags(c, gpu):
     return f
 
 
-def headroom_events(binary, c, gpu):
-    p = subprocess.run([binary, "estimate"] + flags(c, gpu), capture_output=True, text=True)
+def generate_flags(c, gpu):
+    # A case of measured_generate_cuda.json (cuda_generate.py) as the CLI runs it.
+    prec = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[c["dtype"]]
+    f = [os.path.join(HERE, "hf-configs", c["config"]), "--mode", "generate", "--batch", str(c["batch"]),
+         "--prompt", str(c["prompt"]), "--new-tokens", str(c["new_tokens"]), "--precision", prec,
+         "--attention", c["attention"], "--device", "cuda", "--gpu", gpu, "--trace"]
+    if c["beams"] > 1:
+        f += ["--beams", str(c["beams"])]
+    if c["cache"] == "static":
+        f += ["--cache", "static"]
+    return f
+
+
+def generate_phase(op, current):
+    # headroom names a generate run's ops "prefill.<op>" and "decode<N>.<op>"; the weights and the
+    # prompt are cuda_generate.py's baseline, generate()'s own ops before the prefill its setup.
+    head = op.split(".", 1)[0]
+    if head == "prefill" or (head.startswith("decode") and head[len("decode"):].isdigit()):
+        return head
+    return current
+
+
+def headroom_events(binary, c, gpu, generate=False):
+    p = subprocess.run([binary, "estimate"] + (generate_flags(c, gpu) if generate else flags(c, gpu)),
+                       capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(p.stderr.strip())
     out = []
+    current = "setup"
     for line in p.stdout.splitlines():
         m = LINE.match(line)
         if not m:
             continue
         delta, _, phase, step, op, name = m.groups()
         d = int(delta)
-        key = "setup" if phase == "setup" else (f"{phase} {step}" if phase != "inference" else "inference")
+        if generate:
+            current = "baseline" if phase == "setup" else generate_phase(op, current)
+            key = current
+        else:
+            key = "setup" if phase == "setup" else (f"{phase} {step}" if phase != "inference" else "inference")
         out.append((key, (1 if d > 0 else -1) * round512(abs(d)), f"{op} | {name}"))
     return out
 
 
-def measured_events(trace):
+def measured_events(trace, generate=False):
     marks = trace["marks"]
     names = []
     for n, _ in marks:
-        if n == "baseline":
+        if generate:
+            names.append(n)  # cuda_generate.py: baseline, setup, prefill, decode1, ...
+        elif n == "baseline":
             names.append("setup")
         elif n == "infer:forward":
             names.append("inference")
@@ -94,7 +124,11 @@ def main():
     ap.add_argument("--measured", default=os.path.join(HERE, "measured_cuda.json"))
     ap.add_argument("--headroom", default=os.path.join(HERE, "..", "build", "release", "headroom"))
     ap.add_argument("--context", type=int, default=3, help="equal events shown around each difference")
+    ap.add_argument("--generate", action="store_true",
+                    help="CASE is in measured_generate_cuda.json (traces g<index>.json)")
     a = ap.parse_args()
+    if a.generate and a.measured == os.path.join(HERE, "measured_cuda.json"):
+        a.measured = os.path.join(HERE, "measured_generate_cuda.json")
     doc = json.load(open(a.measured))
     cases = doc["cases"]
     if a.case.isdigit():
@@ -106,10 +140,10 @@ def main():
         i = hits[0]
     c = cases[i]
     # cuda_run.py names trace files by the case's index in cases.py, which is its index here.
-    trace = json.load(open(os.path.join(a.traces, f"{i}.json")))
+    trace = json.load(open(os.path.join(a.traces, f"{'g' if a.generate else ''}{i}.json")))
     assert trace["id"] == c["id"], (trace["id"], c["id"])
-    mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"])
-    real = measured_events(trace)
+    mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"], a.generate)
+    real = measured_events(trace, a.generate)
     print(f"case {i}: {c['id']}")
     phases = []
     for _, seq in (("h", mine), ("m", real)):

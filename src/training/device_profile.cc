@@ -7,6 +7,7 @@ DeviceProfile DeviceProfile::cuda() {
   d.name = "cuda";
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
+  d.mha_sdpa = true;
   d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
   d.conv_workspace = ConvWorkspace::Activation;
   return d;
@@ -22,6 +23,7 @@ DeviceProfile DeviceProfile::cpu() {
   d.layer_norm_backward_temp = true;
   d.optimizer_record_function = true;
   d.python_scalar_tensors = true;
+  d.mean_keeps_input = true;
   d.checkpoint_rng_state_bytes = 5056;  // torch.get_rng_state().numel() in 1.13 (measured)
   return d;
 }

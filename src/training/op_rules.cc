@@ -275,7 +275,8 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::Mean: {
-      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
+      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self, 2.x
+      // only its sizes (DeviceProfile::mean_keeps_input).
       ForwardPlan p = fresh_outputs(c);
       if (mean_scalar_temps(c)) {
         int t = 0;
@@ -283,7 +284,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
         p.events.push_back({K::FreeTemp, b2, 0});
         p.events.push_back({K::FreeTemp, a, 0});
       }
-      if (p.creates_node) save_input(p, 0);
+      if (p.creates_node && c.device.mean_keeps_input) save_input(p, 0);
       return p;
     }
     case OpKind::MulScalar:
@@ -392,8 +393,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
         p.events.push_back({K::FreeTemp, b2, 0});
         p.events.push_back({K::FreeTemp, a, 0});
       }
-      // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
-      if (p.creates_node) save_input(p, 0);
+      // A 1x1 output is computed as mean(dim=(-1,-2)) (aten adaptive_avg_pool2d); its
+      // MeanBackward1 keeps the input where mean does (DeviceProfile::mean_keeps_input).
+      // Other output sizes run _adaptive_avg_pool2d, whose backward reads self.
+      const auto& os = out_t(c, 0).shape;
+      const bool is_mean = os.size() == 4 && os[2] == 1 && os[3] == 1;
+      if (p.creates_node && (!is_mean || c.device.mean_keeps_input)) save_input(p, 0);
       return p;
     }
     case OpKind::Dropout: {
