@@ -8,6 +8,8 @@ DeviceProfile DeviceProfile::cuda() {
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
   d.mha_sdpa = true;
+  d.grad_accumulate_inplace = true;
+  d.mm_weight_grad_first = true;
   d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
   d.conv_workspace = ConvWorkspace::Activation;
   return d;

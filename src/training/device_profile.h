@@ -59,6 +59,17 @@ struct DeviceProfile {
   // 1.13 materializes the scores (bmm, softmax, bmm). The graph builders read it through
   // BuildConfig::mha_sdpa.
   bool mha_sdpa = false;
+  // The autograd engine sums two gradients of one tensor into the first one in place when the
+  // engine holds its last reference and it is dense (torch/csrc/autograd/input_buffer.cpp
+  // accumulate / can_accumulate_inplace: old_var.add_(var)); otherwise old_var + var, a new
+  // buffer. Measured on the H100 with 2.11 (no sum buffer at vit's and llama's residual
+  // streams); the CPU 1.13 measurements match a new buffer for every sum.
+  bool grad_accumulate_inplace = false;
+  // A Linear without bias (mm, through at::matmul) computes its weight's gradient before its
+  // input's in the backward; with a bias (addmm) the input's comes first. Measured on the H100
+  // with 2.11 (llama's projections and lm_head: the weight gradient, then the input gradient);
+  // 1.13 on the CPU makes the input's first either way.
+  bool mm_weight_grad_first = false;
   // Max pooling under no_grad still computes the int64 indices and drops them at once
   // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;

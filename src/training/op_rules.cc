@@ -643,9 +643,14 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       // addmm/mm backward: grad.mm(W) for the input, grad.t().mm(x) for the weight (already in
       // the weight's layout), the bias gradient a sum over rows. Each mm first makes a
       // non-contiguous incoming gradient contiguous (a temporary per mm).
+      // Without a bias, PyTorch 2.x makes the weight's gradient first
+      // (DeviceProfile::mm_weight_grad_first).
       BackwardPlan b;
       int t = 0;
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
+      std::vector<size_t> order;
+      for (size_t i = 0; i < op.inputs.size(); ++i) order.push_back(i);
+      if (op.inputs.size() == 2 && c.device.mm_weight_grad_first) std::swap(order[0], order[1]);
+      for (size_t i : order) {
         if (!needs(c, static_cast<int>(i))) continue;
         int copy = -1;
         if (!incoming_contiguous && i < 2) copy = add_temp(b.events, out_bytes(c, 0), t);
