@@ -75,7 +75,9 @@ TEST(HfGenerationCuda, EveryMeasuredCaseIsWithinTheAllocatedBound) {
     std::snprintf(err, sizeof err, "%+.3f%%", 100.0 * error);
     table += "| " + id + " | " + std::to_string(measured) + " | " + std::to_string(predicted) + " | " + err + " |\n";
     EXPECT_LE(std::abs(error), 0.01) << id << ": measured " << measured << ", predicted " << predicted << " (" << err << ")";
-    if (kExact.count(id) > 0) EXPECT_EQ(predicted, measured) << id;
+    if (kExact.count(id) > 0) {
+      EXPECT_EQ(predicted, measured) << id;
+    }
     exact += predicted == measured;
   }
   std::cout << table << exact << " of " << j.at("cases").size() << " exact\n";
