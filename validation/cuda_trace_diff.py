@@ -2,6 +2,7 @@
 """Set a measured CUDA allocator trace beside headroom's own events, phase by phase.
 
     validation/cuda_trace_diff.py CASE [--traces DIR] [--headroom build/release/headroom] [--context N]
+                                  [--generate]
 
 CASE is a case's index in validation/measured_cuda.json or a substring of its id. The measured
 trace is DIR/<index>.json (cuda_run.py --trace-dir; validation/cuda_traces.tar.xz holds those of
@@ -11,6 +12,11 @@ signed sizes rounded up to the caching allocator's 512 bytes (+ an allocation, -
 measured events are put in the phase whose mark (cuda_run.py's baseline, stepN:forward, ...) comes
 next after them. For each phase: the allocated peak on both sides, then each stretch where the two
 sequences differ (difflib), with headroom's op and buffer names for its side.
+
+With --generate, CASE is a case of validation/measured_generate_cuda.json (cuda_generate.py) and
+its trace DIR/g<index>.json; the phases are cuda_generate.py's marks (baseline, setup, prefill,
+decode1, ...) and headroom's events are put in the phase their op's "prefill." / "decodeN."
+prefix names (headroom simulates the prefill, the first and the last decode only).
 """
 import argparse
 import difflib
