@@ -1,8 +1,9 @@
 // The PyTorch 2.x behaviours of DeviceProfile::cuda() that the H100 measurements with 2.11
 // showed (validation/measured_cuda.json, its allocator traces), each pinned beside the 1.13 CPU
 // behaviour the CPU validation measures: mean keeps only sizes, a Linear without bias makes its
-// weight's gradient first, the autograd engine sums two gradients in place, and
-// nn.MultiheadAttention runs scaled_dot_product_attention (vit_b_16).
+// weight's gradient first, the autograd engine sums two gradients in place,
+// nn.MultiheadAttention runs scaled_dot_product_attention (vit_b_16), and CUDA's softmax
+// backward multiplies into a temporary.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -78,6 +79,22 @@ TEST(Torch2CudaRules, LinearWithoutBiasMakesTheWeightGradientFirst) {
   // With the bias (8 x 4 = 32 bytes): input, weight, bias on both.
   EXPECT_EQ(grads(cuda, "biased", 3), (std::vector<int64_t>{256, 512, 32}));
   EXPECT_EQ(grads(cpu, "biased", 3), (std::vector<int64_t>{256, 512, 32}));
+}
+
+TEST(Torch2CudaRules, CudaSoftmaxBackwardMultipliesIntoATemporary) {
+  // bert-base's attention probabilities at batch 2, sequence 32: [2, 12, 32, 32] fp32 = 98,304
+  // bytes. softmax_backward_cuda_out makes grad_input (98,304), then tmp = grad * output
+  // (98,304), freed when it returns (measured on the H100, once per layer); the CPU kernel
+  // writes grad_input only.
+  GraphBuilder b("softmax");
+  TensorId x = b.parameter("x", {2, 12, 32, 32});
+  b.softmax("probs", x, -1);
+  Graph g = b.finish();
+  DeviceProfile cpu = DeviceProfile::cpu(), cuda = DeviceProfile::cuda();
+  BackwardPlan on_cuda = backward_plan(RuleContext{g, op_named(g, "probs"), cuda, true, true, {true}}, true);
+  EXPECT_EQ(allocs(on_cuda.events, &on_cuda), (std::vector<int64_t>{98'304, 98'304, 0}));
+  BackwardPlan on_cpu = backward_plan(RuleContext{g, op_named(g, "probs"), cpu, true, true, {true}}, true);
+  EXPECT_EQ(allocs(on_cpu.events, &on_cpu), (std::vector<int64_t>{98'304}));
 }
 
 // Buffers of a program whose name ends in `suffix`.
