@@ -2,6 +2,7 @@
 """Set a measured CUDA allocator trace beside headroom's own events, phase by phase.
 
     validation/cuda_trace_diff.py CASE [--traces DIR] [--headroom build/release/headroom] [--context N]
+                                  [--generate]
 
 CASE is a case's index in validation/measured_cuda.json or a substring of its id. The measured
 trace is DIR/<index>.json (cuda_run.py --trace-dir; validation/cuda_traces.tar.xz holds those of
@@ -12,6 +13,11 @@ signed sizes rounded up to the caching allocator's 512 bytes (+ an allocation, -
 measured events are put in the phase whose mark (cuda_run.py's baseline, stepN:forward, ...) comes
 next after them. For each phase: the allocated peak on both sides, then each stretch where the two
 sequences differ (difflib), with headroom's op and buffer names for its side.
+
+With --generate, CASE is a case of validation/measured_generate_cuda.json (cuda_generate.py) and
+its trace DIR/g<index>.json; the phases are cuda_generate.py's marks (baseline, setup, prefill,
+decode1, ...) and headroom's events are put in the phase their op's "prefill." / "decodeN."
+prefix names (headroom simulates the prefill, the first and the last decode only).
 """
 import argparse
 import difflib
@@ -46,27 +52,57 @@ def flags(c, gpu):
     return f
 
 
-def headroom_events(binary, c, gpu):
-    p = subprocess.run([binary, "estimate"] + flags(c, gpu), capture_output=True, text=True)
+def generate_flags(c, gpu):
+    # A case of measured_generate_cuda.json (cuda_generate.py) as the CLI runs it.
+    prec = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[c["dtype"]]
+    f = [os.path.join(HERE, "hf-configs", c["config"]), "--mode", "generate", "--batch", str(c["batch"]),
+         "--prompt", str(c["prompt"]), "--new-tokens", str(c["new_tokens"]), "--precision", prec,
+         "--attention", c["attention"], "--device", "cuda", "--gpu", gpu, "--trace"]
+    if c["beams"] > 1:
+        f += ["--beams", str(c["beams"])]
+    if c["cache"] == "static":
+        f += ["--cache", "static"]
+    return f
+
+
+def generate_phase(op, current):
+    # headroom names a generate run's ops "prefill.<op>" and "decode<N>.<op>"; the weights and the
+    # prompt are cuda_generate.py's baseline, generate()'s own ops before the prefill its setup.
+    head = op.split(".", 1)[0]
+    if head == "prefill" or (head.startswith("decode") and head[len("decode"):].isdigit()):
+        return head
+    return current
+
+
+def headroom_events(binary, c, gpu, generate=False):
+    p = subprocess.run([binary, "estimate"] + (generate_flags(c, gpu) if generate else flags(c, gpu)),
+                       capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(p.stderr.strip())
     out = []
+    current = "setup"
     for line in p.stdout.splitlines():
         m = LINE.match(line)
         if not m:
             continue
         delta, _, phase, step, op, name = m.groups()
         d = int(delta)
-        key = "setup" if phase == "setup" else (f"{phase} {step}" if phase != "inference" else "inference")
+        if generate:
+            current = "baseline" if phase == "setup" else generate_phase(op, current)
+            key = current
+        else:
+            key = "setup" if phase == "setup" else (f"{phase} {step}" if phase != "inference" else "inference")
         out.append((key, (1 if d > 0 else -1) * round512(abs(d)), f"{op} | {name}"))
     return out
 
 
-def measured_events(trace):
+def measured_events(trace, generate=False):
     marks = trace["marks"]
     names = []
     for n, _ in marks:
-        if n == "baseline":
+        if generate:
+            names.append(n)  # cuda_generate.py: baseline, setup, prefill, decode1, ...
+        elif n == "baseline":
             names.append("setup")
         elif n == "infer:forward":
             names.append("inference")
@@ -97,7 +133,11 @@ def main():
     ap.add_argument("--measured", default=os.path.join(HERE, "measured_cuda.json"))
     ap.add_argument("--headroom", default=os.path.join(HERE, "..", "build", "release", "headroom"))
     ap.add_argument("--context", type=int, default=3, help="equal events shown around each difference")
+    ap.add_argument("--generate", action="store_true",
+                    help="CASE is in measured_generate_cuda.json (traces g<index>.json)")
     a = ap.parse_args()
+    if a.generate and a.measured == os.path.join(HERE, "measured_cuda.json"):
+        a.measured = os.path.join(HERE, "measured_generate_cuda.json")
     doc = json.load(open(a.measured))
     cases = doc["cases"]
     if a.case.isdigit():
@@ -109,12 +149,12 @@ def main():
         i = hits[0]
     c = cases[i]
     # cuda_run.py names trace files by the case's index in its suite (cases.CASES, or
-    # cases.HOLDOUT with an "h" before it), which is its index here.
-    prefix = "h" if doc["header"].get("suite") == "holdout" else ""
+    # cases.HOLDOUT with an "h" before it), cuda_generate.py by "g" and the case's index.
+    prefix = "g" if a.generate else ("h" if doc["header"].get("suite") == "holdout" else "")
     trace = json.load(open(os.path.join(a.traces, f"{prefix}{i}.json")))
     assert trace["id"] == c["id"], (trace["id"], c["id"])
-    mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"])
-    real = measured_events(trace)
+    mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"], a.generate)
+    real = measured_events(trace, a.generate)
     print(f"case {i}: {c['id']}")
     phases = []
     for _, seq in (("h", mine), ("m", real)):

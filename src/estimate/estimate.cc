@@ -64,6 +64,7 @@ Graph build_graph(const EstimateOptions& o, int64_t batch) {
   cfg.loss = o.loss;
   cfg.dropout_scale = o.dropout ? 1.0 : 0.0;
   cfg.inference = o.mode == RunMode::Inference;
+  cfg.mha_sdpa = (o.device == "cpu" ? DeviceProfile::cpu() : DeviceProfile::cuda()).mha_sdpa;
   cfg.dtype = o.precision == Precision::Bf16 ? DType::BF16 : o.precision == Precision::Fp16 ? DType::F16 : DType::F32;
   cfg.attention = o.attention;
   cfg.lora = o.lora;

@@ -278,6 +278,16 @@ void Interpreter::mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bo
 }
 
 GradValue Interpreter::sum_gradients(TensorId t, GradValue old, GradValue add) {
+  // old_var.add_(var) when the engine holds the only reference to a dense old_var
+  // (DeviceProfile::grad_accumulate_inplace). Not for a parameter used twice: measured on the
+  // H100, gpt2's tied wte/lm_head gradients are summed into a new buffer (the lm_head's is the
+  // transposed view that mm_mat2_backward returns, which can_accumulate_inplace refuses).
+  if (o_.device.grad_accumulate_inplace && g_.tensor(t).role != TensorRole::Parameter &&
+      refs_[static_cast<size_t>(old.buffer)] == 1 && old.contiguous &&
+      p_.buffers[static_cast<size_t>(old.buffer)].bytes == g_.tensor(t).bytes()) {
+    unref(add.buffer);
+    return old;
+  }
   BufferId sum = new_buffer(g_.tensor(t).bytes(), Category::ActivationGradients, buffer_name(g_.tensor(t).name, ".grad(sum)"), kNone);
   alloc(sum);
   ref(sum);

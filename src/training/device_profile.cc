@@ -7,6 +7,9 @@ DeviceProfile DeviceProfile::cuda() {
   d.name = "cuda";
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
+  d.mha_sdpa = true;
+  d.grad_accumulate_inplace = true;
+  d.mm_weight_grad_first = true;
   d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
   d.cublaslt_workspace_bytes = 1024 * 1024;  // CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB
   d.conv_workspace = ConvWorkspace::Cudnn9;  // measured on the H100 (docs/gpu.md)
@@ -23,6 +26,7 @@ DeviceProfile DeviceProfile::cpu() {
   d.layer_norm_backward_temp = true;
   d.optimizer_record_function = true;
   d.python_scalar_tensors = true;
+  d.mean_keeps_input = true;
   d.checkpoint_rng_state_bytes = 5056;  // torch.get_rng_state().numel() in 1.13 (measured)
   return d;
 }

@@ -49,6 +49,29 @@ struct DeviceProfile {
   // Optimizer implementation when --foreach/--no-foreach is not given. PyTorch >= 2.0 picks
   // foreach for CUDA tensors; 1.13 (and the CPU) uses the single-tensor loop.
   bool default_foreach = true;
+  // mean.dim's autograd node keeps `self` in PyTorch 1.13 (measured on the CPU: the input of a
+  // mean lives until its backward); 2.x's derivatives.yaml entry, mean_backward(grad,
+  // self.sym_sizes(), dim, self.sym_numel(), keepdim), keeps only sizes, so the input is freed
+  // when nothing else holds it (measured on the H100 with 2.11: LlamaRMSNorm's pow(2) output
+  // dies right after the mean). Also the 1x1 adaptive_avg_pool2d, which is that mean.
+  bool mean_keeps_input = false;
+  // nn.MultiheadAttention(need_weights=False) runs scaled_dot_product_attention (PyTorch >= 2.0,
+  // torch/nn/functional.py multi_head_attention_forward; the eval fast path's
+  // native_multi_head_attention in aten/src/ATen/native/transformers/cuda/attention.cu too);
+  // 1.13 materializes the scores (bmm, softmax, bmm). The graph builders read it through
+  // BuildConfig::mha_sdpa.
+  bool mha_sdpa = false;
+  // The autograd engine sums two gradients of one tensor into the first one in place when the
+  // engine holds its last reference and it is dense (torch/csrc/autograd/input_buffer.cpp
+  // accumulate / can_accumulate_inplace: old_var.add_(var)); otherwise old_var + var, a new
+  // buffer. Measured on the H100 with 2.11 (no sum buffer at vit's and llama's residual
+  // streams); the CPU 1.13 measurements match a new buffer for every sum.
+  bool grad_accumulate_inplace = false;
+  // A Linear without bias (mm, through at::matmul) computes its weight's gradient before its
+  // input's in the backward; with a bias (addmm) the input's comes first. Measured on the H100
+  // with 2.11 (llama's projections and lm_head: the weight gradient, then the input gradient);
+  // 1.13 on the CPU makes the input's first either way.
+  bool mm_weight_grad_first = false;
   // Max pooling under no_grad still computes the int64 indices and drops them at once
   // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;

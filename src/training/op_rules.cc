@@ -310,7 +310,8 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::Mean: {
-      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self.
+      // mean.dim's backward divides by the reduced count taken from self: 1.13 keeps self, 2.x
+      // only its sizes (DeviceProfile::mean_keeps_input).
       ForwardPlan p = fresh_outputs(c);
       if (mean_scalar_temps(c)) {
         int t = 0;
@@ -318,7 +319,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
         p.events.push_back({K::FreeTemp, b2, 0});
         p.events.push_back({K::FreeTemp, a, 0});
       }
-      if (p.creates_node) save_input(p, 0);
+      if (p.creates_node && c.device.mean_keeps_input) save_input(p, 0);
       return p;
     }
     case OpKind::MulScalar:
@@ -427,8 +428,12 @@ ForwardPlan forward_plan(const RuleContext& c) {
         p.events.push_back({K::FreeTemp, b2, 0});
         p.events.push_back({K::FreeTemp, a, 0});
       }
-      // A 1x1 output is computed as mean(dim=(-1,-2)); MeanBackward1 keeps the input too.
-      if (p.creates_node) save_input(p, 0);
+      // A 1x1 output is computed as mean(dim=(-1,-2)) (aten adaptive_avg_pool2d); its
+      // MeanBackward1 keeps the input where mean does (DeviceProfile::mean_keeps_input).
+      // Other output sizes run _adaptive_avg_pool2d, whose backward reads self.
+      const auto& os = out_t(c, 0).shape;
+      const bool is_mean = os.size() == 4 && os[2] == 1 && os[3] == 1;
+      if (p.creates_node && (!is_mean || c.device.mean_keeps_input)) save_input(p, 0);
       return p;
     }
     case OpKind::Dropout: {
@@ -587,6 +592,19 @@ ForwardPlan forward_plan(const RuleContext& c) {
 BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
   const Op& op = c.op;
   switch (op.kind) {
+    case OpKind::Softmax: {
+      // CUDA's softmax_backward_cuda_out (aten/src/ATen/native/cuda/SoftMax.cu) computes
+      // `Tensor tmp = grad * output` after the structured kernel has made grad_input, and frees it
+      // when it returns (measured on the H100 with 2.11: llama's, bert's and gpt2's attention
+      // probabilities, one temporary of the output's size per call). The CPU kernel has none.
+      BackwardPlan b = new_grads(c);
+      if (c.device.name == "cuda" && needs(c, 0)) {
+        int t = 0;
+        add_temp(b.events, out_bytes(c, 0), t);
+        b.events.push_back({K::FreeTemp, 0, 0});
+      }
+      return b;
+    }
     case OpKind::QuantLinear: {
       // MatMul4Bit.backward: grad_A = grad_output @ dequantize_4bit(B): the weight is dequantized
       // again (the same temporaries as the forward), the gradient of the input is new.
@@ -673,9 +691,14 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       // addmm/mm backward: grad.mm(W) for the input, grad.t().mm(x) for the weight (already in
       // the weight's layout), the bias gradient a sum over rows. Each mm first makes a
       // non-contiguous incoming gradient contiguous (a temporary per mm).
+      // Without a bias, PyTorch 2.x makes the weight's gradient first
+      // (DeviceProfile::mm_weight_grad_first).
       BackwardPlan b;
       int t = 0;
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
+      std::vector<size_t> order;
+      for (size_t i = 0; i < op.inputs.size(); ++i) order.push_back(i);
+      if (op.inputs.size() == 2 && c.device.mm_weight_grad_first) std::swap(order[0], order[1]);
+      for (size_t i : order) {
         if (!needs(c, static_cast<int>(i))) continue;
         int copy = -1;
         if (!incoming_contiguous && i < 2) copy = add_temp(b.events, out_bytes(c, 0), t);

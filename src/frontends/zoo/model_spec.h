@@ -68,6 +68,10 @@ struct BuildConfig {
   // it: inception_v3 skips its aux head in eval, nn.MultiheadAttention takes its fused fast path
   // (torch._native_multi_head_attention) under eval + no_grad.
   bool inference = false;
+  // nn.MultiheadAttention as PyTorch 2.x runs it (DeviceProfile::mha_sdpa): with
+  // need_weights=False F.multi_head_attention_forward calls scaled_dot_product_attention, and the
+  // fast path's native multi-head attention calls it too. False: PyTorch 1.13's bmm/softmax/bmm.
+  bool mha_sdpa = false;
   std::optional<GenerationWindow> generation;  // Hugging Face decoders only
   AttentionKind attention = AttentionKind::Default;
   std::optional<LoraConfig> lora;  // Hugging Face decoders only

@@ -20,6 +20,8 @@
 //    qkv; bmm -> scores [B*H, S, S]; softmax in place; bmm into q's storage; scores freed;
 //    permute().contiguous() [B, S, D]; out_proj addmm; the packed q/k/v is freed on return.
 // Both are written below with the builder's calls, with the differences noted at each step.
+// PyTorch 2.x (BuildConfig::mha_sdpa; measured with 2.11 on the H100) runs both paths through
+// scaled_dot_product_attention instead (attention_python_sdpa, attention_fused_sdpa below).
 // The training path leaves the residual stream non-contiguous ([S, B, D] memory order after the
 // first block), so every LayerNorm there also makes an internal contiguous copy; that transient
 // is not modelled.
@@ -118,13 +120,115 @@ TensorId attention_fused(GraphBuilder& b, const std::string& p, TensorId x, int6
   return out;
 }
 
+// scaled_dot_product_attention on [B, H, S, hd] operands, as PyTorch 2.x dispatches it on CUDA
+// (sdp_utils select_sdp_backend): the flash kernel for fp16/bf16, the memory-efficient one for
+// fp32. Either returns its output in [B, S, H, hd] memory order (returned here in that shape)
+// and a float32 logsumexp: flash always [B, H, S]; the memory-efficient kernel only when
+// autograd records the call (compute_log_sumexp), padded to a multiple of 32 rows. The backward
+// allocates a gradient per operand (_efficient_attention_backward: dq, dk, dv). Not modelled:
+// the node keeps its output and logsumexp (an Opaque op keeps its inputs only), so where the
+// output is copied before the out-projection (batch > 1 in training) that copy's source is
+// freed too early.
+TensorId sdpa(GraphBuilder& b, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t B, int64_t H,
+              int64_t S, int64_t hd, bool records_grad) {
+  const DType dt = b.tensor(q).dtype;
+  std::vector<GraphBuilder::OpaqueOutput> outs = {{{B, S, H, hd}, dt}};
+  if (dt != DType::F32) {
+    outs.push_back({{B, H, S}, DType::F32});
+  } else if (records_grad) {
+    outs.push_back({{B, H, (S + 31) / 32 * 32}, DType::F32});
+  }
+  return b.opaque(name, {q, k, v}, outs)[0];
+}
+
+// F.multi_head_attention_forward in PyTorch 2.x (training path, need_weights=False), x:
+// [B, S, D] (ln_1 output). _in_projection_packed: proj = linear(q, w, b), then
+// proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous() (a packed
+// [3, S, B, D] copy; proj dies) and q, k, v = proj[0], proj[1], proj[2]; views to [B, H, S, hd];
+// scaled_dot_product_attention; attn_output.permute(2, 0, 1, 3).contiguous() (a copy unless
+// B == 1); out_proj linear. at::linear of the [S, B, D] transpose takes addmm when it is
+// contiguous (B == 1) and otherwise matmul (a contiguous copy, kept by mm for the weight's
+// gradient) followed by add_(bias) in place.
+TensorId attention_python_sdpa(GraphBuilder& b, const std::string& p, TensorId x, int64_t heads, bool records_grad) {
+  const auto s = b.shape(x);
+  const int64_t B = s[0], S = s[1], D = s[2], hd = D / heads;
+  TensorId w = b.parameter(p + ".in_proj_weight", {3 * D, D});
+  TensorId bias = b.parameter(p + ".in_proj_bias", {3 * D});
+  size_t module_scope = b.open_scope();
+  b.hold(x);  // EncoderBlock's `x` until self_attention returns
+  TensorId query = b.transpose(p + ".transpose", x, 1, 0);  // [S, B, D]
+  size_t function_scope = b.open_scope();
+  b.hold(query);
+  TensorId proj;
+  if (B == 1) {
+    proj = b.linear_with(p + ".in_proj", b.view(p + ".in_proj.view", query, {S * B, D}), w, bias);
+  } else {
+    TensorId qc = b.contiguous(p + ".in_proj.contiguous", query);
+    proj = b.linear_with(p + ".in_proj", b.view(p + ".in_proj.view", qc, {S * B, D}), w);
+    proj = b.add_(p + ".in_proj.add_", proj, bias);
+  }
+  proj = b.view(p + ".in_proj.view", proj, {S, B, 3, D});
+  TensorId packed = b.contiguous(p + ".in_proj.pack", b.permute(p + ".in_proj.permute", proj, {2, 0, 1, 3}));
+  std::vector<TensorId> qkv;
+  const char* names[] = {"q", "k", "v"};
+  for (int64_t i = 0; i < 3; ++i) {
+    std::string n = p + "." + names[i];
+    TensorId t = b.view(n + ".view", b.select(n, packed, 0, i), {S, B * heads, hd});
+    qkv.push_back(b.transpose(n + ".transpose", t, 0, 1));  // [B*H, S, hd], viewed as [B, H, S, hd]
+    b.hold(qkv.back());  // the locals q, k, v live until the function returns
+  }
+  TensorId out = sdpa(b, p + ".scaled_dot_product_attention", qkv[0], qkv[1], qkv[2], B, heads, S, hd, records_grad);
+  out = b.contiguous(p + ".out.contiguous", b.permute(p + ".out.permute", out, {1, 0, 2, 3}));  // [S, B, H, hd]
+  out = b.view(p + ".out.view", out, {S * B, D});
+  out = b.linear(p + ".out_proj", out, D);
+  out = b.view(p + ".out_proj.view", out, {S, B, D});
+  b.release_holds(function_scope);
+  out = b.transpose(p + ".transpose", out, 1, 0);  // batch first again: [B, S, D]
+  b.release_holds(module_scope);
+  return out;
+}
+
+// The fast path's torch._native_multi_head_attention in PyTorch 2.x on CUDA
+// (native_multi_head_attention_cuda, need_weights=False): qkv = linear(x, w, b) [B, S, 3D];
+// chunk(3, -1) views to [B, H, S, hd]; scaled_dot_product_attention; its output viewed back to
+// [B, S, D]; linear(out_proj). qkv and the attention output are C++ locals freed on return
+// (measured: qkv, output, out_proj result, then output and qkv freed).
+TensorId attention_fused_sdpa(GraphBuilder& b, const std::string& p, TensorId x, int64_t heads) {
+  const auto s = b.shape(x);
+  const int64_t B = s[0], S = s[1], D = s[2], hd = D / heads;
+  TensorId w = b.parameter(p + ".in_proj_weight", {3 * D, D});
+  TensorId bias = b.parameter(p + ".in_proj_bias", {3 * D});
+  size_t module_scope = b.open_scope();
+  b.hold(x);
+  TensorId qkv = b.linear_with(p + ".in_proj", b.view(p + ".in_proj.view", x, {B * S, D}), w, bias);
+  b.hold(qkv);
+  std::vector<TensorId> parts;
+  const char* names[] = {"q", "k", "v"};
+  for (int64_t i = 0; i < 3; ++i) {
+    // qkv.chunk(3, -1)[i].view(B, S, H, hd).transpose(1, 2): a strided view of qkv
+    parts.push_back(b.slice(p + "." + names[i], qkv, 1, i * D, (i + 1) * D));
+  }
+  TensorId out = sdpa(b, p + ".scaled_dot_product_attention", parts[0], parts[1], parts[2], B, heads, S, hd, false);
+  b.hold(out);
+  out = b.view(p + ".out.view", out, {B * S, D});
+  out = b.linear(p + ".out_proj", out, D);
+  out = b.view(p + ".out_proj.view", out, {B, S, D});
+  b.release_holds(module_scope);
+  return out;
+}
+
 TensorId encoder_block(GraphBuilder& b, const std::string& p, TensorId input, const VitSpec& v,
-                       double dropout, bool fused_attention) {
+                       double dropout, bool fused_attention, bool mha_sdpa, bool records_grad) {
   size_t scope = b.open_scope();
   b.hold(input);
   TensorId x = b.layer_norm(p + ".ln_1", input);
-  x = fused_attention ? attention_fused(b, p + ".self_attention", x, v.heads)
-                      : attention_python(b, p + ".self_attention", x, v.heads);
+  if (mha_sdpa) {
+    x = fused_attention ? attention_fused_sdpa(b, p + ".self_attention", x, v.heads)
+                        : attention_python_sdpa(b, p + ".self_attention", x, v.heads, records_grad);
+  } else {
+    x = fused_attention ? attention_fused(b, p + ".self_attention", x, v.heads)
+                        : attention_python(b, p + ".self_attention", x, v.heads);
+  }
   x = b.dropout(p + ".dropout", x, dropout);
   x = b.add(p + ".add", x, input);
   TensorId y = b.layer_norm(p + ".ln_2", x);
@@ -175,7 +279,8 @@ Graph build_vit(const VitSpec& v, const ModelSpec& spec, const BuildConfig& cfg)
   b.hold(x);
   x = b.dropout("encoder.dropout", x, dropout);
   for (int64_t i = 0; i < v.layers; ++i) {
-    x = encoder_block(b, "encoder.layers.encoder_layer_" + std::to_string(i), x, v, dropout, fused);
+    x = encoder_block(b, "encoder.layers.encoder_layer_" + std::to_string(i), x, v, dropout, fused, cfg.mha_sdpa,
+                      !cfg.inference);
   }
   x = b.layer_norm("encoder.ln", x);
   b.release_holds(encoder_scope);
