@@ -185,8 +185,9 @@ TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
   int loop = 0;
   for (const FitResult& r : got.value()) loop += r.evaluations;
   // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
-  // sizes below the answer that fit() re-checks): 447 whole estimates in the loop.
-  EXPECT_EQ(loop, 447);
+  // sizes below the answer that fit() re-checks): 446 whole estimates in the loop (447 before
+  // Adam's CUDA step held PyTorch 2.x's one foreach list: one search ends a size sooner).
+  EXPECT_EQ(loop, 446);
   // 240 distinct (size, workspace) programs, 210 of them built; exact peaks only for the points
   // printed (at_max and next of 14 GPUs: 24 distinct); 238 replays, about one per program.
   EXPECT_EQ(work.programs, 210);
