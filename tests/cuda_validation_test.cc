@@ -2,12 +2,16 @@
 // GPU; docs/gpu.md): torch.cuda.max_memory_allocated within 1%, max_memory_reserved within 3%,
 // NVML's used memory of the process (what nvidia-smi shows) within 5% of the device total. The
 // test skips while no one has measured on a GPU; the comparison itself is tested on a synthetic
-// file (tests/data/measured_cuda_synthetic.json). A miss is a bug in the model of PyTorch.
+// file (tests/data/measured_cuda_synthetic.json). A miss is a bug in the model of PyTorch; the
+// misses not fixed yet are listed with their cause in validation/cuda_known_misses.json and are
+// expected to miss, strictly: one that comes within its bound fails until it is taken off the list.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include "validation_cases.h"
 
@@ -88,12 +92,42 @@ TEST(CudaValidation, EachMetricHasItsOwnBound) {
   EXPECT_TRUE(check_cuda_case(m, p).empty());
 }
 
-TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
-  std::string path = std::string(HEADROOM_SOURCE_DIR) + "/validation/measured_cuda.json";
-  std::ifstream f(path);
-  if (!f.good()) GTEST_SKIP() << "validation/measured_cuda.json is absent: run make validate-gpu on a GPU (docs/gpu.md)";
+// case id -> metric -> the cause of its miss.
+std::map<std::string, std::map<std::string, std::string>> known_misses() {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/cuda_known_misses.json");
+  if (!f.good()) return out;
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  for (const auto& [id, metrics] : doc.at("misses").items()) {
+    for (const auto& [metric, cause] : metrics.items()) out[id][metric] = cause.get<std::string>();
+  }
+  return out;
+}
+
+TEST(CudaValidation, EveryKnownMissNamesAMeasuredCaseAMetricAndACause) {
+  std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/measured_cuda.json");
+  if (!f.good()) GTEST_SKIP() << "validation/measured_cuda.json is absent";
   Result<CudaMeasurements> m = parse_cuda_measurements(nlohmann::json::parse(f));
   ASSERT_TRUE(m.ok()) << m.error();
+  std::set<std::string> ids;
+  for (const CudaMeasuredCase& k : m.value().cases) ids.insert(k.id);
+  for (const auto& [id, metrics] : known_misses()) {
+    EXPECT_TRUE(ids.count(id)) << id << " is not a measured case";
+    for (const auto& [metric, cause] : metrics) {
+      EXPECT_TRUE(metric == "allocated" || metric == "reserved" || metric == "device total") << id << ": " << metric;
+      EXPECT_FALSE(cause.empty()) << id << " " << metric << ": no cause";
+    }
+  }
+}
+
+// Compares every case of validation/<file> (written by cuda_run.py) and writes the table of errors
+// to the build folder as <table>.
+void expect_within_bounds_or_known(const std::string& file, const std::string& table_name) {
+  std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/" + file);
+  if (!f.good()) GTEST_SKIP() << "validation/" << file << " is absent: run make validate-gpu on a GPU (docs/gpu.md)";
+  Result<CudaMeasurements> m = parse_cuda_measurements(nlohmann::json::parse(f));
+  ASSERT_TRUE(m.ok()) << m.error();
+  const auto misses = known_misses();
   std::string table = "| case | metric | measured | predicted | error |\n|---|---|---:|---:|---:|\n";
   int compared = 0;
   for (const CudaMeasuredCase& k : m.value().cases) {
@@ -104,16 +138,34 @@ TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
     for (const MetricCheck& c : check_cuda_case(k, *e.value().device)) {
       char err[32];
       std::snprintf(err, sizeof err, "%+.2f%%", 100.0 * c.error);
+      auto listed = misses.find(k.id);
+      bool known = listed != misses.end() && listed->second.count(c.metric);
       table += "| " + k.id + " | " + c.metric + " | " + std::to_string(c.measured) + " | " + std::to_string(c.predicted) +
-               " | " + err + " |\n";
-      EXPECT_TRUE(c.ok) << k.id << " " << c.metric << ": measured " << c.measured << ", predicted " << c.predicted << " ("
-                        << err << ", bound " << 100.0 * c.bound << "%)";
+               " | " + err + (known ? " (known miss)" : "") + " |\n";
+      if (known) {
+        EXPECT_FALSE(c.ok) << k.id << " " << c.metric << " is within its bound now (" << err
+                           << "): take it off validation/cuda_known_misses.json";
+      } else {
+        EXPECT_TRUE(c.ok) << k.id << " " << c.metric << ": measured " << c.measured << ", predicted " << c.predicted
+                          << " (" << err << ", bound " << 100.0 * c.bound << "%)";
+      }
     }
     ++compared;
   }
   std::cout << table;
-  std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/cuda_validation_table.md") << table;
-  EXPECT_GT(compared, 0) << "every case in measured_cuda.json was skipped";
+  std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/" + table_name) << table;
+  EXPECT_GT(compared, 0) << "every case in " << file << " was skipped";
+}
+
+TEST(CudaValidation, EveryMeasuredCaseIsPredictedWithinBounds) {
+  expect_within_bounds_or_known("measured_cuda.json", "cuda_validation_table.md");
+}
+
+// The holdout cases (cases.HOLDOUT: amp-bf16, bf16, larger batches) were measured after the CUDA
+// rules were fitted on the cases above and are never fitted on: the same bounds, reported as
+// measured.
+TEST(CudaValidation, EveryHoldoutCaseIsPredictedWithinBounds) {
+  expect_within_bounds_or_known("measured_cuda_holdout.json", "cuda_holdout_table.md");
 }
 
 }  // namespace

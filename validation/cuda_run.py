@@ -74,7 +74,8 @@ def worker(case_id, trace_path=None):
     import memtrace
     import models
     import nvml_probe
-    c = next(c for c in cases.CASES if c["id"] == case_id)
+    c = next(c for c in cases.CASES + cases.HOLDOUT if c["id"] == case_id)
+    precision = c.get("precision", "fp32")
     nv = nvml_probe.Nvml()
     dev = torch.device("cuda", 0)
     marks = []
@@ -113,6 +114,12 @@ def worker(case_id, trace_path=None):
         train = c["mode"] == "train"
         if not train:
             del y
+        if precision == "bf16":  # headroom's bf16: the model converted with .to(torch.bfloat16),
+            model.to(torch.bfloat16)  # here on the host, so no fp32 copy is ever cached on the device
+            if x.is_floating_point():
+                x = x.to(torch.bfloat16)
+            if train and y.is_floating_point():
+                y = y.to(torch.bfloat16)
         # Parameters and buffers move one tensor at a time: one allocation each, as when a model
         # is built on the device (headroom's weights are allocated first, in parameter order).
         model.to(dev)
@@ -120,6 +127,9 @@ def worker(case_id, trace_path=None):
         x = x.to(dev)
         if train:
             y = y.to(dev)
+        # amp-bf16: the forward and the loss under torch.autocast, whose cast cache is cleared
+        # when the context exits (headroom: docs/memory-model.md "Precision"); no GradScaler.
+        autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if precision == "amp-bf16" else None
         model.train(train)
         opt = memtrace.make_optimizer(c["optimizer"], model.parameters(), c["foreach"]) if train else None
         gc.collect()
@@ -132,8 +142,13 @@ def worker(case_id, trace_path=None):
             mark("infer:forward")
         else:
             for s in (1, 2):
-                out = model(x)
-                loss = loss_fn(out, y)
+                if autocast:
+                    with autocast():
+                        out = model(x)
+                        loss = loss_fn(out, y)
+                else:
+                    out = model(x)
+                    loss = loss_fn(out, y)
                 mark(f"step{s}:forward")
                 loss.backward()
                 del out, loss
@@ -199,7 +214,9 @@ def header(nv):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", action="append", default=None, help="cases whose id contains this (repeatable)")
-    ap.add_argument("--out", default=os.path.join(HERE, "measured_cuda.json"))
+    ap.add_argument("--suite", choices=("main", "holdout"), default="main",
+                    help="main: cases.CASES -> measured_cuda.json; holdout: cases.HOLDOUT -> measured_cuda_holdout.json")
+    ap.add_argument("--out", default=None)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--jobs", type=int, default=1, help="case processes at once (default 1)")
     ap.add_argument("--trace-dir", default=None, help="write each case's allocator trace here")
@@ -216,7 +233,10 @@ def main():
         sys.exit("validate-gpu: this Python (%s) has no torch" % sys.executable)
     import cases
     import nvml_probe
-    sel = [c for c in cases.CASES if a.only is None or any(o in c["id"] for o in a.only)]
+    suite = cases.HOLDOUT if a.suite == "holdout" else cases.CASES
+    if a.out is None:
+        a.out = os.path.join(HERE, "measured_cuda_holdout.json" if a.suite == "holdout" else "measured_cuda.json")
+    sel = [c for c in suite if a.only is None or any(o in c["id"] for o in a.only)]
     if a.list:
         for c in sel:
             print(c["id"])
@@ -233,12 +253,13 @@ def main():
     h["jobs"] = a.jobs
     if a.trace_dir:
         os.makedirs(a.trace_dir, exist_ok=True)
-    index = {c["id"]: i for i, c in enumerate(cases.CASES)}
+    index = {c["id"]: i for i, c in enumerate(suite)}
+    prefix = "h" if a.suite == "holdout" else ""
 
     def run_one(c):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", c["id"]]
         if a.trace_dir:
-            cmd += ["--trace", os.path.join(a.trace_dir, f"{index[c['id']]}.json")]
+            cmd += ["--trace", os.path.join(a.trace_dir, f"{prefix}{index[c['id']]}.json")]
         p = subprocess.run(cmd, capture_output=True, text=True)
         res = None
         for line in p.stdout.splitlines():
@@ -283,7 +304,8 @@ def main():
         record(*run_one(c), retry_oom=False)
     h["run_seconds"] = round(time.time() - t_start, 1)
     h["errors"] = [e["id"] for e in errors]
-    order = {c["id"]: i for i, c in enumerate(cases.CASES)}
+    h["suite"] = a.suite
+    order = {c["id"]: i for i, c in enumerate(suite)}
     results.sort(key=lambda e: order[e["id"]])
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:

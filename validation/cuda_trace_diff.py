@@ -6,7 +6,8 @@
 CASE is a case's index in validation/measured_cuda.json or a substring of its id. The measured
 trace is DIR/<index>.json (cuda_run.py --trace-dir; validation/cuda_traces.tar.xz holds those of
 the committed measured_cuda.json: `tar -xJf validation/cuda_traces.tar.xz -C /tmp` gives
-/tmp/cuda_traces). headroom's events come from `headroom estimate ... --trace`. Both sides become
+/tmp/cuda_traces; with `--measured validation/measured_cuda_holdout.json`, the traces of
+validation/cuda_holdout_traces.tar.xz, in holdout_traces/). headroom's events come from `headroom estimate ... --trace`. Both sides become
 signed sizes rounded up to the caching allocator's 512 bytes (+ an allocation, - a free); the
 measured events are put in the phase whose mark (cuda_run.py's baseline, stepN:forward, ...) comes
 next after them. For each phase: the allocated peak on both sides, then each stretch where the two
@@ -36,6 +37,8 @@ def flags(c, gpu):
         f += ["--optimizer", c["optimizer"], "--foreach" if c["foreach"] else "--no-foreach"]
     if not c.get("dropout", True):
         f += ["--dropout", "off"]
+    if c.get("precision", "fp32") != "fp32":
+        f += ["--precision", c["precision"]]
     for r in c.get("checkpoint") or []:
         f += ["--checkpoint", r]
     if c.get("checkpoint_impl"):
@@ -105,8 +108,10 @@ def main():
             sys.exit(f"{len(hits)} cases match {a.case!r}: " + ", ".join(cases[k]["id"] for k in hits[:8]))
         i = hits[0]
     c = cases[i]
-    # cuda_run.py names trace files by the case's index in cases.py, which is its index here.
-    trace = json.load(open(os.path.join(a.traces, f"{i}.json")))
+    # cuda_run.py names trace files by the case's index in its suite (cases.CASES, or
+    # cases.HOLDOUT with an "h" before it), which is its index here.
+    prefix = "h" if doc["header"].get("suite") == "holdout" else ""
+    trace = json.load(open(os.path.join(a.traces, f"{prefix}{i}.json")))
     assert trace["id"] == c["id"], (trace["id"], c["id"])
     mine = headroom_events(a.headroom, c, doc["header"]["gpu_name"])
     real = measured_events(trace)

@@ -14,7 +14,7 @@ namespace headroom::schedule_detail {
 
 void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector<int>& uses,
                           const std::vector<bool>& saved_storage, bool may_offload) {
-  if (uses_cublas(op)) cublas_workspace(forward_workspace_, "cuBLAS workspace (main thread)");
+  blas_workspaces(op);
   gather(op.id);  // ZeRO-3 / FSDP: the full parameters exist while the op runs
   fresh_.clear();
   std::vector<BufferId> out_buf(op.outputs.size(), kNone);
@@ -494,7 +494,8 @@ void Interpreter::backward(int iteration, int micro) {
     }
     HEADROOM_CHECK(!incoming.empty(), "node runs without a gradient: " + op.name);
     GradValue in_grad = incoming[0];
-    if (uses_cublas(op)) cublas_workspace(backward_workspace_, "cuBLAS workspace (autograd thread)");
+    // A node's backward runs mm (beta 0), never cublasLt: only the cuBLAS workspace.
+    if (uses_cublas(op)) cublas_workspace(backward_workspace_, o_.device.cublas_workspace_bytes, "cuBLAS workspace (autograd thread)");
     RuleContext c = context(op, true);
     BackwardPlan bp = backward_plan(c, in_grad.contiguous);
     std::vector<GradValue> outs(bp.grads.size());

@@ -301,8 +301,15 @@ class Interpreter {
 
   static bool uses_cublas(const Op& op) { return op.kind == OpKind::Linear || op.kind == OpKind::MatMul; }
 
-  // The first cuBLAS call of a thread creates its handle's workspace; it is never freed.
-  void cublas_workspace(BufferId& slot, const char* name);
+  // The first cuBLAS call of a thread creates its handle's workspace of `bytes` (none when 0);
+  // it is never freed.
+  void cublas_workspace(BufferId& slot, int64_t bytes, const char* name);
+  // The cuBLAS (and, for a biased Linear, cuBLASLt) workspaces an op creates on the thread that
+  // runs it: the main thread in the forward, the autograd engine's device thread in backward()
+  // (checkpoint re-runs included).
+  void blas_workspaces(const Op& op);
+  // Whether PyTorch 2.x runs the op through cublasLt's gemm_and_bias (Blas.cpp's Lt conditions).
+  bool uses_cublaslt(const Op& op) const;
 
   // Megatron's GlobalMemoryBuffer "mpu" (megatron/core/utils.py get_tensor): one persistent buffer
   // per dtype, made by the first sequence-parallel all-gather and replaced by a larger one when
@@ -446,6 +453,8 @@ class Interpreter {
   bool state_created_ = false;
   BufferId forward_workspace_ = kNone;
   BufferId backward_workspace_ = kNone;
+  BufferId forward_lt_workspace_ = kNone;
+  BufferId backward_lt_workspace_ = kNone;
   std::map<DType, BufferId> gather_buffers_;  // gather_buffer(): by dtype
 
   // The memory plan, resolved per op.

@@ -129,13 +129,6 @@ void Interpreter::record_function() {
   unref(handle);
 }
 
-void Interpreter::cublas_workspace(BufferId& slot, const char* name) {
-  if (slot != kNone || o_.device.cublas_workspace_bytes <= 0) return;
-  slot = new_buffer(o_.device.cublas_workspace_bytes, Category::Workspaces, name, kNone);
-  alloc(slot);
-  ref(slot);
-}
-
 std::vector<BufferId> Interpreter::python_scalar(const std::string& what) {
   if (!o_.device.python_scalar_tensors) return {};
   return {temp(8, buffer_name(what, " (float64 scalar)")), temp(4, buffer_name(what, " (cast)"))};

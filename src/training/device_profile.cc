@@ -8,6 +8,7 @@ DeviceProfile DeviceProfile::cuda() {
   d.dropout_mask_same_dtype = false;
   d.default_foreach = true;
   d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
+  d.cublaslt_workspace_bytes = 1024 * 1024;  // CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB
   d.conv_workspace = ConvWorkspace::Activation;
   return d;
 }

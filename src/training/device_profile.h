@@ -67,6 +67,13 @@ struct DeviceProfile {
   // (aten/src/ATen/cuda/CublasHandlePool.cpp). The forward runs on the main thread and the
   // backward on the autograd engine's device thread, so training holds two.
   int64_t cublas_workspace_bytes = 0;
+  // cuBLASLt workspace per (handle, stream): PyTorch 2.x's addmm runs a Linear with a 1-D bias
+  // through cublasLt (gemm_and_bias), whose workspace getCUDABlasLtWorkspace() allocates through
+  // the caching allocator at the thread's first such call and keeps. CUBLASLT_WORKSPACE_SIZE's
+  // default, 1024 KiB, capped at the cuBLAS workspace (getCUDABlasLtWorkspaceSize's unified
+  // default), so --cublas-workspace 0 has none (aten/src/ATen/cuda/CublasHandlePool.cpp).
+  // 0 on the CPU and on 1.13, whose Lt path allocated its workspace per call.
+  int64_t cublaslt_workspace_bytes = 0;
   ConvWorkspace conv_workspace = ConvWorkspace::None;
   int64_t conv_workspace_bytes = 0;  // for ConvWorkspace::Fixed
 
