@@ -1,6 +1,7 @@
-// data/cuda_context.json: the published CUDA context sizes behind headroom's --cuda-context
-// defaults. Every row names its source and how its bytes were derived; the defaults in
-// estimate/device_memory.h are the pytorch/pytorch#86509 rows, re-derived here.
+// data/cuda_context.json: published CUDA context sizes. Every row names its source and how its
+// bytes were derived; kContextLazyBytes and kContextEagerBytes (estimate/device_memory.h, the
+// eager default) are the pytorch/pytorch#86509 rows, re-derived here. The lazy default is the
+// measured stack's (estimate/cuda_context.h, tests/cuda_context_test.cc).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -37,7 +38,7 @@ TEST(CudaContextTable, EveryRowHasASourceAndADerivation) {
   }
 }
 
-TEST(CudaContextTable, DefaultsAreThePyTorch86509Measurements) {
+TEST(CudaContextTable, ConstantsAreThePyTorch86509Measurements) {
   nlohmann::json t = table();
   // The PR's test tensor, torch.randn(20, 16, 50, 100): 1,600,000 fp32 = 6,400,000 bytes, a
   // large-pool request (> 1 MiB) below 10 MiB, so the caching allocator reserves a 20 MiB segment.

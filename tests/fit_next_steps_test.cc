@@ -27,8 +27,10 @@ const nlohmann::json* step(const nlohmann::json& steps, const std::string& chang
 }
 
 TEST(FitNextSteps, EachStepIsTheEstimateOfThoseOptions) {
-  // resnet152, fp32 Adam, batch 1 needs 1.67 GiB; 1 GiB less the 5% margin leaves 972.8 MiB.
-  CliRun r = run_cli("fit resnet152 --gpu-memory 1GiB --json");
+  // resnet152, fp32 Adam, batch 1 needs 1.95 GiB (the measured stack's 758 MiB context of a CNN's
+  // training included; 2.17 GiB before Adam's CUDA step held PyTorch 2.x's one foreach list);
+  // 1.5 GiB less the 5% margin leaves 1459.2 MiB.
+  CliRun r = run_cli("fit resnet152 --gpu-memory 1536MiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["max_batch"], 0);
@@ -36,7 +38,7 @@ TEST(FitNextSteps, EachStepIsTheEstimateOfThoseOptions) {
   const nlohmann::json* eight_bit = step(steps, "--optimizer adamw8bit");
   ASSERT_NE(eight_bit, nullptr) << steps.dump();
   EXPECT_EQ((*eight_bit)["device_total_bytes"].get<int64_t>(),
-            estimated_total("resnet152 --batch 1 --gpu-memory 1GiB --optimizer adamw8bit"));
+            estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --optimizer adamw8bit"));
   EXPECT_FALSE((*eight_bit)["fits"]);
   // Together they fit without a plan: 8-bit states (2 bytes per parameter instead of 8) and
   // autocast's smaller activations.
@@ -44,11 +46,13 @@ TEST(FitNextSteps, EachStepIsTheEstimateOfThoseOptions) {
   ASSERT_NE(both, nullptr) << steps.dump();
   EXPECT_TRUE((*both)["fits"]);
   EXPECT_EQ((*both)["device_total_bytes"].get<int64_t>(),
-            estimated_total("resnet152 --batch 1 --gpu-memory 1GiB --optimizer adamw8bit --precision amp-bf16"));
-  // Mixed precision alone keeps fp32 weights and adds fp16 copies: it does not bring the run
-  // closer, so it is not listed; no step is listed that is not below the 1.67 GiB as is.
-  EXPECT_EQ(step(steps, "--precision amp-bf16"), nullptr);
-  const int64_t as_is = estimated_total("resnet152 --batch 1 --gpu-memory 1GiB");
+            estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --optimizer adamw8bit --precision amp-bf16"));
+  // Mixed precision alone keeps fp32 weights, gradients and Adam state, and both runs peak in
+  // Adam's step: its device total is 2 MiB (one small-pool segment) above the run as is, so it is
+  // not listed. No step is listed that is not below the 1.95 GiB as is.
+  const int64_t as_is = estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB");
+  EXPECT_EQ(step(steps, "--precision amp-bf16"), nullptr) << steps.dump();
+  EXPECT_EQ(estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --precision amp-bf16"), as_is + (2 << 20));
   for (const nlohmann::json& s : steps) {
     if (!s["fits"]) {
       EXPECT_LT(s["device_total_bytes"].get<int64_t>(), as_is) << s.dump();

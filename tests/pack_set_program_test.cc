@@ -93,9 +93,11 @@ TEST(SetProgram, TrioAllocatesEachPoolOnceAndOneHandleWorkspace) {
   go.gpu_memory = int64_t{1} << 30;
   std::vector<Program> programs;
   for (const LoadedModel& m : models) programs.push_back(inference_program(m.graph, go));
-  // Each model's program holds one cuBLAS handle workspace to the end (its fc), 8,519,680 B on a
-  // pre-Hopper GPU (its per-op workspaces are freed after their ops).
-  for (const Program& p : programs) EXPECT_EQ(held_bytes(p, Category::Workspaces), 8'519'680);
+  // Each model's program holds its cuBLAS handle's workspaces to the end (its fc), 8,519,680 B on
+  // a pre-Hopper GPU, + 1,048,576 B of cuBLASLt workspace (the fc's Gemm has a 1-D bias, so
+  // PyTorch 2.x runs it through cublasLt) = 9,568,256 (its per-op workspaces are freed after
+  // their ops).
+  for (const Program& p : programs) EXPECT_EQ(held_bytes(p, Category::Workspaces), 8'519'680 + 1'048'576);
 
   const std::vector<std::vector<int32_t>> subsets = {{0}, {1}, {0, 1}, {0, 2}, {2, 0}, {0, 1, 2}, {1, 2, 0}};
   for (Sharing sh : kSharingChoices) {
@@ -111,15 +113,16 @@ TEST(SetProgram, TrioAllocatesEachPoolOnceAndOneHandleWorkspace) {
       // The weights the set allocates are the sharing rule's exact bytes (all three: 2108 B
       // unshared, 788 B free, 724 B free + merges; pack_residency_test.cc derives each).
       EXPECT_EQ(allocated_bytes(q, Category::Weights), weights_with_sharing(layers, plan, identical, sh, subset));
-      // One process, one cuBLAS handle: its workspace once, however many models use it.
-      EXPECT_EQ(held_bytes(q, Category::Workspaces), 8'519'680);
+      // One process, one cuBLAS handle: its workspaces once, however many models use it.
+      EXPECT_EQ(held_bytes(q, Category::Workspaces), 8'519'680 + 1'048'576);
       // Each request's buffers are freed before the next: only weights and that workspace stay.
       for (BufferId b : held_at_end(q)) {
         const Category c = q.buffers[static_cast<size_t>(b)].category;
         EXPECT_TRUE(c == Category::Weights || c == Category::Workspaces) << q.buffers[static_cast<size_t>(b)].name;
       }
-      // Replayed: the workspace's 20 MiB large-pool segment and one 2 MiB small-pool segment for
-      // everything else (pack_residency_test.cc, TrioThreeWaysByHand).
+      // Replayed: the cuBLAS workspace's 20 MiB large-pool segment and one 2 MiB small-pool
+      // segment for everything else, the 1 MiB Lt workspace included (a small-pool request:
+      // pack_residency_test.cc, TrioThreeWaysByHand).
       EXPECT_EQ(device_memory(q, go).reserved_peak_bytes, 22LL << 20);
     }
   }

@@ -5,7 +5,7 @@
 //   device_memory_from: the DeviceMemory of a replay on allocator_options(options, budget) that
 //   ended with `stats`.
 // device_memory(p, o) is device_memory_from(b, replay of p on allocator_options(o, b)) with
-// b = device_budget(o).
+// b = device_budget(o, p.context_use).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,8 @@ struct DeviceBudget {
   int64_t allocator_bytes = 0;  // capacity less context and NCCL, at least 1 byte
   double margin = 0.0;
 };
-DeviceBudget device_budget(const GpuOptions& options);
+// `use`: what the run's program uses, which sets the CUDA context unless the options give one.
+DeviceBudget device_budget(const GpuOptions& options, const ContextUse& use);
 // The capacity less the margin: a run fits when context, NCCL and the reserved peak are within it.
 int64_t usable_bytes(const DeviceBudget& budget);
 CachingAllocatorOptions allocator_options(const GpuOptions& options, const DeviceBudget& budget);

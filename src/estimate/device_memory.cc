@@ -1,5 +1,6 @@
 #include "estimate/device_memory.h"
 
+#include "estimate/cuda_context.h"
 #include "estimate/device_budget.h"
 #include "sim/replay.h"
 #include "util/error.h"
@@ -19,14 +20,14 @@ int64_t cublas_workspace_for(const GpuSpec* spec) {
   return hopper_or_later ? 32LL << 20 : 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
 
-DeviceBudget device_budget(const GpuOptions& o) {
+DeviceBudget device_budget(const GpuOptions& o, const ContextUse& use) {
   if (o.margin < 0.0 || o.margin > 0.9) throw InputError("margin must be between 0% and 90%");
   const GpuSpec* spec = gpu_spec(o);
   DeviceBudget b;
   b.gpu = spec ? spec->name : "custom";
   b.capacity_bytes = o.gpu_memory ? *o.gpu_memory : spec->memory_bytes;
   if (b.capacity_bytes <= 0) throw InputError("GPU memory must be positive");
-  b.context_bytes = o.context_bytes ? *o.context_bytes : (o.lazy_module_loading ? kContextLazyBytes : kContextEagerBytes);
+  b.context_bytes = o.context_bytes ? *o.context_bytes : cuda_context_bytes(use, o.lazy_module_loading);
   b.nccl_bytes = o.nccl ? o.nccl_bytes.value_or(kDefaultNcclBytes) : 0;
   int64_t room = b.capacity_bytes - b.context_bytes - b.nccl_bytes;
   b.allocator_bytes = room > 0 ? room : 1;
@@ -63,7 +64,7 @@ DeviceMemory device_memory_from(const DeviceBudget& b, const CachingAllocatorSta
 }
 
 DeviceMemory device_memory(const Program& p, const GpuOptions& o) {
-  const DeviceBudget b = device_budget(o);
+  const DeviceBudget b = device_budget(o, p.context_use);
   CachingAllocator alloc(allocator_options(o, b));
   replay_allocations(p, alloc);
   return device_memory_from(b, alloc.stats());

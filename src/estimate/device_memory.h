@@ -4,8 +4,10 @@
 // is what nvidia-smi shows for the process: context + NCCL + reserved peak.
 //
 // Defaults and their sources (docs/gpu.md):
-//   CUDA context: 254 MiB with lazy module loading (CUDA >= 11.7, PyTorch's default since 1.13),
-//   616 MiB with eager loading (pytorch/pytorch#86509); --cuda-context overrides.
+//   CUDA context: with lazy module loading (CUDA >= 11.7, PyTorch's default since 1.13), the
+//   measured H100 / CUDA 13.0 / PyTorch 2.11 stack's context for what the program uses
+//   (estimate/cuda_context.h); 616 MiB with eager loading (pytorch/pytorch#86509);
+//   --cuda-context overrides. kContextLazyBytes is an older published figure (CUDA 11.7).
 //   NCCL: 512 MiB when asked (communicators take hundreds of MB to GBs; --nccl-memory overrides).
 #pragma once
 
@@ -55,7 +57,8 @@ const GpuSpec* gpu_spec(const GpuOptions& options);
 // The cuBLAS workspace per handle of that GPU: 32 MiB on Hopper and later, 8,519,680 before.
 int64_t cublas_workspace_for(const GpuSpec* spec);
 
-// Replays `p` on the caching allocator. InputError for an unknown GPU or bad options.
+// Replays `p` on the caching allocator, with the context of what `p` uses. InputError for an
+// unknown GPU or bad options.
 DeviceMemory device_memory(const Program& p, const GpuOptions& options);
 
 }  // namespace headroom

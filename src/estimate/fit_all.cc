@@ -230,7 +230,7 @@ class GpuPoints final : public FitPoints {
     ++evaluations_;
     Result<bool> f = capture_input_errors([&] {
       const SharedSweep::Run& r = run(v);
-      const DeviceBudget& b = budget();
+      const DeviceBudget b = budget(r);
       const int64_t room = usable_bytes(b) - b.context_bytes - b.nccl_bytes;
       if (r.rounded_peak > room) return false;
       if (!g_.allocator.expandable_segments &&
@@ -271,15 +271,12 @@ class GpuPoints final : public FitPoints {
     return r;
   }
 
-  const DeviceBudget& budget() {
-    if (!budget_) budget_ = device_budget(g_);
-    return *budget_;
-  }
+  // The GPU's budget for a run: the CUDA context depends on what its program uses.
+  DeviceBudget budget(const SharedSweep::Run& r) const { return device_budget(g_, r.program->context_use); }
 
   // What estimate() with this GPU reports at v.
   FitPoint point(int64_t v) {
-    run(v);
-    const DeviceBudget& b = budget();
+    const DeviceBudget b = budget(run(v));
     return FitPoint{v, sweep_.peak_bytes(v, *key_), device_memory_from(b, sweep_.replay(v, *key_, g_, b))};
   }
 
@@ -287,7 +284,6 @@ class GpuPoints final : public FitPoints {
   const GpuOptions& g_;
   SharedSweep& sweep_;
   std::optional<int64_t> key_;
-  std::optional<DeviceBudget> budget_;
   std::map<int64_t, FitPoint> cache_;
   std::map<int64_t, bool> answered_;  // valid sizes fits() answered without a point
   int evaluations_ = 0;

@@ -181,7 +181,6 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
   SimulationSetup st;
   st.window_s = w.window_s;
   st.seed = w.seed;
-  st.context_bytes = kContextLazyBytes;
 
   std::vector<int32_t> sim_models;
   std::vector<bool> named(rep.models.size(), false);
@@ -250,6 +249,9 @@ void simulate_workload(const PackOptions& o, const ModelLoader& loader, const Gp
                                      sm.label, sm.batch, st.memory_bytes));
       }
       sm.device_need_bytes = std::max<int64_t>(0, d.reserved_peak_bytes - lm.graph.weights_bytes());
+      // One process serves them all: its context holds what every model loaded, the largest
+      // one's (inference contexts differ only by cuDNN; estimate/cuda_context.h).
+      st.context_bytes = std::max(st.context_bytes, d.context_bytes);
       st.activation_reserve_bytes = std::max(st.activation_reserve_bytes, sm.device_need_bytes);
     }
     st.weights_capacity_bytes = st.memory_bytes - st.context_bytes - st.activation_reserve_bytes;

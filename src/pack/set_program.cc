@@ -30,6 +30,9 @@ Program resident_set_program(const std::vector<SetMember>& members) {
   for (size_t m = 0; m < members.size(); ++m) {
     const Program& p = *members[m].program;
     HEADROOM_CHECK(p.transfers.empty() && p.host.empty(), "a set member's program is a plain inference run");
+    // One process: its CUDA context holds what any member loaded.
+    q.context_use.forward = q.context_use.forward || p.context_use.forward;
+    q.context_use.convolution = q.context_use.convolution || p.context_use.convolution;
     HEADROOM_CHECK(!p.steps.empty() && setup_step(p.steps.front()), "a program starts with its setup");
     const std::vector<bool> kept = never_freed(p);
     remap[m].assign(p.buffers.size(), kNone);

@@ -58,8 +58,9 @@ PlanCurves plan_curves(const Plan& plan, size_t max_points) {
   PlanCurves out;
   out.iteration = plan.run.iterations;
   if (plan.run.device == "cuda" && plan.run.gpu) {
-    // The context and NCCL do not depend on the program: the baseline's replay tells them, with
-    // the planner's device (its capacity is the budget, as PlanContext::evaluate sets it).
+    // The context and NCCL are the same for every candidate (the same kinds of ops run forward
+    // and backward): the baseline's replay tells them, with the planner's device (its capacity
+    // is the budget, as PlanContext::evaluate sets it).
     GpuOptions g = *plan.run.gpu;
     g.gpu_memory = plan.budget_bytes;
     g.margin = 0;

@@ -15,6 +15,8 @@ namespace headroom::schedule_detail {
 void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector<int>& uses,
                           const std::vector<bool>& saved_storage, bool may_offload) {
   blas_workspaces(op);
+  p_.context_use.forward = true;
+  if (is_convolution_kind(op.kind)) p_.context_use.convolution = true;
   gather(op.id);  // ZeRO-3 / FSDP: the full parameters exist while the op runs
   fresh_.clear();
   std::vector<BufferId> out_buf(op.outputs.size(), kNone);
@@ -496,6 +498,8 @@ void Interpreter::backward(int iteration, int micro) {
     GradValue in_grad = incoming[0];
     // A node's backward runs mm (beta 0), never cublasLt: only the cuBLAS workspace.
     if (uses_cublas(op)) cublas_workspace(backward_workspace_, o_.device.cublas_workspace_bytes, "cuBLAS workspace (autograd thread)");
+    p_.context_use.backward = true;
+    if (is_convolution_kind(op.kind)) p_.context_use.convolution_backward = true;
     RuleContext c = context(op, true);
     BackwardPlan bp = backward_plan(c, in_grad.contiguous);
     std::vector<GradValue> outs(bp.grads.size());

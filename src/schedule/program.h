@@ -88,12 +88,23 @@ struct HostState {
   bool nvme = false;  // on the NVMe drive (ZeRO-Infinity), not in host memory
 };
 
+// What a run asks of the CUDA stack beyond its tensors: with lazy module loading the CUDA
+// context grows with the libraries and kernels a run uses (estimate/cuda_context.h). Set by the
+// interpreter from the ops it runs.
+struct ContextUse {
+  bool forward = false;               // an op ran (kernels and the cuBLAS handle loaded)
+  bool convolution = false;           // a convolution ran (cuDNN)
+  bool backward = false;              // backward() ran on the autograd engine's device thread
+  bool convolution_backward = false;  // a convolution's backward ran
+};
+
 struct Program {
   std::vector<Buffer> buffers;
   std::vector<Event> events;
   std::vector<Step> steps;
   std::vector<Transfer> transfers;  // in issue order; empty without offloading
   std::vector<HostState> host;      // empty without engine offloading
+  ContextUse context_use;
 };
 
 // Throws std::logic_error when an invariant above is broken.
