@@ -87,6 +87,11 @@ TEST(OptimizerRules, ValidateNamesTheBrokenInvariant) {
   OptimizerRule undeclared{.name = "undeclared",
                            .foreach = {{.kind = UpdateOpKind::Alloc, .slot = 0}, {.kind = UpdateOpKind::Drop, .slot = 0}}};
   EXPECT_NE(validate_optimizer_rule(undeclared).find("without has_foreach"), std::string::npos);
+  OptimizerRule undeclared_v2{.name = "undeclared_v2",
+                              .foreach_v2 = {{.kind = UpdateOpKind::Alloc, .slot = 0}, {.kind = UpdateOpKind::Drop, .slot = 0}}};
+  EXPECT_NE(validate_optimizer_rule(undeclared_v2).find("foreach_v2 program without has_foreach"), std::string::npos);
+  OptimizerRule leak_v2{.name = "leak_v2", .has_foreach = true, .foreach_v2 = {{.kind = UpdateOpKind::Alloc, .slot = 3}}};
+  EXPECT_NE(validate_optimizer_rule(leak_v2).find("foreach_v2: slot 3 still holds"), std::string::npos) << validate_optimizer_rule(leak_v2);
   // A leak on one side of a condition only: the factored parameters keep slot 2.
   OptimizerRule factored_leak{.name = "factored",
                               .single_tensor = {{.kind = UpdateOpKind::Alloc, .slot = 2, .when = ParamCondition::Factored},
@@ -134,19 +139,21 @@ TEST(OptimizerReplay, SgdAndMomentum) {
 }
 
 TEST(OptimizerReplay, AdamSingleTensorAndForeach) {
-  // Step 1 makes step (4), exp_avg and exp_avg_sq for each parameter before the update.
+  // The cuda profile (PyTorch 2.11, as validation/measured_cuda.json measured): step 1 makes
+  // exp_avg and exp_avg_sq for each parameter before the update; `step` is
+  // torch.tensor(0.), a CPU tensor, so no device memory.
   const std::string state =
-      "+0.weight.step 4 | +0.weight.exp_avg 65536 | +0.weight.exp_avg_sq 65536 | "
-      "+0.bias.step 4 | +0.bias.exp_avg 512 | +0.bias.exp_avg_sq 512 | ";
+      "+0.weight.exp_avg 65536 | +0.weight.exp_avg_sq 65536 | +0.bias.exp_avg 512 | +0.bias.exp_avg_sq 512 | ";
   // _single_tensor_adam: sqrt, then denom; the sqrt dies with the expression, weight's denom
   // when the bias' iteration rebinds it, the bias' after the loop.
   const std::string single =
       "+0.weight.sqrt 65536 | +0.weight.denom 65536 | -0.weight.sqrt | "
       "+0.bias.sqrt 512 | +0.bias.denom 512 | -0.bias.sqrt | -0.weight.denom | -0.bias.denom";
-  // _multi_tensor_adam: the sqrt list, the denom list, freed last-made first.
+  // 2.x's _multi_tensor_adam: one list, exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs), divided
+  // and shifted by eps in place, freed last-made first: the step peaks at the state plus one
+  // fp32 copy of the parameters (65,536 + 512), not two as 1.13's sqrt + denom lists.
   const std::string foreach =
-      "+0.weight.sqrt 65536 | +0.bias.sqrt 512 | +0.weight.denom 65536 | +0.bias.denom 512 | "
-      "-0.bias.denom | -0.weight.denom | -0.bias.sqrt | -0.weight.sqrt";
+      "+0.weight.exp_avg_sq_sqrt 65536 | +0.bias.exp_avg_sq_sqrt 512 | -0.bias.exp_avg_sq_sqrt | -0.weight.exp_avg_sq_sqrt";
   for (OptimizerKind k : {OptimizerKind::Adam, OptimizerKind::AdamW}) {
     Traces s = traces(mlp_options(k, false));
     EXPECT_EQ(s.first, state + single);
@@ -158,15 +165,22 @@ TEST(OptimizerReplay, AdamSingleTensorAndForeach) {
 }
 
 TEST(OptimizerReplay, AdamOnTheCpuProfileTakesPythonScalars) {
-  // The cpu profile: step() opens a record_function (4-byte handle, 288-byte holder), and a
-  // Python float operand becomes a float64 0-dim tensor and its fp32 cast.
+  // The cpu profile (PyTorch 1.13): step() opens a record_function (4-byte handle, 288-byte
+  // holder), the CPU `step` tensors (4 bytes each) are device memory, and a Python float
+  // operand becomes a float64 0-dim tensor and its fp32 cast.
   const std::string record = "+record_function handle 4 | +record_function holder 288 | -record_function holder | -record_function handle | ";
   const std::string scalar = "+bias_correction2_sqrt (float64 scalar) 8 | +bias_correction2_sqrt (cast) 4";
   const std::string drop_scalar = "-bias_correction2_sqrt (cast) | -bias_correction2_sqrt (float64 scalar)";
+  const std::string state =
+      "+0.weight.step 4 | +0.weight.exp_avg 65536 | +0.weight.exp_avg_sq 65536 | "
+      "+0.bias.step 4 | +0.bias.exp_avg 512 | +0.bias.exp_avg_sq 512 | ";
+  const std::string single = "+0.weight.sqrt 65536 | " + scalar + " | +0.weight.denom 65536 | " + drop_scalar +
+                             " | -0.weight.sqrt | +0.bias.sqrt 512 | " + scalar + " | +0.bias.denom 512 | " + drop_scalar +
+                             " | -0.bias.sqrt | -0.weight.denom | -0.bias.denom";
   Traces s = traces(mlp_options(OptimizerKind::Adam, false, "cpu"));
-  EXPECT_EQ(s.second, record + "+0.weight.sqrt 65536 | " + scalar + " | +0.weight.denom 65536 | " + drop_scalar +
-                          " | -0.weight.sqrt | +0.bias.sqrt 512 | " + scalar + " | +0.bias.denom 512 | " + drop_scalar +
-                          " | -0.bias.sqrt | -0.weight.denom | -0.bias.denom");
+  EXPECT_EQ(s.first, record + state + single);
+  EXPECT_EQ(s.second, record + single);
+  // 1.13's _multi_tensor_adam: the sqrt list, then denom = _foreach_add(sqrt, eps) out of place.
   Traces f = traces(mlp_options(OptimizerKind::Adam, true, "cpu"));
   EXPECT_EQ(f.second, record +
                           "+0.weight.sqrt 65536 | +0.bias.sqrt 512 | +eps (float64 scalar) 8 | +eps (cast) 4 | "

@@ -91,12 +91,12 @@ TEST(ZeroPaperFigure1, PlusParameterPartitioning) {
 
 TEST(ZeroPaperFigure1, FsdpFullShardHoldsTheSameSixteenBytesOverN) {
   // FSDP FULL_SHARD with MixedPrecision(bf16): fp32 flat shards 4 Psi/N, fp32 gradient shards
-  // 4 Psi/N, Adam moments 8 Psi/N (= 16 Psi/N, as DeepSpeed's stage 3), plus torch.optim.Adam's
-  // 4-byte `step` tensor per flat parameter: one per layer (the Linear's weight and bias, read by
-  // one op, are one FlatParameter under --fsdp-wrap param; 4,096^2 + 4,096 = 16,781,312 elements,
-  // 262,208 per rank, no padding) -> 447 * 4 = 1,788.
+  // 4 Psi/N, Adam moments 8 Psi/N (= 16 Psi/N, as DeepSpeed's stage 3). torch.optim.Adam's `step`
+  // per flat parameter (one per layer: the Linear's weight and bias, read by one op, are one
+  // FlatParameter under --fsdp-wrap param; 4,096^2 + 4,096 = 16,781,312 elements, 262,208 per
+  // rank, no padding) is a CPU tensor, torch.tensor(0.): no device bytes.
   PerGpu g = per_gpu(layout(kPaperModel, kN, std::nullopt, FsdpStrategy::Full));
-  EXPECT_EQ(g.model_states_bytes, 16 * (kPsi / kN) + 447 * 4);
+  EXPECT_EQ(g.model_states_bytes, 16 * (kPsi / kN));
 }
 
 // DeepSpeed's estimators (runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs
@@ -355,13 +355,13 @@ TEST(Sharding, TensorParallelSplitsLlamaParameters) {
 
 TEST(Sharding, FsdpMixedPrecisionKeepsFp32FlatParametersAndGradients) {
   // mlp:layers=4,dim=256 under MixedPrecision(bf16), 4 GPUs: Psi = 263,168, 8 flat parameters
-  // (weight and bias of 4 Linears), each with a 4-byte Adam `step`.
+  // (weight and bias of 4 Linears), each with an Adam `step` on the CPU (no device bytes).
   //   no-shard: fp32 parameters 4 Psi + fp32 gradients 4 Psi (cast back to the parameter dtype)
-  //             + moments 8 Psi = 16 Psi + 32 = 4,210,720;
+  //             + moments 8 Psi = 16 Psi = 4,210,688;
   //   grad-op:  all sharded at rest, one flat shard per Linear (65,792 / 4 = 16,448 elements, no
-  //             padding): 16 Psi / 4, and 4 flat parameters' `step`s = 1,052,688.
-  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::NoShard)).model_states_bytes, 16 * 263168 + 32);
-  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::GradOp)).model_states_bytes, 4 * 263168 + 16);
+  //             padding): 16 Psi / 4 = 1,052,672.
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::NoShard)).model_states_bytes, 16 * 263168);
+  EXPECT_EQ(per_gpu(layout("mlp:layers=4,dim=256", 4, std::nullopt, FsdpStrategy::GradOp)).model_states_bytes, 4 * 263168);
 }
 
 TEST(ShardingCli, JsonHasPerGpu) {

@@ -54,6 +54,9 @@ void Interpreter::create_optimizer_state(TensorId p, bool on_host) {
   const Tensor& t = g_.tensor(p);
   for (const StateRule& s : optimizer_rule(o_.optimizer).state) {
     if (!param_condition_holds(s.when, t)) continue;
+    // A CPU tensor on a GPU: host memory that headroom does not count there (the host-offload
+    // path keeps every state on the host and counts it).
+    if (s.step_counter && !on_host && !o_.device.optimizer_step_on_device) continue;
     const int64_t bytes = optimizer_bytes(s.size, t, param_state_bytes(t));
     if (on_host) host_state(bytes, t.name + std::string(s.suffix));
     else state(bytes, buffer_name(t.name, s.suffix));
@@ -108,7 +111,7 @@ void Interpreter::replay_optimizer_update(const std::vector<TensorId>& ps, bool 
   };
   Slots slots, carried;
   if (o_.foreach && rule.has_foreach) {
-    run(rule.foreach, ps, slots, carried);
+    run(o_.device.torch_optim_v2 && !rule.foreach_v2.empty() ? rule.foreach_v2 : rule.foreach, ps, slots, carried);
   } else {
     for (TensorId p : ps) {
       if (create_state && rule.state_init == StateInit::PerParameter) create_optimizer_state(p, false);

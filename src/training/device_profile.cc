@@ -27,6 +27,8 @@ DeviceProfile DeviceProfile::cpu() {
   d.optimizer_record_function = true;
   d.python_scalar_tensors = true;
   d.mean_keeps_input = true;
+  d.optimizer_step_on_device = true;
+  d.torch_optim_v2 = false;  // PyTorch 1.13 (validation/measured.json)
   d.checkpoint_rng_state_bytes = 5056;  // torch.get_rng_state().numel() in 1.13 (measured)
   return d;
 }

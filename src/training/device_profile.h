@@ -46,6 +46,12 @@ struct DeviceProfile {
   // element); the CPU path computes input * (bernoulli(1-p) / (1-p)) and keeps a mask of the
   // input's dtype.
   bool dropout_mask_same_dtype = false;
+  // torch.optim's `step` state is torch.tensor(0.) (a CPU tensor) unless capturable or fused
+  // (torch/optim/adam.py Adam._init_group): device memory only when the device is the CPU.
+  bool optimizer_step_on_device = false;
+  // torch.optim as of PyTorch 2.x (the CUDA profile, measured with 2.11): a rule's `foreach_v2`
+  // program replaces `foreach` (training/optimizer_rules.h); 1.13's differ (the CPU profile).
+  bool torch_optim_v2 = true;
   // Optimizer implementation when --foreach/--no-foreach is not given. PyTorch >= 2.0 picks
   // foreach for CUDA tensors; 1.13 (and the CPU) uses the single-tensor loop.
   bool default_foreach = true;

@@ -42,27 +42,40 @@ std::vector<OptimizerRule> make_rules() {
                    .state = {{".momentum_buffer", S::StateLikeParam}},
                    .has_foreach = true, .traffic_per_param_byte = 5});
 
-  // torch/optim/adam.py Adam.step: state['step'] = torch.tensor(0.) (a 0-dim fp32 tensor since
-  // 1.12), exp_avg and exp_avg_sq = zeros_like(p), for every parameter, then adam().
-  //   _single_tensor_adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps): the
-  //     sqrt, the Python float's tensors, the quotient (denom); the scalar and the sqrt die with
-  //     the expression, denom when the next parameter's iteration rebinds it.
-  //   _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then
-  //     denom = torch._foreach_add(exp_avg_sq_sqrt, eps): both lists alive until the update ends.
+  // torch/optim/adam.py Adam.step (2.x: Adam._init_group): state['step'] = torch.tensor(0.), a
+  // 0-dim fp32 CPU tensor (since 1.12; on the parameter's device only when capturable or fused),
+  // exp_avg and exp_avg_sq = zeros_like(p), for every parameter, then adam().
+  //   _single_tensor_adam (1.13 and 2.11): denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt)
+  //     .add_(eps): the sqrt, the Python float's tensors, the quotient (denom); the scalar and
+  //     the sqrt die with the expression, denom when the next parameter's iteration rebinds it.
+  //   _multi_tensor_adam in 1.13: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), divided in
+  //     place, then denom = torch._foreach_add(exp_avg_sq_sqrt, eps): both lists alive until the
+  //     update ends.
+  //   _multi_tensor_adam in 2.x (2.11, per device and dtype group of
+  //     _group_tensors_by_device_and_dtype, one group here): exp_avg_sq_sqrt =
+  //     torch._foreach_sqrt(device_exp_avg_sqs), then _foreach_div_ and _foreach_add_(.., eps) in
+  //     place and _foreach_addcdiv_ into the parameters: one list, freed when the group's update
+  //     ends (last made first, as the measured CUDA trace shows). The step counters are bumped
+  //     on the CPU (_foreach_add_ with a CPU tensor), lerp_/mul_/addcmul_ work in place.
   // Traffic: read p, grad, exp_avg, exp_avg_sq; write p, exp_avg, exp_avg_sq.
-  const std::vector<StateRule> adam_state = {
-      {".step", S::Fp32Scalar}, {".exp_avg", S::StateLikeParam}, {".exp_avg_sq", S::StateLikeParam}};
+  const std::vector<StateRule> adam_state = {{".step", S::Fp32Scalar, C::Always, true},
+                                             {".exp_avg", S::StateLikeParam},
+                                             {".exp_avg_sq", S::StateLikeParam}};
   const std::vector<UpdateOp> adam_single = {
       alloc(0, S::StateLikeParam, ".sqrt"), scalar(1, "bias_correction2_sqrt"), alloc(2, S::StateLikeParam, ".denom"),
       drop(1), drop(0), carry(2)};
   const std::vector<UpdateOp> adam_foreach = {
       alloc(0, S::StateLikeParam, ".sqrt"), scalar(1, "eps"), alloc(2, S::StateLikeParam, ".denom"), drop(1), drop(2), drop(0)};
+  const std::vector<UpdateOp> adam_foreach_v2 = {alloc(0, S::StateLikeParam, ".exp_avg_sq_sqrt"), drop(0)};
   rules.push_back({.kind = OptimizerKind::Adam, .name = "adam", .source = "torch.optim.Adam (_single_tensor_adam, _multi_tensor_adam)",
-                   .state = adam_state, .single_tensor = adam_single, .has_foreach = true, .foreach = adam_foreach});
-  // torch/optim/adamw.py: the same state and expressions (_single_tensor_adamw, _multi_tensor_adamw).
+                   .state = adam_state, .single_tensor = adam_single, .has_foreach = true, .foreach = adam_foreach,
+                   .foreach_v2 = adam_foreach_v2});
+  // torch/optim/adamw.py: the same state and expressions (_single_tensor_adamw, _multi_tensor_adamw
+  // in 1.13; 2.x's AdamW is Adam with decoupled_weight_decay=True, whose param.mul_(1 - lr *
+  // weight_decay) / _foreach_mul_ works in place).
   rules.push_back({.kind = OptimizerKind::AdamW, .name = "adamw",
                    .source = "torch.optim.AdamW (_single_tensor_adamw, _multi_tensor_adamw)", .state = adam_state,
-                   .single_tensor = adam_single, .has_foreach = true, .foreach = adam_foreach});
+                   .single_tensor = adam_single, .has_foreach = true, .foreach = adam_foreach, .foreach_v2 = adam_foreach_v2});
 
   // bitsandbytes/optim/optimizer.py Optimizer8bit.step: per parameter, init_state then
   // update_step. init_state: under min_8bit_size (4096 elements) 32-bit state1/state2, else
@@ -232,9 +245,12 @@ std::string validate_optimizer_rule(const OptimizerRule& r) {
   if (r.has_foreach && r.state_init == StateInit::PerParameter) {
     return std::string(r.name) + ": a foreach implementation makes its state before the update";
   }
-  for (const UpdateOp& op : r.foreach) {
-    if (op.when != ParamCondition::Always && op.kind != UpdateOpKind::Alloc) {
-      return std::string(r.name) + " foreach: only an allocation may depend on the parameter";
+  if (!r.foreach_v2.empty() && !r.has_foreach) return std::string(r.name) + ": a foreach_v2 program without has_foreach";
+  for (const std::vector<UpdateOp>* program : {&r.foreach, &r.foreach_v2}) {
+    for (const UpdateOp& op : *program) {
+      if (op.when != ParamCondition::Always && op.kind != UpdateOpKind::Alloc) {
+        return std::string(r.name) + " foreach: only an allocation may depend on the parameter";
+      }
     }
   }
   // Every parameter falls on one side of each condition pair: check the four combinations.
@@ -245,6 +261,7 @@ std::string validate_optimizer_rule(const OptimizerRule& r) {
         std::string e = check_program(single ? r.single_tensor : r.foreach, single, holds);
         if (!e.empty()) return std::string(r.name) + (single ? " single-tensor: " : " foreach: ") + e;
       }
+      if (std::string e = check_program(r.foreach_v2, false, holds); !e.empty()) return std::string(r.name) + " foreach_v2: " + e;
     }
   }
   return "";

@@ -13,15 +13,16 @@
 //            locals): allocate, take a Python scalar's tensors, drop, rebind a name, keep a value
 //            until the next parameter's iteration rebinds it. `single_tensor` runs once per
 //            parameter (the for-loop implementations); `foreach` once for all parameters, an
-//            allocation then making one tensor per parameter (torch.optim's _multi_tensor_*).
+//            allocation then making one tensor per parameter (torch.optim's _multi_tensor_*);
+//            `foreach_v2` instead of `foreach` where PyTorch 2.x's differs from 1.13's.
 //   time     bytes of memory traffic per parameter byte (cost/cost_model.cc's roofline).
 //
 // Invariants (validate_optimizer_rule; tests run it on every entry):
 //   - an allocation goes into an empty slot; a drop or rebind names a slot in range;
 //   - at the end of `foreach` every slot is empty; at the end of `single_tensor` every slot is
 //     empty or carried (dropped by the next iteration, the last one after the loop);
-//   - a rule with a `foreach` program has has_foreach set and makes its state BeforeUpdate; in
-//     `foreach` only an allocation may depend on the parameter; the invariants hold for any
+//   - a rule with a `foreach` (or `foreach_v2`) program has has_foreach set and makes its state
+//     BeforeUpdate; in either only an allocation may depend on the parameter; the invariants hold for any
 //     parameter (each combination of the conditions is checked).
 #pragma once
 
@@ -62,6 +63,9 @@ struct StateRule {
   std::string_view suffix;  // appended to the parameter's name: ".exp_avg"
   SizeRule size = SizeRule::StateLikeParam;
   ParamCondition when = ParamCondition::Always;
+  // torch.optim's `step` counter: made on the CPU whatever the parameter's device (unless
+  // capturable or fused), so device memory only where DeviceProfile::optimizer_step_on_device.
+  bool step_counter = false;
 };
 
 enum class UpdateOpKind : uint8_t {
@@ -99,6 +103,9 @@ struct OptimizerRule {
   std::vector<UpdateOp> single_tensor;
   bool has_foreach = false;     // a multi-tensor implementation exists (--foreach applies)
   std::vector<UpdateOp> foreach;
+  // PyTorch 2.x's foreach program where it differs from 1.13's `foreach` (replayed when
+  // DeviceProfile::torch_optim_v2); empty: `foreach` serves both.
+  std::vector<UpdateOp> foreach_v2;
   int traffic_per_param_byte = 7;
 };
 
