@@ -48,11 +48,13 @@ TEST(FitNextSteps, EachStepIsTheEstimateOfThoseOptions) {
   EXPECT_EQ((*both)["device_total_bytes"].get<int64_t>(),
             estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --optimizer adamw8bit --precision amp-bf16"));
   // Mixed precision alone keeps fp32 weights, gradients and Adam state, and both runs peak in
-  // Adam's step: its device total is 2 MiB (one small-pool segment) above the run as is, so it is
-  // not listed. No step is listed that is not below the 1.95 GiB as is.
+  // Adam's step: its allocated peak is 1 MiB lower (1,235,706,880 against 1,236,755,456 bytes)
+  // but its reserved peak 4 MiB higher (1,296,039,936 against 1,291,845,632: two more 2 MiB
+  // small-pool segments), so its device total is 4 MiB above the run as is and it is not listed.
+  // No step is listed that is not below the 1.94 GiB as is.
   const int64_t as_is = estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB");
   EXPECT_EQ(step(steps, "--precision amp-bf16"), nullptr) << steps.dump();
-  EXPECT_EQ(estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --precision amp-bf16"), as_is + (2 << 20));
+  EXPECT_EQ(estimated_total("resnet152 --batch 1 --gpu-memory 1536MiB --precision amp-bf16"), as_is + (4 << 20));
   for (const nlohmann::json& s : steps) {
     if (!s["fits"]) {
       EXPECT_LT(s["device_total_bytes"].get<int64_t>(), as_is) << s.dump();

@@ -51,7 +51,7 @@ Plan resnet_plan() {
   req.run.batch = 8;
   req.run.gpu = GpuOptions{};
   req.run.gpu->gpu = "A100-SXM4-40GB";
-  req.activation_fraction = 0.5;
+  req.activation_fraction = 0.4;  // accumulation wins here (at 0.45-0.5, with the measured CUDA rules, sqrt checkpointing does)
   Result<Plan> r = make_plan(req);
   EXPECT_TRUE(r.ok()) << r.error();
   return r.value();
