@@ -105,12 +105,14 @@ std::map<std::string, std::map<std::string, std::string>> known_misses() {
 }
 
 TEST(CudaValidation, EveryKnownMissNamesAMeasuredCaseAMetricAndACause) {
-  std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/measured_cuda.json");
-  if (!f.good()) GTEST_SKIP() << "validation/measured_cuda.json is absent";
-  Result<CudaMeasurements> m = parse_cuda_measurements(nlohmann::json::parse(f));
-  ASSERT_TRUE(m.ok()) << m.error();
   std::set<std::string> ids;
-  for (const CudaMeasuredCase& k : m.value().cases) ids.insert(k.id);
+  for (const char* file : {"measured_cuda.json", "measured_cuda_holdout.json"}) {
+    std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/" + file);
+    if (!f.good()) GTEST_SKIP() << "validation/" << file << " is absent";
+    Result<CudaMeasurements> m = parse_cuda_measurements(nlohmann::json::parse(f));
+    ASSERT_TRUE(m.ok()) << m.error();
+    for (const CudaMeasuredCase& k : m.value().cases) ids.insert(k.id);
+  }
   for (const auto& [id, metrics] : known_misses()) {
     EXPECT_TRUE(ids.count(id)) << id << " is not a measured case";
     for (const auto& [metric, cause] : metrics) {
