@@ -20,7 +20,6 @@ import concurrent.futures
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -131,6 +130,8 @@ def main():
         return
     import torch
     import transformers
+
+    import cuda_run
     if not torch.cuda.is_available():
         sys.exit("cuda_generate: PyTorch sees no CUDA device; nothing measured")
     if a.trace_dir:
@@ -138,15 +139,8 @@ def main():
 
     def run_one(i_c):
         i, c = i_c
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", c["id"]]
-        if a.trace_dir:
-            cmd += ["--trace", os.path.join(a.trace_dir, f"g{i}.json")]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        res = None
-        for line in p.stdout.splitlines():
-            if line.startswith("RESULT "):
-                res = json.loads(line[len("RESULT "):])
-        return c, p, res
+        trace = os.path.join(a.trace_dir, f"g{i}.json") if a.trace_dir else None
+        return (c,) + cuda_run.run_worker(__file__, c["id"], trace)
 
     results, errors = [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:

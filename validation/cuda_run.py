@@ -64,6 +64,20 @@ def compact_trace(snapshot, marks_us):
     return dict(t0_us=t0, marks=[[n, t - t0] for n, t in marks_us], events=events)
 
 
+def run_worker(script, case_id, trace_path=None):
+    """Runs `script --worker case_id [--trace trace_path]` in a fresh Python process.
+    Returns (the finished process, the parsed 'RESULT <json>' line or None)."""
+    cmd = [sys.executable, os.path.abspath(script), "--worker", case_id]
+    if trace_path:
+        cmd += ["--trace", trace_path]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    res = None
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[len("RESULT "):])
+    return p, res
+
+
 def worker(case_id, trace_path=None):
     """Runs one case on cuda:0 in this process and prints 'RESULT <json>'."""
     import gc
@@ -257,15 +271,8 @@ def main():
     prefix = "h" if a.suite == "holdout" else ""
 
     def run_one(c):
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", c["id"]]
-        if a.trace_dir:
-            cmd += ["--trace", os.path.join(a.trace_dir, f"{prefix}{index[c['id']]}.json")]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        res = None
-        for line in p.stdout.splitlines():
-            if line.startswith("RESULT "):
-                res = json.loads(line[len("RESULT "):])
-        return c, p, res
+        trace = os.path.join(a.trace_dir, f"{prefix}{index[c['id']]}.json") if a.trace_dir else None
+        return (c,) + run_worker(__file__, c["id"], trace)
 
     results, errors, t_start, done = [], [], time.time(), [0]
     lock = threading.Lock()

@@ -384,21 +384,7 @@ class Forward {
       cm = b_.slice(m + ".causal_mask", cm, 3, 0, keys);
       w = b_.add(m + ".add_mask", w, cm);
     }
-    // softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype): the local
-    // attn_weights keeps the masked scores until the statement's .to() has returned, so in
-    // fp16/bf16 they live beside the float32 copy, its softmax and the cast back (measured on
-    // the H100, transformers 5.17 bf16 eager: scores, fp32 copy, softmax, copy freed, cast,
-    // softmax freed, scores freed).
-    if (b_.tensor(w).dtype != DType::F32) {
-      size_t statement = b_.open_scope();
-      b_.hold(w);
-      w = b_.cast(m + ".softmax.to_float32", w, DType::F32);
-      w = b_.softmax(m + ".softmax", w, -1);
-      w = b_.cast(m + ".softmax.to", w, b_.tensor(q).dtype);
-      b_.release_holds(statement);
-    } else {
-      w = b_.softmax(m + ".softmax", w, -1);
-    }
+    w = eager_softmax_as(b_, m, w, b_.tensor(q).dtype);
     b_.hold(w);  // attn_weights, a local until the attention returns
     TensorId out = b_.matmul(m + ".matmul_context", w, v);
     out = b_.transpose(m + ".attn_output.transpose", out, 1, 2);

@@ -281,18 +281,7 @@ class LlamaForward {
     TensorId w = b_.matmul(m + ".matmul_scores", q, b_.transpose(m + ".key.transpose", k, 2, 3));
     w = b_.div_scalar(m + ".div", w, std::sqrt(static_cast<double>(hd)));
     w = b_.add(m + ".add_mask", w, mask);
-    // softmax(..., dtype=torch.float32).to(query_states.dtype): the local attn_weights keeps
-    // the masked scores until .to() has returned (in fp16/bf16 beside the float32 copy).
-    if (b_.tensor(w).dtype != DType::F32) {
-      size_t statement = b_.open_scope();
-      b_.hold(w);
-      w = b_.cast(m + ".softmax.to_float32", w, DType::F32);
-      w = b_.softmax(m + ".softmax", w, -1);
-      w = b_.cast(m + ".softmax.to", w, b_.tensor(q).dtype);
-      b_.release_holds(statement);
-    } else {
-      w = b_.softmax(m + ".softmax", w, -1);
-    }
+    w = eager_softmax_as(b_, m, w, b_.tensor(q).dtype);
     b_.hold(w);
     TensorId out = b_.matmul(m + ".matmul_context", w, v);
     out = b_.transpose(m + ".context.transpose", out, 1, 2);

@@ -71,4 +71,15 @@ TensorId repeat_kv(GraphBuilder& b, const std::string& m, TensorId x, int64_t n_
   return b.reshape(m + ".reshape", x, {s[0], s[1] * n_rep, s[2], s[3]});
 }
 
+TensorId eager_softmax_as(GraphBuilder& b, const std::string& module, TensorId scores, DType dtype) {
+  if (b.tensor(scores).dtype == DType::F32) return b.softmax(module + ".softmax", scores, -1);
+  size_t statement = b.open_scope();
+  b.hold(scores);
+  TensorId w = b.cast(module + ".softmax.to_float32", scores, DType::F32);
+  w = b.softmax(module + ".softmax", w, -1);
+  w = b.cast(module + ".softmax.to", w, dtype);
+  b.release_holds(statement);
+  return w;
+}
+
 }  // namespace headroom

@@ -57,6 +57,14 @@ inline TensorId apply_layer_norm(GraphBuilder& b, const std::string& module, Ten
 // PyTorch call at a time as transformers' modeling_llama.py writes them.
 // rotate_half: cat((-x2, x1), dim=-1) of the two halves of the last dimension.
 TensorId rotate_half(GraphBuilder& b, const std::string& module, TensorId x);
+
+// Hugging Face's eager attention softmax, `softmax(attn_weights, dim=-1, dtype=torch.float32)
+// .to(dtype)`: the local attn_weights keeps the masked scores until the statement's .to() has
+// returned, so in fp16/bf16 they live beside the float32 copy, its softmax and the cast back
+// (measured on the H100, transformers 5.17 bf16 eager: scores, fp32 copy, softmax, copy freed,
+// cast, softmax freed, scores freed). fp32 scores are one softmax. `module` names the ops
+// (module + ".softmax...").
+TensorId eager_softmax_as(GraphBuilder& b, const std::string& module, TensorId scores, DType dtype);
 // repeat_kv: hidden_states[:, :, None, :, :].expand(...).reshape(...) of [B, kv_heads, S, head_dim];
 // every `:` is a slice whose backward allocates a gradient, and the reshape copies. n_rep 1: x.
 TensorId repeat_kv(GraphBuilder& b, const std::string& module, TensorId x, int64_t n_rep);
