@@ -297,10 +297,12 @@ class BertModel(nn.Module):
         if self.config["mask"] == "hf":
             # HF 4.30 BertModel.forward with attention_mask=None:
             attention_mask = torch.ones((batch_size, seq_length), device=input_ids.device)
-            # ModuleUtilsMixin.get_extended_attention_mask (encoder, 2-D mask):
+            # ModuleUtilsMixin.get_extended_attention_mask (encoder, 2-D mask), in the model's
+            # dtype (self.dtype: float32 unless the model was converted, as the bf16 CUDA cases are):
+            dtype = self.embeddings.word_embeddings.weight.dtype
             extended_attention_mask = attention_mask[:, None, None, :]
-            extended_attention_mask = extended_attention_mask.to(dtype=torch.float32)
-            extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(torch.float32).min
+            extended_attention_mask = extended_attention_mask.to(dtype=dtype)
+            extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(dtype).min
         else:  # mask=none: no mask is built and nothing is added to the scores
             extended_attention_mask = None
         buffered_token_type_ids = self.embeddings.token_type_ids[:, :seq_length]
