@@ -421,24 +421,17 @@ TensorId GraphBuilder::sum(const std::string& name, TensorId x, int64_t dim, boo
 }
 
 TensorId GraphBuilder::max_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
-  const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_text(s));
-  OpAttrs a;
-  a.kernel = {spec.kernel, spec.kernel};
-  a.stride = {spec.stride, spec.stride};
-  a.padding = {spec.padding, spec.padding};
-  a.ceil_mode = spec.ceil_mode;
-  int64_t ho = pool_out(s[2], spec.kernel, spec.stride, spec.padding, 1, spec.ceil_mode, name);
-  int64_t wo = pool_out(s[3], spec.kernel, spec.stride, spec.padding, 1, spec.ceil_mode, name);
-  OpId op = add_op(OpKind::MaxPool2d, name, {x}, a);
-  TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
-  finish_op(op, checked_mul(numel_of(shape(out), name), spec.kernel * spec.kernel, name));
-  return out;
+  return pool2d(OpKind::MaxPool2d, name, x, spec);
 }
 
 TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Pool2dSpec& spec) {
+  return pool2d(OpKind::AvgPool2d, name, x, spec);
+}
+
+TensorId GraphBuilder::pool2d(OpKind kind, const std::string& name, TensorId x, const Pool2dSpec& spec) {
   const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4) throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_text(s));
+  const char* what = kind == OpKind::MaxPool2d ? "max_pool2d" : "avg_pool2d";
+  if (s.size() != 4) throw InputError(name + ": " + what + " expects [N,C,H,W], got " + shape_text(s));
   OpAttrs a;
   a.kernel = {spec.kernel, spec.kernel};
   a.stride = {spec.stride, spec.stride};
@@ -446,7 +439,7 @@ TensorId GraphBuilder::avg_pool2d(const std::string& name, TensorId x, const Poo
   a.ceil_mode = spec.ceil_mode;
   int64_t ho = pool_out(s[2], spec.kernel, spec.stride, spec.padding, 1, spec.ceil_mode, name);
   int64_t wo = pool_out(s[3], spec.kernel, spec.stride, spec.padding, 1, spec.ceil_mode, name);
-  OpId op = add_op(OpKind::AvgPool2d, name, {x}, a);
+  OpId op = add_op(kind, name, {x}, a);
   TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
   finish_op(op, checked_mul(numel_of(shape(out), name), spec.kernel * spec.kernel, name));
   return out;

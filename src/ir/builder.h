@@ -287,6 +287,9 @@ class GraphBuilder {
                       bool contiguous = true);
   TensorId elementwise(OpKind kind, const std::string& name, std::vector<TensorId> inputs, OpAttrs attrs = {});
   TensorId unary(OpKind kind, const std::string& name, TensorId x, OpAttrs attrs = {}, int64_t flops_per_elem = 1);
+  // MaxPool2d or AvgPool2d (the public max_/avg_pool2d and their _with forms).
+  TensorId pool2d(OpKind kind, const std::string& name, TensorId x, const Pool2dSpec& spec);
+  TensorId pool2d_with(OpKind kind, const std::string& name, TensorId x, const Window2d& w);
   // Targets of class scores [N,C,d...] must be [N,d...]; InputError otherwise.
   void check_class_targets(const std::string& name, const std::vector<int64_t>& scores,
                            const std::vector<int64_t>& targets) const;

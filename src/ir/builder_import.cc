@@ -223,29 +223,23 @@ TensorId GraphBuilder::linear_in_out(const std::string& name, TensorId x, Tensor
 }
 
 TensorId GraphBuilder::max_pool2d_with(const std::string& name, TensorId x, const Window2d& w) {
-  const std::vector<int64_t> s = shape(x);
-  if (s.size() != 4)
-    throw InputError(name + ": max_pool2d expects [N,C,H,W], got " + shape_text(s));
-  int64_t ho = window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, w.dilation_h,
-                          w.ceil_mode, name);
-  int64_t wo = window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, w.dilation_w,
-                          w.ceil_mode, name);
-  OpId op = add_op(OpKind::MaxPool2d, name, {x}, window_attrs(w));
-  TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
-  finish_op(op,
-            checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));
-  return out;
+  return pool2d_with(OpKind::MaxPool2d, name, x, w);
 }
 
 TensorId GraphBuilder::avg_pool2d_with(const std::string& name, TensorId x, const Window2d& w) {
+  return pool2d_with(OpKind::AvgPool2d, name, x, w);
+}
+
+TensorId GraphBuilder::pool2d_with(OpKind kind, const std::string& name, TensorId x, const Window2d& w) {
   const std::vector<int64_t> s = shape(x);
+  const bool max = kind == OpKind::MaxPool2d;
   if (s.size() != 4)
-    throw InputError(name + ": avg_pool2d expects [N,C,H,W], got " + shape_text(s));
-  int64_t ho =
-      window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, 1, w.ceil_mode, name);
-  int64_t wo =
-      window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, 1, w.ceil_mode, name);
-  OpId op = add_op(OpKind::AvgPool2d, name, {x}, window_attrs(w));
+    throw InputError(name + ": " + (max ? "max_pool2d" : "avg_pool2d") + " expects [N,C,H,W], got " + shape_text(s));
+  // The output size of average pooling ignores any dilation, as PyTorch's avg_pool2d has none.
+  const int64_t dh = max ? w.dilation_h : 1, dw = max ? w.dilation_w : 1;
+  int64_t ho = window_out(s[2], w.kernel_h, w.stride_h, w.pad_top, w.pad_bottom, dh, w.ceil_mode, name);
+  int64_t wo = window_out(s[3], w.kernel_w, w.stride_w, w.pad_left, w.pad_right, dw, w.ceil_mode, name);
+  OpId op = add_op(kind, name, {x}, window_attrs(w));
   TensorId out = add_output(op, {s[0], s[1], ho, wo}, tensor(x).dtype);
   finish_op(op,
             checked_mul(numel(shape(out), name), checked_mul(w.kernel_h, w.kernel_w, name), name));

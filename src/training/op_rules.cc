@@ -137,7 +137,7 @@ bool mean_scalar_temps(const RuleContext& c) {
   return c.op.kind == OpKind::AdaptiveAvgPool2d && s.size() == 4 && s[2] == 1 && s[3] == 1;
 }
 
-// A mean over all elements divides by the count, a Python-side number inside aten: a 0-dim
+// A mean divides by the element count, a Python-side number inside aten: a 0-dim
 // float64 tensor and its cast to `bytes` (the result's dtype), both freed at once (see
 // mean_scalar_temps).
 void scalar_division_temps(std::vector<LocalEvent>& ev, int64_t bytes, int& counter) {
@@ -315,9 +315,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
       ForwardPlan p = fresh_outputs(c);
       if (mean_scalar_temps(c)) {
         int t = 0;
-        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
-        p.events.push_back({K::FreeTemp, b2, 0});
-        p.events.push_back({K::FreeTemp, a, 0});
+        scalar_division_temps(p.events, dtype_size(out_t(c, 0).dtype), t);
       }
       if (p.creates_node && c.device.mean_keeps_input) save_input(p, 0);
       return p;
@@ -424,9 +422,7 @@ ForwardPlan forward_plan(const RuleContext& c) {
       ForwardPlan p = fresh_outputs(c);
       if (mean_scalar_temps(c)) {
         int t = 0;
-        int a = add_temp(p.events, 8, t), b2 = add_temp(p.events, dtype_size(out_t(c, 0).dtype), t);
-        p.events.push_back({K::FreeTemp, b2, 0});
-        p.events.push_back({K::FreeTemp, a, 0});
+        scalar_division_temps(p.events, dtype_size(out_t(c, 0).dtype), t);
       }
       // A 1x1 output is computed as mean(dim=(-1,-2)) (aten adaptive_avg_pool2d); its
       // MeanBackward1 keeps the input where mean does (DeviceProfile::mean_keeps_input).
