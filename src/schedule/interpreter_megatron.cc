@@ -128,7 +128,7 @@ void Interpreter::megatron_optimizer_step(int iteration) {
   // rank's 1/d range under the distributed optimizer), with Megatron's FusedAdam (Transformer
   // Engine's or apex's: multi_tensor_applier, megatron/core/optimizer/__init__.py).
   ParamUpdate u;
-  for (const auto& [param, elements] : megatron_main_params_) u.elements = checked_add(u.elements, elements, "Megatron update elements");
+  for (const auto& piece : megatron_main_params_) u.elements = checked_add(u.elements, piece.second, "Megatron update elements");
   if (u.elements > 0) {
     u.bytes = checked_mul(u.elements, 4, "Megatron update bytes");
     u.tensors = static_cast<int32_t>(megatron_main_params_.size());
