@@ -72,7 +72,7 @@ enum class UpdateKernels : uint8_t {
 //    partition of the flat group under ZeRO (ceil(P / d), as the partition buffers are sized),
 //    FSDP's flat shards (padding included), Megatron's fp32 main params or their 1/d pieces;
 //  - bytes: the bytes of the values updated (the optimizer's copy: the parameters themselves for
-//    torch.optim, 4 a element for DeepSpeed's fp32 partition and Megatron's main params); the
+//    torch.optim, 4 bytes an element for DeepSpeed's fp32 partition and Megatron's main params); the
 //    device roofline reads and writes the optimizer rule's traffic_per_param_byte times these;
 //  - tensors: tensors the update loops over (a ZeRO partition is one flat tensor per group).
 // Invariant: elements, bytes and tensors are all zero or all positive.
