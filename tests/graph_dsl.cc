@@ -37,12 +37,12 @@ Program program_from_script(const std::string& script) {
   std::map<std::string, BufferId> ids;
   std::istringstream in(script);
   std::string tok;
-  p.steps.push_back(Step{Phase::Forward, 1, 1, kNone, "step0", 0, 0});
+  p.steps.push_back(Step{Phase::Forward, 1, 1, kNone, "step0", 0, 0, false, {}});
   while (in >> tok) {
     if (tok == "|") {
       p.steps.back().end_event = static_cast<int32_t>(p.events.size());
       p.steps.push_back(Step{Phase::Forward, 1, 1, kNone, "step" + std::to_string(p.steps.size()),
-                             static_cast<int32_t>(p.events.size()), 0});
+                             static_cast<int32_t>(p.events.size()), 0, false, {}});
       continue;
     }
     if (tok[0] == '+') {

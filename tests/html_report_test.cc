@@ -285,12 +285,12 @@ TEST(HtmlReport, TheTimeAxisIsTheCostModelsTimeline) {
   EXPECT_EQ(axis.gpu, "A100-SXM4-40GB");
   const CostModel model(DeviceCatalog::builtin().find("A100-SXM4-40GB"));
   const int it = r.e.options.iterations;
-  StepTimes t = step_times(model, r.g, r.e.program, MemoryPlan{}, r.e.options.optimizer, r.e.foreach, it);
+  StepTimes t = step_times(model, r.g, r.e.program, MemoryPlan{}, r.e.options.optimizer, it);
   EXPECT_EQ(axis.start, t.start_ms);
   EXPECT_EQ(axis.end, t.end_ms);
   EXPECT_EQ(axis.total, t.end_ms.back());
   // The last training step spans exactly the step time the planner reports for it.
-  IterationTime step = iteration_time(model, r.g, r.e.program, MemoryPlan{}, r.e.options.optimizer, r.e.foreach, it);
+  IterationTime step = iteration_time(model, r.g, r.e.program, MemoryPlan{}, r.e.options.optimizer, it);
   size_t first = r.e.program.steps.size(), last = 0;
   for (size_t i = 0; i < r.e.program.steps.size(); ++i) {
     if (r.e.program.steps[i].iteration == it && r.e.program.steps[i].phase != Phase::Setup) {

@@ -87,7 +87,7 @@ OffloadRun offload_run(double link_bytes_per_s) {
 }
 IterationTime offload_timeline(double link_bytes_per_s) {
   OffloadRun r = offload_run(link_bytes_per_s);
-  return iteration_time(r.m, r.g, r.p, r.plan, OptimizerKind::Sgd, false, 1);
+  return iteration_time(r.m, r.g, r.p, r.plan, OptimizerKind::Sgd, 1);
 }
 
 TEST(CostModel, CopiesHiddenBehindComputeCostNothing) {
@@ -124,8 +124,8 @@ TEST(CostModel, StepTimesAreTheTimelineOfIterationTime) {
   // [1, 5) (1 ms + 3 ms waiting for "0" out), step 3 [5, 9) (1 ms + 3 ms for "1" out).
   OffloadRun r = offload_run(8000);
   const Program& p = r.p;
-  StepTimes t = step_times(r.m, r.g, p, r.plan, OptimizerKind::Sgd, false, 1);
-  IterationTime it = iteration_time(r.m, r.g, p, r.plan, OptimizerKind::Sgd, false, 1);
+  StepTimes t = step_times(r.m, r.g, p, r.plan, OptimizerKind::Sgd, 1);
+  IterationTime it = iteration_time(r.m, r.g, p, r.plan, OptimizerKind::Sgd, 1);
   ASSERT_EQ(t.start_ms.size(), p.steps.size());
   std::vector<size_t> counted;
   for (size_t s = 0; s < p.steps.size(); ++s) {

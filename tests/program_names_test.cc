@@ -160,7 +160,7 @@ TEST(ProgramNames, EvaluationReportsTheNamedPeakOp) {
       EXPECT_EQ(e.peak_op, peak.label);
       EXPECT_FALSE(e.peak_op.empty());
       if (peak.op != kNone && peak.label == ctx.graph(2).op(peak.op).name) ++op_step_peaks;
-      const IterationTime t = iteration_time(ctx.cost(), ctx.graph(2), p, plan, o.optimizer, ctx.foreach(), o.iterations);
+      const IterationTime t = iteration_time(ctx.cost(), ctx.graph(2), p, plan, o.optimizer, o.iterations);
       EXPECT_DOUBLE_EQ(e.time.total_ms, t.total_ms);
     }
   }

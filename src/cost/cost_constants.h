@@ -1,7 +1,8 @@
 // The constants of the time model (cost/cost_model.h) in one place, each with where its value
-// comes from: kernel efficiencies, launch costs, the backward ratio, host-link copies and weight
-// loading. `plan`, `estimate`'s times and `pack`'s swap-in model read these defaults; a user
-// changes them only through the documented overrides (pack's workload file).
+// comes from: kernel efficiencies, launch costs, the backward ratio, host-link copies, weight
+// loading and optimizer steps on the host. `plan`, `estimate`'s times and `pack`'s swap-in model
+// read these defaults; a user changes them only through the documented overrides (pack's
+// workload file).
 //
 // Invariant: every field is positive; efficiencies and factors are in (0, 1] except
 // backward_factor and no_workspace_conv_slowdown (ratios >= 1).
@@ -39,8 +40,28 @@ struct CostConstants {
   // adds its buffer (5), Adam/AdamW p,g,m,v -> p,m,v (7). Kernels: the single-tensor loop
   // launches ~4 per parameter tensor; foreach launches the same kernels once per group of
   // tensors (ATen's MultiTensorApply takes up to 36 tensors per launch at Adam's list depth).
+  // DeepSpeed's FusedAdam (csrc/adam/multi_tensor_apply.cuh, from apex) launches its one fused
+  // kernel per the same group: depth_to_max_tensors[3] = 36 tensors (p, g, m, v). Not counted:
+  // its 320-block limit per launch, one more launch per 320 x 65,536 elements (a 8.8e9-element
+  // ZeRO partition: 420 launches, 2.5 ms against the 90 ms its bytes take on an H100).
   double optimizer_kernels_per_tensor = 4.0;
   int foreach_tensors_per_launch = 36;
+  // Optimizer steps on the host's CPU (ZeRO-Offload's DeepSpeedCPUAdam, FSDP CPUOffload's
+  // torch.optim.Adam), in parameter elements updated per second by one host, all of its cores.
+  // One pair measured in one run by DeepSpeed's authors (DeepSpeed PR 735, "CPU-Adam fix for
+  // scalar mode", 2021-02-08): an 11.6B-parameter GPT-2's optimizer time 56 s with torch.optim.Adam
+  // and 8.2 s with DeepSpeedCPUAdam, i.e. 11.6e9 / 8.2 = 1.41e9 and 11.6e9 / 56 = 2.07e8 elements/s
+  // (the host is not named there; DeepSpeed's cpu_adam.py docstring claims 5x to 7x over
+  // torch.optim.Adam, this pair is 6.8x). Both are bound by the host's memory bandwidth
+  // (DeepSpeedCPUAdam streams p, g, m, v once with AVX and OpenMP, csrc/adam/cpu_adam_impl.cpp;
+  // torch.optim makes several passes), so a host of the same era but fewer memory channels is
+  // slower: this machine's measurement of torch.optim is in docs/distributed.md.
+  double host_fused_adam_elements_per_s = 11.6e9 / 8.2;
+  double host_torch_adam_elements_per_s = 11.6e9 / 56.0;
+  // Ranks whose host steps run at once on one host and share its cores and memory bandwidth:
+  // each rank's step takes host_ranks times its own elements' time. 1 for one GPU; the layout
+  // search sets the GPUs of a machine it uses (plan --gpus N).
+  int host_ranks = 1;
 };
 
 }  // namespace headroom

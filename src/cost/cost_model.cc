@@ -43,19 +43,19 @@ OpCost CostModel::op_cost(const Graph& g, const Op& op, bool no_workspace) const
   return {forward_ms, forward_ms * c_.backward_factor};
 }
 
-double CostModel::optimizer_ms(const Graph& g, OptimizerKind kind, bool foreach) const {
-  int64_t bytes = 0;
-  int tensors = 0;
-  for (const Tensor& t : g.tensors) {
-    if (t.role != TensorRole::Parameter || t.tied_to != kNone) continue;
-    bytes += t.bytes();
-    ++tensors;
+double CostModel::update_ms(const ParamUpdate& u, OptimizerKind kind) const {
+  if (u.empty()) return 0;
+  const double traffic = optimizer_rule(kind).traffic_per_param_byte;
+  if (u.on_host) {
+    const double rate = u.kernels == UpdateKernels::Fused ? c_.host_fused_adam_elements_per_s : c_.host_torch_adam_elements_per_s;
+    const double adam_traffic = optimizer_rule(OptimizerKind::Adam).traffic_per_param_byte;
+    return static_cast<double>(u.elements) * c_.host_ranks / rate * (traffic / adam_traffic) * 1e3;
   }
-  const double per_byte = optimizer_rule(kind).traffic_per_param_byte;
-  const double launches = foreach
-      ? c_.optimizer_kernels_per_tensor * std::ceil(static_cast<double>(tensors) / c_.foreach_tensors_per_launch)
-      : c_.optimizer_kernels_per_tensor * tensors;
-  return per_byte * static_cast<double>(bytes) / (gpu_.memory_bandwidth_bytes_per_s * c_.memory_efficiency) * 1e3 +
+  const double groups = std::ceil(static_cast<double>(u.tensors) / c_.foreach_tensors_per_launch);
+  const double launches = u.kernels == UpdateKernels::PerTensor ? c_.optimizer_kernels_per_tensor * u.tensors
+                          : u.kernels == UpdateKernels::Foreach ? c_.optimizer_kernels_per_tensor * groups
+                                                                : groups;
+  return traffic * static_cast<double>(u.bytes) / (gpu_.memory_bandwidth_bytes_per_s * c_.memory_efficiency) * 1e3 +
          launches * c_.launch_us * 1e-3;
 }
 
@@ -77,7 +77,7 @@ namespace {
 // The one timeline both iteration_time() and step_times() read, so a plotted step and the timed
 // step are the same arithmetic. `times` (optional) gets each step's start and end.
 IterationTime run_timeline(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                           OptimizerKind optimizer, bool foreach, int iteration, StepTimes* times) {
+                           OptimizerKind optimizer, int iteration, StepTimes* times) {
   std::vector<bool> no_ws(g.ops.size(), false);
   for (OpId id : plan.no_conv_workspace) no_ws[static_cast<size_t>(id)] = true;
   // Copies that start or must end at each step boundary.
@@ -122,10 +122,8 @@ IterationTime run_timeline(const CostModel& model, const Graph& g, const Program
     }
     double ms = 0;
     if (st.phase == Phase::Optimizer) {
-      if (st.label.find(".step()") != std::string::npos) {
-        ms = model.optimizer_ms(g, optimizer, foreach);
-        if (counts) r.optimizer_ms += ms;
-      }
+      ms = model.update_ms(st.update, optimizer);
+      if (counts) r.optimizer_ms += ms;
     } else if (st.op != kNone) {
       const Op& op = g.op(st.op);
       OpCost c = model.op_cost(g, op, no_ws[static_cast<size_t>(st.op)]);
@@ -154,16 +152,16 @@ IterationTime run_timeline(const CostModel& model, const Graph& g, const Program
 }  // namespace
 
 IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                             OptimizerKind optimizer, bool foreach, int iteration) {
-  return run_timeline(model, g, p, plan, optimizer, foreach, iteration, nullptr);
+                             OptimizerKind optimizer, int iteration) {
+  return run_timeline(model, g, p, plan, optimizer, iteration, nullptr);
 }
 
 StepTimes step_times(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                     OptimizerKind optimizer, bool foreach, int iteration) {
+                     OptimizerKind optimizer, int iteration) {
   StepTimes t;
   t.start_ms.assign(p.steps.size(), 0);
   t.end_ms.assign(p.steps.size(), 0);
-  run_timeline(model, g, p, plan, optimizer, foreach, iteration, &t);
+  run_timeline(model, g, p, plan, optimizer, iteration, &t);
   return t;
 }
 

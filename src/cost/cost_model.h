@@ -39,8 +39,15 @@ class CostModel {
 
   // REQUIRES: op belongs to g. `no_workspace`: the op runs a workspace-free convolution.
   OpCost op_cost(const Graph& g, const Op& op, bool no_workspace = false) const;
-  // The optimizer's update of every parameter of g, once.
-  double optimizer_ms(const Graph& g, OptimizerKind kind, bool foreach) const;
+  // One optimizer step's parameter update (Step::update; 0 ms when it is empty), `kind`'s rule
+  // giving the bytes read and written per updated byte (traffic_per_param_byte).
+  //  - On the device, a roofline: traffic x update.bytes at the memory efficiency, plus its
+  //    launches: optimizer_kernels_per_tensor per tensor (PerTensor), the same per group of
+  //    foreach_tensors_per_launch tensors (Foreach), one per such group (Fused).
+  //  - On the host: update.elements x host_ranks / the host's rate (DeepSpeedCPUAdam's for
+  //    Fused, torch.optim's otherwise), times the rule's traffic over Adam's for another rule
+  //    (a host update is bound by memory bandwidth as the device's is). No launches.
+  double update_ms(const ParamUpdate& update, OptimizerKind kind) const;
   // One copy of `bytes` over the host link, either direction.
   double transfer_ms(int64_t bytes) const;
   // Loading `bytes` of weights in `tensors` tensors from host memory, pinned or pageable:
@@ -60,7 +67,7 @@ class CostModel {
 struct IterationTime {
   double compute_ms = 0;     // forward and backward steps as scheduled
   double recompute_ms = 0;   // forward ops re-run by checkpointing
-  double optimizer_ms = 0;
+  double optimizer_ms = 0;  // the optimizer steps' updates (CostModel::update_ms), host ones included
   double stall_ms = 0;       // compute waiting for copies (offload deadlines, late prefetches)
   double transfer_ms = 0;    // busy time of the copy engines (overlapped or not)
   int64_t transfer_bytes = 0;
@@ -72,8 +79,13 @@ struct IterationTime {
 
 // `iteration`: the training iteration to time (the last one is the steady state); 0 for an
 // inference program. `g`: the graph the program was built from; `plan`: its memory plan.
+// Each optimizer step costs its own update (Step::update, set by the interpreter for every
+// engine: the whole model for torch.optim, a rank's partition under ZeRO, FSDP's shards,
+// Megatron's main params); a host step (ZeRO-Offload, FSDP CPUOffload) holds the timeline as
+// the engines do: DeepSpeed does not overlap its CPU step with the GPU by default (the paper's
+// delayed parameter update is not in DeepSpeed, issue 1260), nor does FSDP.
 IterationTime iteration_time(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                             OptimizerKind optimizer, bool foreach, int iteration);
+                             OptimizerKind optimizer, int iteration);
 
 // When each step of the program starts and ends on the timeline iteration_time() builds, in ms
 // from the program's first step (every iteration and setup included; the clock runs the same way
@@ -86,6 +98,6 @@ struct StepTimes {
   std::vector<double> end_ms;
 };
 StepTimes step_times(const CostModel& model, const Graph& g, const Program& p, const MemoryPlan& plan,
-                     OptimizerKind optimizer, bool foreach, int iteration);
+                     OptimizerKind optimizer, int iteration);
 
 }  // namespace headroom

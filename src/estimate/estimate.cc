@@ -264,7 +264,7 @@ RunTime step_run_time(const EstimateOptions& o, const Graph& g, const Program& p
   t.load = load_time(model, g, o.host_memory.value_or(HostMemory::Pageable));
   const bool training = o.mode == RunMode::Training;
   t.training = training;
-  t.step = iteration_time(model, g, p, so.plan, o.optimizer, so.foreach, training ? so.iterations : 0);
+  t.step = iteration_time(model, g, p, so.plan, o.optimizer, training ? so.iterations : 0);
   t.samples_per_step = o.batch;
   t.tokens_per_step = checked_mul(tokens_per_sample(g), o.batch, "tokens per step");
   t.throughput = throughput(t.samples_per_step, t.tokens_per_step, t.step.total_ms);
@@ -340,7 +340,7 @@ Estimate estimate_generation(const EstimateOptions& o) {
     SimResult sim = simulate(p);
     if (timed) {
       if (!load) load = load_time(*model, g, o.host_memory.value_or(HostMemory::Pageable));
-      StepTimes st = step_times(*model, g, p, MemoryPlan{}, o.optimizer, so.foreach, 0);
+      StepTimes st = step_times(*model, g, p, MemoryPlan{}, o.optimizer, 0);
       for (size_t i = 0; i < p.steps.size(); ++i) {
         if (p.steps[i].phase != Phase::Inference) continue;
         forward_ms[forward_of_label(p.steps[i].label)] += st.end_ms[i] - st.start_ms[i];

@@ -97,7 +97,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   }
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
   // A stage's checkpoints are on its own graph (schedule/pipeline_plan.h).
-  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer, schedule_.foreach,
+  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer,
                           options_.iterations);
   return e;
 }

@@ -177,9 +177,13 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   const int64_t batch = rank_batch(plan, engine.model_parallel());
   o.batch = batch;
   o.parallel = best.parallel;
+  // Every GPU of a machine runs a rank whose host step (ZeRO-Offload, FSDP CPUOffload) shares the
+  // machine's CPU with the others (cost_constants.h host_ranks).
+  CostConstants constants;
+  constants.host_ranks = static_cast<int>(std::min<int64_t>(request.gpus, plan.link.gpus_per_node));
   std::optional<PlanContext> ctx;
   try {
-    ctx.emplace(o, plan.budget_bytes, CostModel(spec));
+    ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants));
     // The rank's graph at the largest micro-batch (the first tried, then cached): a split
     // the frontend refuses is found here.
     ctx->graph(batch);
@@ -243,6 +247,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     out.micro_batches = batch / m;
     out.peak_bytes = e.peak_bytes;
     out.compute_ms = e.time.total_ms;
+    out.optimizer_ms = e.time.optimizer_ms;
     // A data-parallel group's members are T GPUs apart: a machine holds gpus_per_node / T of them.
     Interconnect dp_link = plan.link;
     dp_link.gpus_per_node = std::max<int>(1, plan.link.gpus_per_node / static_cast<int>(engine.tensor_parallel));

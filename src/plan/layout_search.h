@@ -58,7 +58,8 @@ struct LayoutOption {
   int64_t micro_batch = 0;
   int64_t micro_batches = 1;
   int64_t peak_bytes = 0;  // device total per GPU (context + reserved)
-  double compute_ms = 0;
+  double compute_ms = 0;     // the rank's simulated step: forward, backward, recompute, optimizer
+  double optimizer_ms = 0;   // of which the optimizer steps (on the host CPU for offload families)
   StepCommunication comm;   // data-parallel collectives (overlap the backward)
   double exposed_comm_ms = 0;
   StepCommunication tensor_comm;  // tensor-parallel all-reduces (never hidden): tensor_parallel_comm.h

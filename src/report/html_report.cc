@@ -129,7 +129,7 @@ TimeAxis time_axis(const Estimate& e, const Graph& g) {
     }
   }
   const int iteration = e.options.mode == RunMode::Training ? e.options.iterations : 0;
-  StepTimes t = step_times(CostModel(*spec), g, p, plan, e.options.optimizer, e.foreach, iteration);
+  StepTimes t = step_times(CostModel(*spec), g, p, plan, e.options.optimizer, iteration);
   if (t.end_ms.empty() || !(t.end_ms.back() > 0)) return by_step();
   a.in_ms = true;
   a.gpu = spec->name;

@@ -37,9 +37,9 @@ std::string layout_text(const LayoutPlan& p) {
     }
   }
   for (const LayoutRejection& r : p.rejected) s += fmt::format("does not fit: {}: {}\n", r.engine, r.why);
-  s += fmt::format("\nstep = compute (recompute included) + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces + a pipeline's bubble and p2p sends{}; {} simulations.\n",
+  s += fmt::format("\nstep = compute (recompute and the optimizer step included) + the data-parallel communication the backward cannot hide + the tensor-parallel all-reduces + a pipeline's bubble and p2p sends{}; {} simulations.\n",
                    std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.offload_bytes > 0; })
-                       ? " + host-link copies of offloading (the CPU optimizer step is timed as the GPU's)"
+                       ? " + host-link copies of offloading (an offload family's optimizer step runs on the host CPU, in compute)"
                        : "",
                    p.evaluations);
   if (std::any_of(p.ranked.begin(), p.ranked.end(), [](const LayoutOption& o) { return o.recompute == Recompute::Full; })) {
@@ -96,6 +96,7 @@ std::string layout_json(const LayoutPlan& p) {
                       {"grad_accum", o.micro_batches},
                       {"peak_bytes", o.peak_bytes},
                       {"compute_ms", o.compute_ms},
+                      {"optimizer_ms", o.optimizer_ms},
                       {"comm_bytes_per_gpu", o.comm.bytes_per_gpu},
                       {"comm_ms", o.comm.ms},
                       {"exposed_comm_ms", o.exposed_comm_ms},

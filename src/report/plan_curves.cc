@@ -13,7 +13,7 @@ namespace {
 PlanCurve curve_of(PlanContext& ctx, const Candidate& c, int iteration, size_t max_points) {
   Program p = ctx.program(c);
   const int64_t micro = c.micro_batch > 0 ? c.micro_batch : ctx.options().batch;
-  StepTimes t = step_times(ctx.cost(), ctx.graph(micro), p, c.plan, ctx.options().optimizer, ctx.foreach(), iteration);
+  StepTimes t = step_times(ctx.cost(), ctx.graph(micro), p, c.plan, ctx.options().optimizer, iteration);
   // Every step's high-water mark; downsampling happens here, within the iteration only.
   Timeline all = memory_timeline(p, nullptr, std::max<size_t>(p.steps.size(), 2));
   PlanCurve curve;

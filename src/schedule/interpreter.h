@@ -295,6 +295,13 @@ class Interpreter {
   // rule's order: foreach once over all of them, else the single-tensor program per parameter.
   void replay_optimizer_update(const std::vector<TensorId>& ps, bool create_state);
 
+  // What a torch.optim step over ps updates (Step::update): each parameter's state-sized value
+  // (param_state_elements / _bytes), one tensor each, launched as the replayed implementation
+  // (foreach or single-tensor); `on_host` under FSDP CPUOffload. Empty when ps is.
+  ParamUpdate torch_optim_update(const std::vector<TensorId>& ps, bool on_host) const;
+  // Sets the update of the optimizer step begun last.
+  void set_update(const ParamUpdate& u) { p_.steps.back().update = u; }
+
   // 1.13's Optimizer.step and zero_grad open a record_function scope: a 4-byte handle and a
   // 288-byte RecordFunction holder, both freed before the work starts.
   void record_function();
@@ -331,6 +338,8 @@ class Interpreter {
   int64_t sharded_param_bytes(const Tensor& t) const;
   // Bytes of a per-parameter optimizer state (and its update temporaries) for parameter t.
   int64_t param_state_bytes(const Tensor& t) const;
+  // The elements of that state (of the value the optimizer updates for t).
+  int64_t param_state_elements(const Tensor& t) const;
   // DeepSpeed's flat fp32 master partition and its optimizer states, built with the engine.
   void deepspeed_setup_states();
   // The names of the fp32 moment partitions DeepSpeed keeps for the rule ("exp_avg partition").

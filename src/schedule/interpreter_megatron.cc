@@ -122,12 +122,19 @@ void Interpreter::megatron_accumulate(TensorId param, GradValue g) {
 
 void Interpreter::megatron_optimizer_step(int iteration) {
   const bool distributed = o_.sharding.zero_stage == 1;
-  // The cost model times a step labelled ".step()" as the whole model's update
-  // (cost/cost_model.cc): Float16OptimizerWithFloat16Params updates every parameter on every rank;
-  // the distributed optimizer's update of 1/d of them is left untimed, as DeepSpeed's partitioned
-  // step is ("DeepSpeed ZeRO-1 step()").
   begin_step(Phase::Optimizer, iteration, 0, kNone,
              distributed ? "Megatron DistributedOptimizer step() (this rank's 1/d)" : "Megatron Float16OptimizerWithFloat16Params.step()");
+  // The update runs over the fp32 main params, one tensor per parameter (its piece of this
+  // rank's 1/d range under the distributed optimizer), with Megatron's FusedAdam (Transformer
+  // Engine's or apex's: multi_tensor_applier, megatron/core/optimizer/__init__.py).
+  ParamUpdate u;
+  for (const auto& piece : megatron_main_params_) u.elements = checked_add(u.elements, piece.second, "Megatron update elements");
+  if (u.elements > 0) {
+    u.bytes = checked_mul(u.elements, 4, "Megatron update bytes");
+    u.tensors = static_cast<int32_t>(megatron_main_params_.size());
+    u.kernels = UpdateKernels::Fused;
+    set_update(u);
+  }
   if (!state_created_) {
     // FusedAdam's first step: zeros_like(main param) for each moment, parameter by parameter, in fp32.
     std::vector<std::string> moments = partition_moments();

@@ -122,6 +122,8 @@ void Interpreter::offload_gradient(TensorId param, GradValue g) {
 void Interpreter::host_optimizer_step(int iteration) {
   std::vector<TensorId> ps = trainable();
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step() on the host (CPUOffload)");
+  // The user's torch.optim over the host shards (_cpu_grad into param.grad), on the CPU.
+  set_update(torch_optim_update(ps, true));
   if (!state_created_) {
     // torch.optim on the host shards: the rule's state made lazily by the first step, like on
     // the device; its temporaries are host memory too (not modelled, see above).

@@ -29,6 +29,7 @@ void Interpreter::optimizer_step(int iteration) {
   }
   std::vector<TensorId> ps = trainable();
   begin_step(Phase::Optimizer, iteration, 0, kNone, std::string(optimizer_name(o_.optimizer)) + ".step()");
+  set_update(torch_optim_update(ps, false));
   record_function();
   const bool create = !state_created_;
   state_created_ = true;
@@ -48,6 +49,20 @@ void Interpreter::optimizer_step(int iteration) {
     param_grad_[static_cast<size_t>(p)] = kNone;
   }
   end_step();
+}
+
+ParamUpdate Interpreter::torch_optim_update(const std::vector<TensorId>& ps, bool on_host) const {
+  ParamUpdate u;
+  if (ps.empty()) return u;
+  for (TensorId p : ps) {
+    const Tensor& t = g_.tensor(p);
+    u.elements = checked_add(u.elements, param_state_elements(t), "optimizer update elements");
+    u.bytes = checked_add(u.bytes, param_state_bytes(t), "optimizer update bytes");
+  }
+  u.tensors = static_cast<int32_t>(ps.size());
+  u.kernels = o_.foreach && optimizer_rule(o_.optimizer).has_foreach ? UpdateKernels::Foreach : UpdateKernels::PerTensor;
+  u.on_host = on_host;
+  return u;
 }
 
 void Interpreter::create_optimizer_state(TensorId p, bool on_host) {

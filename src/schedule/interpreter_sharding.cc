@@ -92,6 +92,13 @@ int64_t Interpreter::param_state_bytes(const Tensor& t) const {
   return checked_mul(numel, fsdp_mixed_ ? 4 : dtype_size(t.dtype), "sharded state bytes");
 }
 
+int64_t Interpreter::param_state_elements(const Tensor& t) const {
+  const Sharding& s = o_.sharding;
+  if (s.engine != ShardingEngine::Fsdp) return t.numel();
+  if (flat_member(t.id)) return flat_shard_elements(flat_numel_[static_cast<size_t>(flat_of_[static_cast<size_t>(t.id)])], s.data_parallel);
+  return s.optimizer_sharded() ? s.shard(t.numel()) : t.numel();
+}
+
 void Interpreter::deepspeed_setup_states() {
   const Sharding& s = o_.sharding;
   if (s.engine != ShardingEngine::DeepSpeed || o_.mode != RunMode::Training) return;
@@ -224,6 +231,20 @@ void Interpreter::deepspeed_optimizer_step(int iteration) {
   // fp32_partition.to(current_device)): an fp32 device copy of the partition while it runs.
   // Stage 3 copies into its 16-bit partitions from the host (the cast happens there).
   const bool offloaded = s.optimizer_offloaded();
+  // What the update runs over: the fp32 partition, one flat tensor (one parameter group). The
+  // config's "Adam" is DeepSpeed's FusedAdam (engine.py _configure_basic_optimizer), one
+  // multi_tensor_adam launch per group; under offload DeepSpeedCPUAdam on the host
+  // (stage_1_and_2.py / stage3.py step). Stage 0 in fp32 keeps no flat partition: the optimizer
+  // runs over the model's parameters.
+  const bool flat = s.optimizer_sharded() || low_precision_;
+  const bool fused = o_.optimizer == OptimizerKind::Adam || o_.optimizer == OptimizerKind::AdamW;
+  if (part > 0) {
+    set_update({.elements = part,
+                .bytes = checked_mul(part, 4, "sharded state bytes"),
+                .tensors = flat ? 1 : static_cast<int32_t>(ps.size()),
+                .kernels = fused ? UpdateKernels::Fused : o_.foreach ? UpdateKernels::Foreach : UpdateKernels::PerTensor,
+                .on_host = offloaded});
+  }
   BufferId fp32_grad = offloaded ? kNone : temp(checked_mul(part, 4, "sharded state bytes"), "fp32 gradient partition");
   if (grad_partition_ != kNone) {
     // _release_ipg_buffers(): the bucket and grads_in_partition go before the update.

@@ -58,6 +58,9 @@ void validate_program(const Program& p) {
   for (const Step& st : p.steps) {
     HEADROOM_CHECK(st.first_event == next && st.end_event >= st.first_event, "steps must tile the events: " + st.label);
     next = st.end_event;
+    const ParamUpdate& u = st.update;
+    HEADROOM_CHECK(u.empty() ? u.bytes == 0 && u.tensors == 0 : u.elements > 0 && u.bytes > 0 && u.tensors > 0 && st.phase == Phase::Optimizer,
+                   "a parameter update is all zero or all positive, on an optimizer step: " + st.label);
   }
   HEADROOM_CHECK(next == static_cast<int32_t>(p.events.size()), "steps must cover every event");
 }

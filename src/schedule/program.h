@@ -6,7 +6,8 @@
 // Invariants (checked by validate_program):
 //  - every buffer is allocated exactly once, freed at most once, after its allocation;
 //  - a retag only touches a live buffer;
-//  - steps cover the events in order without gaps: steps[i].end_event == steps[i+1].first_event.
+//  - steps cover the events in order without gaps: steps[i].end_event == steps[i+1].first_event;
+//  - only optimizer steps carry a parameter update (Step::update), all of its counts positive.
 // Buffers still live at the end (weights, optimizer state) are simply never freed.
 #pragma once
 
@@ -55,6 +56,35 @@ struct Event {
   BufferId buffer = 0;
 };
 
+// How an optimizer update launches its kernels: what the cost model counts launches by.
+enum class UpdateKernels : uint8_t {
+  PerTensor,  // torch.optim's single-tensor loop: a few elementwise kernels per tensor
+  Foreach,    // torch.optim's foreach: the same kernels once per group of tensors (MultiTensorApply)
+  Fused,      // one multi-tensor kernel per group of tensors (DeepSpeed's and apex's FusedAdam);
+              // on the host, DeepSpeedCPUAdam's one vectorized pass
+};
+
+// The parameter update one optimizer step performs, as data for the cost model
+// (cost/cost_model.h CostModel::update_ms): set by the interpreter on each Phase::Optimizer step
+// that updates parameters, left empty (elements == 0) on every other step, zero_grad's included.
+// It counts what this rank's step touches, in the sizes the interpreter gives the buffers:
+//  - elements: parameter elements updated: the whole model for torch.optim under DDP, this rank's
+//    partition of the flat group under ZeRO (ceil(P / d), as the partition buffers are sized),
+//    FSDP's flat shards (padding included), Megatron's fp32 main params or their 1/d pieces;
+//  - bytes: the bytes of the values updated (the optimizer's copy: the parameters themselves for
+//    torch.optim, 4 bytes an element for DeepSpeed's fp32 partition and Megatron's main params); the
+//    device roofline reads and writes the optimizer rule's traffic_per_param_byte times these;
+//  - tensors: tensors the update loops over (a ZeRO partition is one flat tensor per group).
+// Invariant: elements, bytes and tensors are all zero or all positive.
+struct ParamUpdate {
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  int32_t tensors = 0;
+  UpdateKernels kernels = UpdateKernels::PerTensor;
+  bool on_host = false;  // runs on the host's CPU (ZeRO-Offload, FSDP CPUOffload), not the GPU
+  bool empty() const { return elements == 0; }
+};
+
 struct Step {
   Phase phase = Phase::Setup;
   int32_t iteration = 0;  // training step number (1, 2, ...); 0 for setup and inference
@@ -64,6 +94,7 @@ struct Step {
   int32_t first_event = 0;
   int32_t end_event = 0;
   bool recompute = false; // a forward op re-run in the backward (checkpointing)
+  ParamUpdate update;     // an optimizer step's parameter update (empty for every other step)
 };
 
 // A copy between device and host memory (offloading). To host: it may start at the end of step
