@@ -11,6 +11,7 @@
 
 #include "ir/builder.h"
 #include "schedule/build_program.h"
+#include "schedule/program.h"
 #include "training/autocast.h"
 #include "training/device_profile.h"
 #include "training/op_rules.h"
@@ -106,6 +107,43 @@ TEST(AutocastWeightCopy, CrossEntropyKeepsBf16LogProbabilitiesAndAFloat32Copy) {
   plain.mark_output(plain.log_softmax("lsm", y, 1));
   Graph pg = apply_autocast(plain.finish(), DType::BF16, false);
   EXPECT_EQ(pg.tensor(op_named(pg, "lsm").outputs[0]).dtype, DType::F32);
+}
+
+// The backward step of `op` as signed bytes and buffer names: +bytes name for an allocation,
+// -bytes name for a free.
+std::vector<std::string> backward_step(const Program& p, const Graph& g, const std::string& op) {
+  std::vector<std::string> out;
+  for (const Step& s : p.steps) {
+    if (s.phase != Phase::Backward || s.op == kNone || g.op(s.op).name != op) continue;
+    for (int32_t e = s.first_event; e < s.end_event; ++e) {
+      const Event& ev = p.events[static_cast<size_t>(e)];
+      if (ev.kind == Event::Kind::Retag) continue;
+      const Buffer& b = p.buffers[static_cast<size_t>(ev.buffer)];
+      out.push_back((ev.kind == Event::Kind::Alloc ? "+" : "-") + std::to_string(b.bytes) + " " + b.name);
+    }
+  }
+  return out;
+}
+
+TEST(AutocastWeightCopy, TheCopyIsFreedAfterItsLinearsGradientsAndItsCastGivesTheFp32Gradient) {
+  // amp-bf16 two_linears on CUDA (no cuBLAS workspaces), one step. fc2 (mm, no bias) makes the
+  // weight copy's gradient first, 3 x 4 x 2 = 24 bytes, then h's, 2 x 4 x 2 = 16; drops the
+  // incoming bf16 gradient (2 x 3 x 2 = 12), then releases the weight copy (24) and h (16), as
+  // the H100 trace of llama's lm_head does (512,000 + 2,097,152 for the copy and the input).
+  // The weight cast's backward then makes the fp32 gradient, 3 x 4 x 4 = 48 bytes, and drops the
+  // bf16 one.
+  Graph g = apply_autocast(two_linears(), DType::BF16, false);
+  ScheduleOptions o;
+  o.iterations = 1;
+  o.device = DeviceProfile::cuda();
+  o.device.cublas_workspace_bytes = 0;
+  o.device.cublaslt_workspace_bytes = 0;
+  Program p = build_program(g, o);
+  EXPECT_EQ(backward_step(p, g, "fc2"), (std::vector<std::string>{"+24 fc2.weight.to_bfloat16.grad", "+16 fc1.grad",
+                                                                  "-12 fc2.grad", "-24 fc2.weight.to_bfloat16",
+                                                                  "-16 fc1"}));
+  EXPECT_EQ(backward_step(p, g, "fc2.weight.to_bfloat16"),
+            (std::vector<std::string>{"+48 fc2.weight.grad", "-24 fc2.weight.to_bfloat16.grad"}));
 }
 
 }  // namespace
