@@ -1,8 +1,8 @@
 // What autocast's copies cost in training, as measured on the H100 with PyTorch 2.11 (the
-// amp-bf16 gpt2, gpt2-medium and llama traces of validation/cuda_holdout_traces.tar.xz): the
-// autocast kernel casts its arguments last first (addmm(bias, x, W): W, x, bias); a Linear's node
+// amp-bf16 gpt2, gpt2-medium, llama and resnet50 traces of validation/cuda_holdout_traces.tar.xz):
+// the autocast kernel casts its arguments last first (F.linear(x, W, b): b, W, x); a Linear's node
 // keeps the 16-bit weight copy (mat2) past the cast cache until its backward has run; the backward
-// reaches the casts' nodes in the reverse order (bias, x, W); and cross-entropy's log_softmax,
+// reaches the casts' nodes in the reverse order (x, W, b); and cross-entropy's log_softmax,
 // which names its dtype, stays in the logits' dtype while nll_loss keeps a float32 copy.
 #include <gtest/gtest.h>
 
@@ -46,11 +46,12 @@ std::vector<std::string> op_names(const Graph& g) {
 }
 
 TEST(AutocastWeightCopy, CastsRunLastArgumentFirst) {
-  // redispatch(cached_cast(args)...) evaluates its arguments right to left (GCC): measured on the
-  // H100, gpt2's Conv1D allocates the weight copy (4,718,592 bytes for c_fc), then the input's
-  // (3,145,728), then the bias's (6,144); lm_head the weight, then the input.
+  // redispatch(cached_cast(args)...) evaluates its arguments right to left (GCC): F.linear(x, W,
+  // b) copies the bias, the weight, then the input. Measured on the H100: resnet50's fc allocates
+  // its bias copy (1000 x 2 = 2,000 bytes), then its weight copy (2048 x 1000 x 2 = 4,096,000);
+  // llama's lm_head the weight (512,000), then the input (2,097,152).
   Graph g = apply_autocast(two_linears(), DType::BF16, false);
-  EXPECT_EQ(op_names(g), (std::vector<std::string>{"fc1.weight.to_bfloat16", "x.to_bfloat16", "fc1.bias.to_bfloat16",
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"fc1.bias.to_bfloat16", "fc1.weight.to_bfloat16", "x.to_bfloat16",
                                                    "fc1", "fc2.weight.to_bfloat16", "fc2", "fc2.to_float32", "loss"}));
 }
 

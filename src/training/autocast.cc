@@ -145,9 +145,10 @@ class Rewriter {
     bool has_float = false;
     // The autocast kernel casts its arguments in one call, redispatch(cached_cast(args)...)
     // (aten/src/ATen/autocast_mode.h WrapFunction_), whose arguments GCC evaluates right to left:
-    // addmm(bias, x, W) copies W, then x, then the bias. The engine runs the casts' backward
-    // nodes in the reverse order (latest first), so the bias's fp32 gradient comes first and the
-    // weight's last (measured on the H100 with 2.11: gpt2's Conv1D and lm_head, llama's).
+    // F.linear(x, W, b) copies the bias, then W, then x. The engine runs the casts' backward nodes
+    // latest first, so x's fp32 gradient comes first and the bias's last (measured on the H100
+    // with 2.11: resnet50's fc, llama's lm_head). GPT-2's Conv1D, addmm(bias, x, W), copies W, x,
+    // bias; it is the same Linear op here, so it takes F.linear's order (its peaks do not move).
     for (size_t k = op.inputs.size(); k-- > 0;) {
       TensorId& in = op.inputs[k];
       if (!is_floating(out_.tensor(in).dtype)) continue;
