@@ -91,10 +91,16 @@ TEST(Torch2CudaRules, CudaSoftmaxBackwardMultipliesIntoATemporary) {
   b.softmax("probs", x, -1);
   Graph g = b.finish();
   DeviceProfile cpu = DeviceProfile::cpu(), cuda = DeviceProfile::cuda();
+  EXPECT_TRUE(cuda.softmax_backward_temp);
+  EXPECT_FALSE(cpu.softmax_backward_temp);
   BackwardPlan on_cuda = backward_plan(RuleContext{g, op_named(g, "probs"), cuda, true, true, {true}}, true);
   EXPECT_EQ(allocs(on_cuda.events, &on_cuda), (std::vector<int64_t>{98'304, 98'304, 0}));
   BackwardPlan on_cpu = backward_plan(RuleContext{g, op_named(g, "probs"), cpu, true, true, {true}}, true);
   EXPECT_EQ(allocs(on_cpu.events, &on_cpu), (std::vector<int64_t>{98'304}));
+  // The flag, not the profile's name, decides: a CUDA profile without it writes grad_input only.
+  cuda.softmax_backward_temp = false;
+  BackwardPlan off = backward_plan(RuleContext{g, op_named(g, "probs"), cuda, true, true, {true}}, true);
+  EXPECT_EQ(allocs(off.events, &off), (std::vector<int64_t>{98'304}));
 }
 
 // Buffers of a program whose name ends in `suffix`.

@@ -819,7 +819,13 @@ TensorId GraphBuilder::cross_entropy(const std::string& name, TensorId logits, T
   const std::vector<int64_t>& ls = shape(logits);
   if (ls.size() < 2) throw InputError(name + ": cross-entropy expects logits [N,C] or [N,C,d1,...], got " + shape_text(ls));
   check_class_targets(name, ls, shape(target));
-  return nll_loss(name, log_softmax(name + ".log_softmax", logits, 1), target);
+  // cross_entropy_loss calls log_softmax(self, 1, self.scalar_type()): the dtype is named, so
+  // autocast's fp32_set_opt_dtype policy leaves it in the logits' dtype (and nll_loss, an fp32
+  // op, casts the log-probabilities up).
+  OpAttrs a;
+  a.dim = norm_dim(1, ls.size(), name);
+  a.explicit_dtype = true;
+  return nll_loss(name, unary(OpKind::LogSoftmax, name + ".log_softmax", logits, a, 5), target);
 }
 
 void GraphBuilder::check_class_targets(const std::string& name, const std::vector<int64_t>& ls,

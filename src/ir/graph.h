@@ -99,6 +99,9 @@ struct OpAttrs {
   int64_t start = 0, end = 0, step = 1;  // slice
   double loss_weight = 1.0;   // loss term weight (inception's 0.4 aux loss)
   bool shift_labels = false;  // next-token loss
+  // log_softmax called with its dtype named (cross_entropy_loss: log_softmax(x, 1, x.dtype)):
+  // autocast runs it in that dtype instead of float32.
+  bool explicit_dtype = false;
   // QuantLinear: bytes of the kernel's main temporary (the dequantized weight, or int8's
   // quantized activations and int32 product) and of the auxiliary one (the dequantized absmax,
   // the fp16 copy of the input), each alive while the op runs, also in its backward.

@@ -136,13 +136,28 @@ class Rewriter {
     Op op = src;
     for (TensorId& in : op.inputs) in = map_[static_cast<size_t>(in)];
     Policy pol = policy_of(op.kind);
+    // softmax and log_softmax follow fp32_set_opt_dtype (aten/src/ATen/autocast_mode.cpp): a
+    // call that names its dtype runs unchanged (cross_entropy_loss's log_softmax in the logits'
+    // dtype; measured on the H100 with 2.11: gpt2's bf16 log-probabilities stay saved beside
+    // nll_loss's float32 copy of them).
+    if (op.attrs.explicit_dtype) pol = Policy::Promote;
     DType out_dtype = DType::F32;
     bool has_float = false;
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      TensorId& in = op.inputs[i];
+    // The autocast kernel casts its arguments in one call, redispatch(cached_cast(args)...)
+    // (aten/src/ATen/autocast_mode.h WrapFunction_), whose arguments GCC evaluates right to left:
+    // F.linear(x, W, b) copies the bias, then W, then x. The engine runs the casts' backward nodes
+    // latest first, so x's fp32 gradient comes first and the bias's last (measured on the H100
+    // with 2.11: resnet50's fc, llama's lm_head). GPT-2's Conv1D, addmm(bias, x, W), copies W, x,
+    // bias; it is the same Linear op here, so it takes F.linear's order (its peaks do not move).
+    for (size_t k = op.inputs.size(); k-- > 0;) {
+      TensorId& in = op.inputs[k];
       if (!is_floating(out_.tensor(in).dtype)) continue;
       if (pol == Policy::Lower) in = cast(in, low_, out_.tensor(in).name + ".to_" + std::string(dtype_name(low_)), op.stage);
       if (pol == Policy::Fp32) in = cast(in, DType::F32, out_.tensor(in).name + ".to_float32", op.stage);
+    }
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      TensorId& in = op.inputs[i];
+      if (!is_floating(out_.tensor(in).dtype)) continue;
       DType d = out_.tensor(in).dtype;
       // Batch norm's fp32 parameters do not widen its output (cudnn mixed-precision BN).
       bool param_of_norm = op.kind == OpKind::BatchNorm2d && i > 0;

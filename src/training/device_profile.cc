@@ -10,6 +10,7 @@ DeviceProfile DeviceProfile::cuda() {
   d.mha_sdpa = true;
   d.grad_accumulate_inplace = true;
   d.mm_weight_grad_first = true;
+  d.softmax_backward_temp = true;
   d.cublas_workspace_bytes = 4096 * 1024 * 2 + 16 * 1024 * 8;  // 8,519,680 (pre-Hopper)
   d.cublaslt_workspace_bytes = 1024 * 1024;  // CUBLASLT_WORKSPACE_SIZE's default, 1024 KiB
   d.conv_workspace = ConvWorkspace::Cudnn9;  // measured on the H100 (docs/gpu.md)

@@ -78,6 +78,11 @@ struct DeviceProfile {
   // with 2.11 (llama's projections and lm_head: the weight gradient, then the input gradient);
   // 1.13 on the CPU makes the input's first either way.
   bool mm_weight_grad_first = false;
+  // softmax's backward on CUDA (aten/src/ATen/native/cuda/SoftMax.cu softmax_backward_cuda_out)
+  // computes `tmp = grad * output` after grad_input is made and frees it when it returns: one
+  // temporary of the output's size per call (measured on the H100 with 2.11 in llama's, bert's
+  // and gpt2's attention). The CPU kernel writes grad_input only; log_softmax has none on either.
+  bool softmax_backward_temp = false;
   // Max pooling under no_grad still computes the int64 indices and drops them at once
   // (measured on CPU; CUDA's max_pool2d_with_indices does the same).
   bool max_pool_indices_without_grad = true;

@@ -267,8 +267,21 @@ ForwardPlan forward_plan(const RuleContext& c) {
       return p;
     }
     case OpKind::Linear: {
+      // mm / addmm keep self (mat1) for the weight's gradient and mat2, the weight, for the
+      // input's (derivatives.yaml mm_mat2_backward / mm_mat1_backward). A parameter costs nothing
+      // to keep; a weight the graph made does: autocast's 16-bit copy lives until this node's
+      // backward has run, past the cast cache (measured on the H100 with 2.11: every bf16 weight
+      // copy of gpt2 and llama is freed in the backward, right after its Linear's gradients).
+      // release_variables() drops them in the node's member order: addmm (with a bias) the input
+      // first, mm (without) the weight first (measured: gpt2's Conv1D and lm_head, llama's).
       ForwardPlan p = fresh_outputs(c);
-      if (p.creates_node && needs(c, 1)) save_input(p, 0);
+      if (!p.creates_node) return p;
+      const Tensor& w = in_t(c, 1);
+      const bool keep_weight = needs(c, 0) && w.producer != kNone && w.alias_of == kNone;
+      const bool biased = op.inputs.size() == 3;
+      if (keep_weight && !biased) save_input(p, 1);
+      if (needs(c, 1)) save_input(p, 0);
+      if (keep_weight && biased) save_input(p, 1);
       return p;
     }
     case OpKind::Embedding: {
@@ -481,6 +494,10 @@ ForwardPlan forward_plan(const RuleContext& c) {
       if (in_t(c, 0).shape.size() == 4) std::rotate(p.events.begin(), p.events.end() - 1, p.events.end());
       if (p.creates_node) {
         save_input(p, 0);
+        // NllLossBackward0 keeps target too (derivatives.yaml nll_loss_forward): free when it is
+        // the model's input, a buffer of its own when the graph made it (a causal LM's
+        // shift_labels.contiguous(), measured on the H100 with 2.11: freed in the backward).
+        if (in_t(c, 1).producer != kNone) save_input(p, 1);
         save(p, Ref::Kind::Extra, k);
       }
       return p;
@@ -592,9 +609,10 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
       // CUDA's softmax_backward_cuda_out (aten/src/ATen/native/cuda/SoftMax.cu) computes
       // `Tensor tmp = grad * output` after the structured kernel has made grad_input, and frees it
       // when it returns (measured on the H100 with 2.11: llama's, bert's and gpt2's attention
-      // probabilities, one temporary of the output's size per call). The CPU kernel has none.
+      // probabilities, one temporary of the output's size per call). The CPU kernel has none
+      // (DeviceProfile::softmax_backward_temp).
       BackwardPlan b = new_grads(c);
-      if (c.device.name == "cuda" && needs(c, 0)) {
+      if (c.device.softmax_backward_temp && needs(c, 0)) {
         int t = 0;
         add_temp(b.events, out_bytes(c, 0), t);
         b.events.push_back({K::FreeTemp, 0, 0});

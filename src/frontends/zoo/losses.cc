@@ -48,6 +48,7 @@ TensorId add_loss(GraphBuilder& b, TensorId output, LossKind fallback, const Bui
       TensorId sl = b.slice(prefix + ".shift_logits", output, 1, 0, s[1] - 1);
       sl = b.slice(prefix + ".shift_logits", sl, 2, 0, s[2]);
       TensorId slc = b.contiguous(prefix + ".shift_logits.contiguous", sl);
+      b.hold(slc);  // the local `shift_logits` lives until the loss function returns
       TensorId lab = b.slice(prefix + ".shift_labels", labels, 1, 1, s[1]);
       TensorId labc = b.contiguous(prefix + ".shift_labels.contiguous", lab);
       int64_t n = s[0] * (s[1] - 1);
