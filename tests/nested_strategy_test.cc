@@ -1,5 +1,5 @@
 // `plan --strategy checkpoint` with Rotor's schedules (docs/planning.md's table, A100-SXM4-40GB):
-// on bert-large at batch 16, seq 512 and 55 % of its activations the Rotor plan is chosen, is
+// on bert-large at batch 16, seq 512 and 54 % of its activations the Rotor plan is chosen, is
 // really nested, fits when re-estimated on its own, and is faster than the single-level segments
 // the strategy would otherwise return; on resnet50 at batch 128 and 30 % it is faster too (its
 // sweeps are all at one level there).
@@ -85,8 +85,10 @@ TEST(NestedStrategy, BertLargeAt50PercentNestsAndBeatsSegments) {
   // 23 regions, 3 of them inside another: 1,608.8 ms against the segments' 1,615.7 ms. At 50 %
   // (docs/planning.md's row) the CUDA profile's PyTorch 2.x rules (the softmax backward's
   // temporary, gradients summed in place) now make the 18 single-level segments the faster
-  // plan (+11.0 %), so the nesting case is pinned at 55 %.
-  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.55), 3);
+  // plan (+11.0 %), so the nesting case was pinned at 55 %; the CUDA reductions' staging
+  // buffers of the bias gradients (training/cuda_reduce.h) moved the peak the fraction is taken
+  // of, and at 55 % 17 single-level segments are chosen now: 54 %.
+  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.54), 3);
 }
 
 TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
@@ -95,7 +97,7 @@ TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
   const EstimateOptions run = bert_large_a100();
   PlanRequest req;
   req.run = run;
-  req.activation_fraction = 0.55;
+  req.activation_fraction = 0.54;
   req.strategy = "checkpoint";
   Result<Plan> r = make_plan(req);
   ASSERT_TRUE(r.ok()) << r.error();

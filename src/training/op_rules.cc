@@ -1,9 +1,11 @@
 #include "training/op_rules.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "training/cpu_conv.h"
 #include "training/cpu_conv_transpose.h"
+#include "training/cuda_reduce.h"
 #include "training/cudnn_workspace.h"
 #include "util/checked.h"
 #include "util/error.h"
@@ -59,6 +61,48 @@ int add_temp(std::vector<LocalEvent>& ev, int64_t bytes, int& counter) {
   return counter++;
 }
 
+// A CUDA reduction's staging buffer and semaphores (training/cuda_reduce.h), borrowed after its
+// result is allocated and returned before the call ends (measured on the H100 with 2.11, a
+// Linear's bias gradient: +grad +buffer +semaphores -semaphores -buffer). Keyed on the CUDA
+// profile, with the measured H100's SM count (kMeasuredGpu); the CPU's reductions borrow nothing.
+void reduction_staging(const RuleContext& c, std::vector<LocalEvent>& ev, int& counter, const CudaReduction& r) {
+  if (c.device.name != "cuda") return;
+  const CudaReduceStaging s = cuda_reduce_staging(r, kMeasuredGpu);
+  if (s.buffer_bytes == 0) return;
+  int buffer = add_temp(ev, s.buffer_bytes, counter);
+  int semaphores = add_temp(ev, s.semaphore_bytes, counter);
+  ev.push_back({K::FreeTemp, semaphores, 0});
+  ev.push_back({K::FreeTemp, buffer, 0});
+}
+
+// sum_to of the output's gradient onto broadcast input i as one reduction over the broadcast
+// dimensions: outer ones (a bias [C] of [rows, C]) or inner ones; other patterns are left out.
+std::optional<CudaReduction> broadcast_reduction(const RuleContext& c, int i) {
+  const auto& in = in_t(c, i).shape;
+  const auto& out = out_t(c, 0).shape;
+  if (in.size() > out.size()) return std::nullopt;
+  const size_t lead = out.size() - in.size();
+  // outer: every reduced dimension comes before every kept one; inner: after.
+  bool seen_kept = false, seen_reduced = false, outer = true, inner = true;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;
+    if ((d < lead ? 1 : in[d - lead]) == 1) {
+      outer = outer && !seen_kept;
+      seen_reduced = true;
+    } else {
+      inner = inner && !seen_reduced;
+      seen_kept = true;
+    }
+  }
+  const int64_t outputs = in_t(c, i).numel();
+  if (outputs <= 0 || (!outer && !inner)) return std::nullopt;
+  CudaReduction r;
+  r.num_outputs = outputs;
+  r.inputs_per_output = out_t(c, 0).numel() / outputs;
+  r.innermost = !outer;
+  return r;
+}
+
 // Backward that allocates a new gradient for every input that needs one, of that input's size.
 BackwardPlan new_grads(const RuleContext& c) {
   BackwardPlan b;
@@ -82,6 +126,14 @@ GradOut passthrough_or_reduce(const RuleContext& c, int i, bool incoming_contigu
 void push_grad(BackwardPlan& b, GradOut g) {
   b.grads.push_back(g);
   if (g.kind == GradOut::Kind::New) b.events.push_back({K::AllocGrad, static_cast<int>(b.grads.size()) - 1, 0});
+}
+
+// passthrough_or_reduce's gradient; a reduced one borrows the CUDA reduction's staging.
+void push_broadcast_grad(const RuleContext& c, BackwardPlan& b, int i, bool incoming_contiguous, int& counter) {
+  GradOut g = passthrough_or_reduce(c, i, incoming_contiguous);
+  push_grad(b, g);
+  if (g.kind != GradOut::Kind::New) return;
+  if (std::optional<CudaReduction> r = broadcast_reduction(c, i)) reduction_staging(c, b.events, counter, *r);
 }
 
 // The convolution call in cuDNN's terms: a transposed convolution is the backward-data of the
@@ -634,14 +686,16 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
     case OpKind::Add:
     case OpKind::AddScalar: {
       BackwardPlan b;
+      int t = 0;
       for (size_t i = 0; i < op.inputs.size(); ++i) {
-        if (needs(c, static_cast<int>(i))) push_grad(b, passthrough_or_reduce(c, static_cast<int>(i), incoming_contiguous));
+        if (needs(c, static_cast<int>(i))) push_broadcast_grad(c, b, static_cast<int>(i), incoming_contiguous, t);
       }
       return b;
     }
     case OpKind::Sub: {
       BackwardPlan b;
-      if (needs(c, 0)) push_grad(b, passthrough_or_reduce(c, 0, incoming_contiguous));
+      int t = 0;
+      if (needs(c, 0)) push_broadcast_grad(c, b, 0, incoming_contiguous, t);
       if (needs(c, 1)) push_grad(b, {1, GradOut::Kind::New, in_bytes(c, 1), true});
       return b;
     }
@@ -680,7 +734,8 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
     }
     case OpKind::Expand: {
       BackwardPlan b;
-      if (needs(c, 0)) push_grad(b, passthrough_or_reduce(c, 0, incoming_contiguous));
+      int t = 0;
+      if (needs(c, 0)) push_broadcast_grad(c, b, 0, incoming_contiguous, t);
       return b;
     }
     case OpKind::Cat: {
@@ -718,6 +773,13 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
         if (!incoming_contiguous && i < 2) copy = add_temp(b.events, out_bytes(c, 0), t);
         push_grad(b, {static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
         if (copy >= 0) b.events.push_back({K::FreeTemp, copy, 0});
+        if (i == 2) {
+          // The bias gradient sums the rows of grad (addmm's sum_to): a CUDA reduction.
+          CudaReduction r;
+          r.num_outputs = in_t(c, 2).numel();
+          r.inputs_per_output = out_t(c, 0).numel() / std::max<int64_t>(1, r.num_outputs);
+          reduction_staging(c, b.events, t, r);
+        }
       }
       return b;
     }
