@@ -15,17 +15,12 @@
 #include "training/autocast.h"
 #include "training/device_profile.h"
 #include "training/op_rules.h"
+#include "op_named.h"
 
 namespace headroom {
 namespace {
 
-const Op& op_named(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops) {
-    if (op.name == name) return op;
-  }
-  ADD_FAILURE() << "no op " << name;
-  return g.ops.at(0);
-}
+using testing::op_named;
 
 // x [2, 4] fp32 -> fc1 (4 -> 4, bias) -> fc2 (4 -> 3, no bias) -> mse_loss against t [2, 3].
 Graph two_linears() {

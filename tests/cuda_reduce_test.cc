@@ -11,6 +11,7 @@
 #include "training/cuda_reduce.h"
 #include "training/device_profile.h"
 #include "training/op_rules.h"
+#include "op_named.h"
 
 namespace headroom {
 namespace {
@@ -82,13 +83,7 @@ TEST(CudaReduce, ReducingEverythingStagesOnePartialPerBlock) {
   EXPECT_EQ(s.semaphore_bytes, 4);
 }
 
-const Op& op_named(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops) {
-    if (op.name == name) return op;
-  }
-  ADD_FAILURE() << "no op " << name;
-  return g.ops.at(0);
-}
+using testing::op_named;
 
 TEST(CudaReduce, BiasGradientsBorrowTheStagingOnCudaOnly) {
   // Linear(1024, 1024) on x [1024, 1024] fp32 (4,194,304 bytes), as in the mlp cases at batch

@@ -15,17 +15,12 @@
 #include "schedule/build_program.h"
 #include "training/device_profile.h"
 #include "training/op_rules.h"
+#include "op_named.h"
 
 namespace headroom {
 namespace {
 
-const Op& op_named(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops) {
-    if (op.name == name) return op;
-  }
-  ADD_FAILURE() << "no op " << name;
-  return g.ops.at(0);
-}
+using testing::op_named;
 
 TEST(Torch2CudaRules, MeanKeepsItsInputOnlyOnTheCpu) {
   // x [2, 3, 8] fp32 (192 bytes) -> mean(-1, keepdim=True) [2, 3, 1]: 1.13's MeanBackward1 keeps
