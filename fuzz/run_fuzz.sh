@@ -1,6 +1,7 @@
 #!/bin/sh
-# Builds the libFuzzer targets (clang, AddressSanitizer) in build/fuzz and runs one or all of them
-# for a bounded time each, one after another. New inputs go to build/fuzz/corpus/TARGET; the
+# Builds the libFuzzer targets in the asan preset's build (build/asan: clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, halting on the first report; the same build runs the sanitized test
+# suite, make test-asan) and runs one or all of them for a bounded time each, one after another. New inputs go to build/fuzz/corpus/TARGET; the
 # checked-in seeds (fuzz/corpus/TARGET, plus the inputs of tests/ and examples/) are only read.
 # Crashes land in build/fuzz/artifacts/TARGET-*. Final stats go to build/fuzz/TARGET.log.
 #
@@ -31,11 +32,11 @@ binary() {
     *) echo "$1_json_fuzz" ;;
   esac
 }
-cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DHEADROOM_FUZZ=ON >/dev/null
+cmake --preset asan >/dev/null
 bins=""
 for t in $targets; do bins="$bins $(binary "$t")"; done
 # shellcheck disable=SC2086
-cmake --build build/fuzz -j "$(nproc)" --target $bins
+cmake --build --preset asan -j "$(nproc)" --target $bins
 mkdir -p build/fuzz/artifacts
 for t in $targets; do
   seeds="fuzz/corpus/$t"
@@ -49,7 +50,7 @@ for t in $targets; do
   echo "fuzzing $t for $seconds s" >&2
   # -max_len 65536: the seeds of tests/data/onnx are larger and are read truncated.
   # shellcheck disable=SC2086
-  "build/fuzz/$(binary "$t")" "build/fuzz/corpus/$t" "$seeds" $extra \
+  "build/asan/$(binary "$t")" "build/fuzz/corpus/$t" "$seeds" $extra \
     -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -artifact_prefix="build/fuzz/artifacts/$t-" -print_final_stats=1 "$@" \
     > "build/fuzz/$t.log" 2>&1 || { tail -40 "build/fuzz/$t.log" >&2; exit 1; }

@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::program_from_script;
 constexpr int64_t MiB = 1024 * 1024;
@@ -67,5 +68,6 @@ TEST(RoundedLivePeak, NoReplayReservesLessOnAResnetStep) {
   expect_bound_holds(e.value().program);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

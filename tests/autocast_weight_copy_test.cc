@@ -19,6 +19,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::op_named;
 
@@ -142,5 +143,6 @@ TEST(AutocastWeightCopy, TheCopyIsFreedAfterItsLinearsGradientsAndItsCastGivesTh
             (std::vector<std::string>{"+48 fc2.weight.grad", "-24 fc2.weight.to_bfloat16.grad"}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

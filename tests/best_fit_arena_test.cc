@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::program_from_script;
 
@@ -122,5 +123,6 @@ TEST(BestFitArena, RejectsAZeroAlignment) {
   EXPECT_THROW(BestFitArena(BestFitArenaOptions{0}), InputError);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -9,6 +9,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 TEST(BuilderTransformerOps, UnflattenViewsANonContiguousSlice) {
   GraphBuilder b("t");
@@ -100,5 +101,6 @@ TEST(BuilderTransformerOps, UntrackedCallsRejectTensorsComputedFromParameters) {
   EXPECT_THROW(b.rsub_scalar("bad", b.relu("r", y, false), 1.0), std::logic_error);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

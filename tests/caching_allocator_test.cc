@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::program_from_script;
 constexpr int64_t KiB = 1024;
@@ -552,5 +553,6 @@ TEST(CachingAllocator, RandomScriptsKeepTheInvariants) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

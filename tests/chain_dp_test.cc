@@ -22,6 +22,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::exhaustive_persistent;
 
@@ -714,5 +715,6 @@ TEST(ChainDp, NeverWorseThanRotorWhereRotorsScheduleFits) {
       rotor_fits, rotor_overflows, better);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -12,6 +12,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -106,5 +107,6 @@ TEST(CliFirstHour, WrittenFilesAreNamed) {
   std::filesystem::remove(path);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

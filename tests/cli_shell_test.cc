@@ -12,6 +12,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::expect_usage_error;
@@ -119,5 +120,6 @@ TEST(CliProgress, QuietSilencesWrittenNotes) {
   std::remove(file.c_str());
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -12,6 +12,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // [2,C,hw,hw] with NHWC strides, as LayerNorm2d leaves it: permute(0,3,1,2) of [2,hw,hw,C].
 TensorId channels_last_map(GraphBuilder& b, int64_t c, int64_t hw) {
@@ -142,5 +143,6 @@ TEST(ConvChannelsLastCpu, PointwiseAtOneThreadStaysOnTheSlowPathWithNothingExtra
   EXPECT_EQ(allocs(b.events, &b), (std::vector<int64_t>{196608, 1536, 147456}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

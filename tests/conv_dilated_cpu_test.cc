@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Graph conv(int64_t cin, int64_t hw, int64_t cout, int64_t dilation) {
   GraphBuilder b("dilated");
@@ -91,5 +92,6 @@ TEST(ConvDilatedCpu, GemmWeightsPassKeepsIdeepsDiffBiasAfterTheScratchpad) {
   EXPECT_EQ(allocs(b.events, &b), (std::vector<int64_t>{9437184, 38928640, 2048, 0, 2048, 9437184, 0, 0}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

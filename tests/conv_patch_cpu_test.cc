@@ -12,6 +12,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Graph patch_conv(int64_t cin, int64_t hw, int64_t cout, int64_t kh, int64_t kw, int64_t stride) {
   GraphBuilder b("patch");
@@ -78,5 +79,6 @@ TEST(ConvPatchCpu, OnlyTheKernelWidthDecides) {
   EXPECT_EQ(plan(3, 224, 14, 14, 14), (std::vector<int64_t>{131072, 150528, 256, 0, 256, 150528, 0, 0}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Window2d stride_pad(int64_t stride, int64_t pad) {
   Window2d w;
@@ -167,5 +168,6 @@ TEST(ConvTranspose, TrainingStepPeakIsTheMeasuredOne) {
   EXPECT_EQ(r.value().peak_phase, Phase::Backward);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 constexpr int64_t kCublas = 33554432;  // Hopper's cuBLAS workspace
 constexpr int64_t kLt = 1048576;
@@ -113,5 +114,6 @@ TEST(CublasLtWorkspace, NoneOnTheCpu) {
   EXPECT_TRUE(workspaces(r.value().program).empty());
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

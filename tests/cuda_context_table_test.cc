@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 nlohmann::json table() {
   std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/data/cuda_context.json");
@@ -56,5 +57,6 @@ TEST(CudaContextTable, ConstantsAreThePyTorch86509Measurements) {
   EXPECT_EQ(row(t, "hf-model-memory-anatomy-v100").at("bytes").get<int64_t>(), (1343LL - 2) << 20);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 constexpr int64_t kMiB = 1LL << 20;
 
@@ -66,5 +67,6 @@ TEST(CudaContext, OptionsOverrideIt) {
   EXPECT_EQ(context_of(o), kContextEagerBytes);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 CudaReduceStaging rows(int64_t outputs, int64_t inputs, int64_t sms = 132) {
   CudaReduction r;
@@ -109,5 +110,6 @@ TEST(CudaReduce, BiasGradientsBorrowTheStagingOnCudaOnly) {
   EXPECT_EQ(back(cpu, "shift", {true, true}), (std::vector<int64_t>{4'096}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

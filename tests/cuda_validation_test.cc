@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::check_cuda_case;
 using testing::CudaMeasuredCase;
@@ -170,5 +171,6 @@ TEST(CudaValidation, EveryHoldoutCaseIsPredictedWithinBounds) {
   expect_within_bounds_or_known("measured_cuda_holdout.json", "cuda_holdout_table.md");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 ConvCall call(int64_t n, int64_t cin, int64_t cout, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad,
               int64_t groups = 1) {
@@ -181,5 +182,6 @@ TEST(CudnnWorkspace, RuleAgainstEveryMeasuredCall) {
   std::cout << table;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 constexpr int64_t MiB = 1LL << 20;
 
@@ -157,5 +158,6 @@ TEST(ParseMemorySize, GarbageIsAnInputErrorNamingIt) {
             std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

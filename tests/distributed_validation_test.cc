@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 TEST(DistributedValidation, EveryDdpRankIsPredictedToTheByte) {
   std::ifstream f(std::string(HEADROOM_SOURCE_DIR) + "/validation/measured_distributed.json");
@@ -48,5 +49,6 @@ TEST(DistributedValidation, EveryDdpRankIsPredictedToTheByte) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -217,5 +218,6 @@ TEST(EmitPlan, PlanEmitsEachEnginesFastestLayout) {
   EXPECT_TRUE(has_line(y, type)) << first;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -18,6 +18,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 namespace fs = std::filesystem;
 
@@ -178,5 +179,6 @@ TEST(InputErrorLine, ControlBytesAreEscapedByTheConstructor) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -7,6 +7,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct StateAndTemps {
   int64_t state = 0;
@@ -61,5 +62,6 @@ TEST(FineTuningOptimizer, AdafactorFactorsMatrices) {
   EXPECT_NE(e.error().find("--foreach"), std::string::npos) << e.error();
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

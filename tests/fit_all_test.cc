@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::vector<GpuOptions> catalog(const GpuOptions& base) {
   std::vector<GpuOptions> gpus;
@@ -232,5 +233,6 @@ TEST(FitAll, FirstErrorIsFitsError) {
   EXPECT_EQ(got.error(), want.error());
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -9,6 +9,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -102,5 +103,6 @@ TEST(FitNextSteps, NoneWhenSomethingFits) {
   EXPECT_EQ(t.out.find("Nothing fits"), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

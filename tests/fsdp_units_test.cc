@@ -24,6 +24,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::expect_usage_error;
@@ -221,5 +222,6 @@ TEST(FsdpUnitsCli, JsonNamesTheWrap) {
   EXPECT_NE(j["per_gpu"]["layout"]["description"].get<std::string>().find("one unit per block"), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -7,6 +7,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 EstimateOptions tiny(RunMode mode) {
   EstimateOptions o;
@@ -129,5 +130,6 @@ TEST(Fit, SequenceSearchStopsAtTheModelsPositions) {
   EXPECT_NE(r.value().limit_reason.find("1025"), std::string::npos) << r.value().limit_reason;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 TEST(GpuPrice, ArithmeticByHand) {
   // $2.00/h for 90 minutes (5,400,000 ms) = $3.00.
@@ -130,5 +131,6 @@ TEST(GpuRankingOptions, PythonKeywordsReachTheSameChecks) {
   EXPECT_DOUBLE_EQ(r->price_overrides.at("T4"), 0.3);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -162,5 +163,6 @@ TEST(HardenedCli, PlanResnet50OnT4PrefetchUseAfterFree) {
   EXPECT_EQ(a.code, 0) << a.err;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Program program(AttentionKind a, Precision p, RunMode mode) {
   EstimateOptions o;
@@ -87,5 +88,6 @@ TEST(HfAttention, FlashAttention2ReadsTheKvHeadsInPlace) {
   EXPECT_NE(e.error().find("fp16 or bf16"), std::string::npos) << e.error();
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
@@ -125,5 +126,6 @@ TEST(HfFinetune, MatchesTheCpuMeasurementToTheByte) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

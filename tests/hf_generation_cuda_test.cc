@@ -22,6 +22,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // What a case of measured_generate_cuda.json asks headroom, as the CLI would with
 // `estimate validation/hf-configs/CONFIG --mode generate --batch B --prompt P --new-tokens N
@@ -84,5 +85,6 @@ TEST(HfGenerationCuda, EveryMeasuredCaseIsWithinTheAllocatedBound) {
   std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/generate_cuda_table.md") << table;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -8,6 +8,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using headroom::testing::CliRun;
 using headroom::testing::expect_usage_error;
@@ -46,5 +47,6 @@ TEST(HfQlora, ConflictingOptionsAreOneLineErrors) {
   expect_usage_error("estimate " + tiny() + " --seq 16 --qlora r=8", "--qlora: --lora needs r=N and targets");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

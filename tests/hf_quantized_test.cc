@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 EstimateOptions options(WeightFormat w, Precision p, RunMode mode = RunMode::Inference) {
   EstimateOptions o;
@@ -140,5 +141,6 @@ TEST(HfQuantized, BadCombinationsAreOneLineErrors) {
   EXPECT_NE(e.error().find("--group-size applies to --weights int4"), std::string::npos) << e.error();
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

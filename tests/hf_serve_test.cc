@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
@@ -67,5 +68,6 @@ TEST(HfServe, OptionErrors) {
   EXPECT_NE(r.out.find("\"num_blocks\""), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

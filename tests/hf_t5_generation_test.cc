@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // tiny-t5: d_model 64, 4 heads of d_kv 16, 2 encoder and 3 decoder layers, vocab 256, fp32.
 std::string tiny_t5() { return std::string(HEADROOM_SOURCE_DIR) + "/validation/hf-configs/tiny-t5.json"; }
@@ -103,5 +104,6 @@ TEST(HfT5Generation, CliEstimatesAndRejectsBeamsAndStaticCache) {
   headroom::testing::expect_usage_error(gen + " --cache static", "--cache static applies to the decoder-only families, not t5");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

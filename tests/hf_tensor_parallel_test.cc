@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -104,5 +105,6 @@ TEST(HfTensorParallel, SplitsThatAreNotWholeHeadsAreOneLineErrors) {
   for (const auto& [args, fragment] : cases) testing::expect_usage_error("estimate " + args, fragment);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

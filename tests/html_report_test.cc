@@ -47,6 +47,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::artifact_dir;
@@ -821,5 +822,6 @@ TEST(HtmlReportBrowser, ReflowsAt390To2560WithAMeasuredLine) {
   testing::expect_clean_layout(html, "report");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -20,6 +20,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -245,5 +246,6 @@ TEST(LayoutSearch, OffloadFamiliesWhenNothingElseFits) {
   EXPECT_NE(r.out.find("host-link copies of offloading"), std::string::npos) << r.out;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -21,6 +21,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::expect_usage_error;
@@ -224,5 +225,6 @@ TEST(LayoutSearchCli, BadRequestsAreOneLine) {
   expect_usage_error("plan gpt2 --gpus 4 --gpu T4 --mode infer", "training layouts");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

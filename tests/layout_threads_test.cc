@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 void expect_same_on_threads(const std::string& model, const std::string& gpu, int64_t gpus, int64_t batch) {
   RunArgs a;
@@ -39,5 +40,6 @@ TEST(LayoutSearchThreads, SeventyBillionOnSixteenH100sRejectsTheSameFamilies) {
   expect_same_on_threads(std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-3.1-70b.json", "H100-SXM", 16, 1);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

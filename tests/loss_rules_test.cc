@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using Build = TensorId (GraphBuilder::*)(const std::string&, TensorId, TensorId);
 
@@ -116,5 +117,6 @@ TEST(LossRules, CrossEntropyOnThreeDimensionsGoesThroughNllLoss2d) {
   EXPECT_THROW(bad.cross_entropy("ce", y, bad.target("t", {2, 5}, DType::I64)), InputError);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

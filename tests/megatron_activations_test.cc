@@ -23,6 +23,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct LayerCase {
   const char* model;
@@ -146,5 +147,6 @@ INSTANTIATE_TEST_SUITE_P(Gpt2, MegatronSelectiveRecompute,
                          ::testing::Values(LayerCase{"gpt2", 4, 512, 768, 12, 2, true, true},
                                            LayerCase{"gpt2", 4, 512, 768, 12, 4, true, true}));
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 TEST(MegatronBuffer, DistributedOptimizerPadsEachStartTo64AndTheEndToLcmOfDpAnd128) {
   // Parameters in buffer order 100, 10 000, 100, 10 000 elements, dp = 3:
@@ -140,5 +141,6 @@ TEST(MegatronCli, LayoutErrorsAreOneLineExitTwo) {
   testing::expect_usage_error(m + "--gpus 2 --megatron --zero 1 --emit deepspeed /dev/null", "use --emit megatron");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // mlp:layers=2,dim=4, batch 2, fp32, SGD, no cuBLAS workspace. Ops: 0 linear, 1 GELU,
 // 2 linear, 3 GELU, then the MSE loss. Persistent: input 32 + W0 64 + b0 16 + W1 64 + b1 16 +
@@ -135,5 +136,6 @@ TEST(MemoryPlan, CheckpointAndOffloadTogetherStayConsistent) {
   EXPECT_EQ(sim.end_bytes, 1728 + 64 + 64);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // mlp:layers=3,dim=4, batch 2, fp32, SGD, no cuBLAS workspace (as memory_plan_test's two-layer
 // MLP, one layer deeper). Ops: 0 linear, 1 GELU, 2 linear, 3 GELU, 4 linear, 5 GELU, then the MSE
@@ -137,5 +138,6 @@ TEST(ValidatePlan, RejectsARegionOverwritingItsInputInPlace) {
   EXPECT_EQ(validation_error(g, p), "checkpoint region relu..layer1.0.relu#2: relu overwrites bn1 in place, made before the region, so the region cannot be re-run from its inputs");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // The chosen plan of `plan MODEL --strategy checkpoint --activation-budget f`, checked as above;
 // returns how many of its regions lie inside another.
@@ -241,5 +242,6 @@ TEST(NestedStrategy, ReRunOfAnOffloadedInputFetchesItInItsOwnStep) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // mlp:layers=3,dim=4, batch 2, fp32, SGD on the cuda profile (no RNG state is counted there).
 // Ops: 0 linear, 1 GELU, 2 linear, 3 GELU, 4 linear, 5 GELU, then the MSE loss. Persistent 304
@@ -155,5 +156,6 @@ TEST(NonReentrantCheckpoint, PlanJudgesItsCandidatesNonReentrant) {
   EXPECT_NE(reentrant.value().peak_bytes, e.value().peak_bytes);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -14,6 +14,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::expect_usage_error;
@@ -193,5 +194,6 @@ TEST(OffloadCli, OffloadThatTheEngineDoesNotHaveIsOneLine) {
   expect_usage_error("plan mlp:layers=2,dim=64 --gpus 4 --gpu H100-SXM --offload-optimizer cpu", "searches the layout itself");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::sgd_cuda_peak;
 
@@ -148,5 +149,6 @@ TEST(OnnxActivationPatterns, HardSwishAndMish) {
   EXPECT_EQ(forward_peak(mlp(nodes)) - forward_peak(mlp(fused)), kBatch * 16 * 4);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
@@ -423,5 +424,6 @@ TEST(OnnxBadInput, BadOptions) {
   EXPECT_EQ(error_of(relu_model(), o), "bad.onnx: loss output 'logits' is not a graph output");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -25,6 +25,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Export {
   const char* file;   // in tests/data/onnx/
@@ -104,5 +105,6 @@ TEST(OnnxCapturedValidation, ExportsPredictTheMeasuredCapturedCases) {
   EXPECT_LE(median, 0.005);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::batch_options;
@@ -500,5 +501,6 @@ TEST(OnnxControlFlow, CliRefusesARuntimeConditionAndEstimatesTheLlama) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

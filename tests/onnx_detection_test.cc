@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
@@ -326,5 +327,6 @@ TEST(OnnxDetection, FuzzSeedsImportOrFailInOneLine) {
   EXPECT_EQ(seen, 7);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

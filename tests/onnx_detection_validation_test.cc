@@ -21,6 +21,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Pinned {
   const char* file;    // in tests/data/onnx/
@@ -85,5 +86,6 @@ TEST(OnnxDetectionValidation, ExportsBoundedAgainstTheMeasuredEagerModels) {
   std::ofstream(std::string(HEADROOM_BINARY_DIR) + "/onnx_detection_validation_table.md") << table.str();
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

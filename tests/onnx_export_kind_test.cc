@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::OnnxModel;
@@ -151,5 +152,6 @@ TEST(OnnxExportKind, CliRunsAFixedBatchExportAtItsOwnBatch) {
                      "was exported with a fixed batch of 2 (input 'input'), so it cannot run at --batch 8");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
@@ -61,5 +62,6 @@ TEST(OnnxHeldConstants, ASmallConstantIsNotHeld) {
   EXPECT_EQ(buffers(two_readers(127, "/m/h.1/attn")), Buffers{});
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

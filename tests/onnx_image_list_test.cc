@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::OnnxModel;
@@ -101,5 +102,6 @@ TEST(OnnxImageList, CliReportsBatchOneRefusesAnotherAndRefusesFit) {
                      "dynamic_axes={'input': {0: 'batch'}} to fit it");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

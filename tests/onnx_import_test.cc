@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::Dim;
@@ -705,5 +706,6 @@ TEST(OnnxImport, LooksLikeOnnxPath) {
   EXPECT_FALSE(looks_like_onnx_path(".onnx"));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

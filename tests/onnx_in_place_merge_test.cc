@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
@@ -142,5 +143,6 @@ TEST(OnnxInPlaceMerge, AResultReadBetweenWritesStaysOutOfPlace) {
   EXPECT_EQ(sgd_cuda_peak(g, RunMode::Inference), 22'528);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

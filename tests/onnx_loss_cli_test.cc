@@ -8,6 +8,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::expect_usage_error;
@@ -32,5 +33,6 @@ TEST(OnnxLossCli, BadSpecsAreUsageErrors) {
   expect_usage_error("estimate resnet18 --loss 'ce+l1'", "--loss must be cross-entropy, next-token or mse");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

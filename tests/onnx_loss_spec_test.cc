@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::batch_options;
 using testing::OnnxModel;
@@ -238,5 +239,6 @@ TEST(OnnxLossSpec, OutputsAndShapesAreCheckedAgainstTheGraph) {
             std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -11,6 +11,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::sgd_cuda_peak;
 
@@ -99,5 +100,6 @@ TEST(OnnxLoss, UnmodelledCrossEntropyFormsAreOneLine) {
   EXPECT_EQ(r.error().find('\n'), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::sgd_cuda_peak;
 
@@ -98,5 +99,6 @@ TEST(OnnxRandom, RandomWithoutShapeIsOneInputError) {
   EXPECT_EQ(r.error().find('\n'), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::batch_options;
@@ -92,5 +93,6 @@ TEST(OnnxResize, ScatterNDTakesItsDataShape) {
   EXPECT_EQ(r.value().tensor(r.value().outputs[0]).shape, (std::vector<int64_t>{6, 4}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -24,6 +24,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Export {
   const char* file;   // in tests/data/onnx/
@@ -158,5 +159,6 @@ TEST(OnnxValidation, EveryExportPredictsEveryMeasuredCaseWithinBounds) {
   EXPECT_LE(median, 0.01);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using onnx::TensorProto;
 using testing::OnnxModel;
@@ -177,5 +178,6 @@ TEST(OnnxValueRange, IntervalRulesOfTheOps) {
   EXPECT_EQ(ends("rmax"), std::make_pair(-2.0, 3.0));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -20,6 +20,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Traces {
   std::string first, second;  // the ".step()" of iterations 1 and 2
@@ -293,5 +294,6 @@ TEST(OptimizerRules, ARegisteredEntryIsAnOptimizer) {
   EXPECT_NE(bad.error().find("test-ema"), std::string::npos) << bad.error();
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // mlp:layers=4,dim=256: 4 Linears of 65,536 + 256 parameters, 8 tensors, Psi = 263,168. Over
 // d = 8 ranks every split is exact: Psi / 8 = 32,896 (8,192 per weight, 32 per bias; each
@@ -227,5 +228,6 @@ TEST(OptimizerStepTime, LayoutSearchTimesTheZeroPartitionsStep) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

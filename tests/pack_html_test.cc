@@ -21,6 +21,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::Attrs;
@@ -321,5 +322,6 @@ TEST(PackHtmlBrowser, ReflowsAt390To2560) {
   testing::expect_clean_layout(sim, "pack-workload");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

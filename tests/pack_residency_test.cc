@@ -24,6 +24,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // The lazy context of the trio's inference (convolutions and a Gemm): 518 + 158 + 10 MiB on the
 // measured stack (estimate/cuda_context.h).
@@ -290,5 +291,6 @@ TEST(PackSwap, FreeSharingSavesALoadByHand) {
   EXPECT_NE(c_row.find(" 16 B "), std::string::npos) << c_row;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

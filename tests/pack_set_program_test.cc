@@ -19,6 +19,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Program inference_program(const Graph& g, const GpuOptions& go) {
   EstimateOptions eo;
@@ -129,5 +130,6 @@ TEST(SetProgram, TrioAllocatesEachPoolOnceAndOneHandleWorkspace) {
   EXPECT_EQ(weights_with_sharing(layers, plan, identical, Sharing::Merged, {0, 1, 2}), 724);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -33,6 +33,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Graph inference_graph(const std::string& spec) {
   BuildConfig c;
@@ -608,5 +609,6 @@ TEST(PackCli, EstimateAndPackAgreeOnOneModel) {
   testing::expect_usage_error("pack resnet18 --gpu-memory 8GiB --margin 95%", "--margin must be between 0% and 90%");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

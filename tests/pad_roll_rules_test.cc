@@ -9,6 +9,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Planned {
   ForwardPlan forward;
@@ -69,5 +70,6 @@ TEST(PadRollRules, RollAllocatesItsOutputSavesNothingAndMakesAnInputSizedGradien
   EXPECT_EQ(pl.backward.grads[0].bytes, 1'204'224);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

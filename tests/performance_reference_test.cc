@@ -19,6 +19,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -122,5 +123,6 @@ TEST(PerformanceReference, DocsTableIsWhatTheModelPredicts) {
   EXPECT_EQ(doc.substr(a + open.size(), b - a - open.size()), expected) << "docs/performance.md should hold:\n" << expected;
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

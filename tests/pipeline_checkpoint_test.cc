@@ -23,6 +23,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Graph model(const std::string& name, int64_t batch, int64_t seq) {
   EstimateOptions o;
@@ -210,5 +211,6 @@ TEST(PipelineCheckpointSearch, APipelineThatFitsOnlyCheckpointedRanksCheckpointe
   EXPECT_GT(plain.value().device->device_total_bytes, p.budget_bytes);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

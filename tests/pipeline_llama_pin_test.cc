@@ -28,6 +28,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 PerGpu llama_pipeline(PipelineScheduleKind kind, std::optional<int64_t> virtual_stages = std::nullopt) {
   EstimateOptions o = testing::llama2_7b_four_stages();
@@ -80,5 +81,6 @@ TEST(PipelineLlamaPin, InterleavedStagePeaks) {
   EXPECT_EQ(g.activations_bytes, 17'025'400'832);  // simulated
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

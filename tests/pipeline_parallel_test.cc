@@ -22,6 +22,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::string order_text(const std::vector<PipelineAction>& order) {
   std::string s;
@@ -276,5 +277,6 @@ TEST(PipelineCli, BadLayoutsAreOneLineExitTwo) {
                               "--offload with --pipeline-parallel is not modelled yet");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

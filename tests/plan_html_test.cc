@@ -24,6 +24,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 namespace fs = std::filesystem;
 using testing::Attrs;
@@ -460,5 +461,6 @@ TEST(PlanHtmlBrowser, ReflowsAt390To2560) {
   testing::expect_clean_layout(accumulate, "plan-accumulate");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

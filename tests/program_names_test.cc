@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 // gpt2:layers=4, 4 sequences of 128 per GPU over 2 GPUs, bf16, on an A100 (a small model with
 // blocks, so that every engine and checkpointing apply).
@@ -167,5 +168,6 @@ TEST(ProgramNames, EvaluationReportsTheNamedPeakOp) {
   EXPECT_GT(op_step_peaks, 0);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

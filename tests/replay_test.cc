@@ -13,6 +13,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::program_from_script;
 constexpr int64_t MiB = 1024 * 1024;
@@ -88,5 +89,6 @@ TEST(ReplayAllocations, SameAllocatorStateAsSimulateOnAResnetStep) {
   expect_same_as_simulate(e.value().program);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

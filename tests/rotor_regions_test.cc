@@ -8,6 +8,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::vector<ChainOp> ops(const std::vector<std::string>& tokens) {
   std::vector<ChainOp> out;
@@ -36,5 +37,6 @@ TEST(RotorRegions, ASweepInsideAReRunIsANestedRegion) {
             (std::vector<SegmentRange>{{1, 2}, {3, 3}}));
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 GpuSpec link_gpu(double link_bytes_per_s) {
   GpuSpec g;
@@ -261,5 +262,6 @@ TEST(RunTimeOptions, PythonKeywordsReachTheSameChecks) {
   EXPECT_EQ(o.run_length->epochs, 3);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -185,5 +186,6 @@ TEST(SequenceParallel, JsonLayoutSaysSo) {
   EXPECT_NE(r.out.find("tensor-parallel 2 (sequence-parallel) x data-parallel 2"), std::string::npos);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -16,6 +16,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -386,5 +387,6 @@ TEST(ShardingCli, BadLayoutsAreOneLineExitTwo) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

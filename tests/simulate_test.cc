@@ -6,6 +6,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::check_oracles;
 using testing::program_from_script;
@@ -43,5 +44,6 @@ TEST(Simulate, ValidateRejectsDoubleFree) {
   EXPECT_NE(check_oracles(p), "");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::string command_output(const std::string& cmd) {
   std::string out;
@@ -72,4 +73,5 @@ TEST(StartupLink, MissingPluginIsOneLineAndExitTwo) {
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace

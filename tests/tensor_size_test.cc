@@ -10,6 +10,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -44,5 +45,6 @@ TEST(TensorSize, OverflowNamesTheTensorAndTheProduct) {
             "size overflows 64 bits while computing the bytes of tensor 'x' (4611686018427387904 x 4)");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -19,6 +19,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::op_named;
 
@@ -181,5 +182,6 @@ TEST(Torch2CudaRules, EstimateOnCudaBuildsTheTorch2Graph) {
   EXPECT_EQ(count(cpu, "self_attention.softmax"), 12);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

@@ -21,6 +21,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 struct Row {
   std::string id;
@@ -112,5 +113,6 @@ TEST(Validation, EveryMeasuredCaseIsPredictedAsPinned) {
   EXPECT_DOUBLE_EQ(worst, 602112.0 / 704391152.0);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

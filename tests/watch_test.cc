@@ -17,6 +17,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using testing::CliRun;
 using testing::run_cli;
@@ -316,5 +317,6 @@ TEST_F(FakeNvml, NoNvmlOrNoGpuIsOneLineAndExitTwo) {
   expect_one_line_error(run_cli("watch -- true"), "no GPU: NVML sees no device");
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

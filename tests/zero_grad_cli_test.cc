@@ -9,6 +9,7 @@
 #include "cli_runner.h"
 
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 using headroom::testing::CliRun;
 using headroom::testing::run_cli;
@@ -50,4 +51,5 @@ TEST(ZeroGradCli, HfTrainerIsAdamwSingleTensorWithKeptGradients) {
   EXPECT_EQ(sgd["foreach"], true);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace

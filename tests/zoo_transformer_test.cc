@@ -15,6 +15,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 Graph build(const std::string& model, int64_t batch = 2, std::optional<int64_t> seq = std::nullopt) {
   BuildConfig c;
@@ -264,5 +265,6 @@ TEST(ZooTransformer, SmallConfigsSimulateInTrainingAndInference) {
   }
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

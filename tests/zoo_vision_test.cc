@@ -18,6 +18,7 @@
 
 namespace headroom {
 namespace {
+namespace HEADROOM_UNITY_ID {
 
 constexpr int64_t kBatch = 2;
 
@@ -306,5 +307,6 @@ TEST(VisionZoo, VitAttentionTakesTheFusedPathOnlyInInference) {
   EXPECT_EQ(count(eval, ".transform_bias_rescale_qkv"), 12);
 }
 
+}  // namespace HEADROOM_UNITY_ID
 }  // namespace
 }  // namespace headroom

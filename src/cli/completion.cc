@@ -5,16 +5,13 @@
 #include <map>
 #include <vector>
 
+#include "cli/help.h"
 #include "frontends/zoo/registry.h"
 #include "sim/device_catalog.h"
 #include "training/optimizer_rules.h"
 
 namespace headroom {
 namespace {
-
-std::vector<const CLI::App*> commands(const CLI::App& app) {
-  return app.get_subcommands([](const CLI::App*) { return true; });
-}
 
 // Long and short names of a command's named options ("--batch", "-o", "--output").
 std::vector<std::string> option_words(const CLI::App* cmd) {

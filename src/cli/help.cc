@@ -7,10 +7,6 @@
 namespace headroom {
 namespace {
 
-std::vector<const CLI::App*> commands(const CLI::App& app) {
-  return app.get_subcommands([](const CLI::App*) { return true; });
-}
-
 // roff text: backslashes escaped, a line never starts with a control character, '-' literal.
 std::string roff(const std::string& text) {
   std::string s;
@@ -99,6 +95,10 @@ std::string man_page(const CLI::App& app) {
        "(default 1000)\n";
   s += ".SH SEE ALSO\nREADME.md and docs/ of the headroom sources; \\fBheadroom help\\fR \\fICOMMAND\\fR.\n";
   return s;
+}
+
+std::vector<const CLI::App*> commands(const CLI::App& app) {
+  return app.get_subcommands([](const CLI::App*) { return true; });
 }
 
 }  // namespace headroom

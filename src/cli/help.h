@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace headroom {
 
@@ -18,6 +19,9 @@ struct CommandHelp {
   const char* example;
 };
 const std::map<std::string, CommandHelp>& command_help();
+
+// Every subcommand of `app`, in the order they were added.
+std::vector<const CLI::App*> commands(const CLI::App& app);
 
 std::string overview(const CLI::App& app);
 

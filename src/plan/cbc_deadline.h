@@ -23,6 +23,10 @@ struct CbcOutcome {
   std::vector<double> solution;  // column values when has_solution
 };
 
+// How long past its own limit CBC may run before it is stopped (it checks its clock between
+// nodes of the search; the margin lets it return its incumbent by itself).
+inline constexpr double kDeadlineGraceS = 0.25;
+
 // Runs Cbc_solve(model) with at most `wall_seconds` of wall time (CBC's own limit should be set
 // a little below it, so that it stops by itself with its incumbent when it can).
 CbcOutcome solve_cbc_with_deadline(Cbc_Model* model, int columns, double wall_seconds);

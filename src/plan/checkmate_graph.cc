@@ -1,5 +1,6 @@
 // Checkmate's graph file and the accounting of its MILP (checkmate_graph.h).
 #include "plan/checkmate_graph.h"
+#include "util/index.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-size_t at(int i) { return static_cast<size_t>(i); }
 
 // A whole number in [0, hi], or InputError naming the field.
 int64_t whole(const Json& v, const std::string& what, int64_t hi) {

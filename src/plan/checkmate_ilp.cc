@@ -1,6 +1,7 @@
 // The two formulations of Checkmate's MILP (checkmate_ilp.h): building them, CBC, decoding.
 // Names follow Checkmate's: R, S, FREE (FREE_E), U; t is the stage, i and k nodes, e an edge.
 #include "plan/checkmate_ilp.h"
+#include "util/index.h"
 
 #include <coin/Cbc_C_Interface.h>
 
@@ -19,15 +20,10 @@
 namespace headroom {
 namespace {
 
-size_t at(int i) { return static_cast<size_t>(i); }
-
-// How long past its own limit CBC may run before it is killed (as plan --graph, remat_ilp.cc).
-constexpr double kDeadlineGraceS = 0.25;
-
 // Column indices, -1 where a variable does not exist (fixed at 0); kOne where it is fixed at 1.
 constexpr int kOne = -2;
 
-struct Program {
+struct CheckmateProgram {
   std::vector<std::vector<int>> R, S;  // [t][i]
   std::vector<std::vector<int>> FREE;  // [t][e] (headroom formulation; -1 where fixed at 0)
   std::vector<std::vector<int>> U;     // [t][k] for k <= t (headroom formulation)
@@ -49,9 +45,9 @@ void add(Expr& e, int col, double coef) {
 }
 
 // ILPSolverGurobi.__init__ and build_model, FULL_SCHEDULE, row for row.
-Program build_literal(const CheckmateGraph& g, double budget, const std::vector<double>& ram,
+CheckmateProgram build_literal(const CheckmateGraph& g, double budget, const std::vector<double>& ram,
                       const std::vector<double>& cpu) {
-  Program P;
+  CheckmateProgram P;
   Form& f = P.form;
   const int T = g.T;
   const size_t n = at(T);
@@ -145,9 +141,9 @@ Program build_literal(const CheckmateGraph& g, double budget, const std::vector<
 }
 
 // The reduced, tightened program (checkmate_ilp.h; docs/ilp.md §9).
-Program build_headroom(const CheckmateGraph& g, double budget, const std::vector<double>& ram,
+CheckmateProgram build_headroom(const CheckmateGraph& g, double budget, const std::vector<double>& ram,
                        const std::vector<double>& cpu) {
-  Program P;
+  CheckmateProgram P;
   Form& f = P.form;
   const int T = g.T;
   const size_t n = at(T);
@@ -265,7 +261,7 @@ Program build_headroom(const CheckmateGraph& g, double budget, const std::vector
   return P;
 }
 
-CheckmateSchedule decode(const CheckmateGraph& g, const Program& P, const double* x) {
+CheckmateSchedule decode(const CheckmateGraph& g, const CheckmateProgram& P, const double* x) {
   const size_t n = at(g.T);
   CheckmateSchedule s{CheckmateMatrix(n, std::vector<uint8_t>(n, 0)), CheckmateMatrix(n, std::vector<uint8_t>(n, 0))};
   auto value = [&](int col) -> uint8_t { return col == kOne ? 1 : col >= 0 && x[col] > 0.5 ? 1 : 0; };
@@ -280,7 +276,7 @@ CheckmateSchedule decode(const CheckmateGraph& g, const Program& P, const double
 
 // The columns of a schedule in the headroom program (a MIP start): R and S as they are, FREE as
 // the accounting frees (checkmate_graph.h), U by its recurrence, in the program's size units.
-void encode(const CheckmateGraph& g, const Program& P, const CheckmateSchedule& s, const std::vector<double>& ram,
+void encode(const CheckmateGraph& g, const CheckmateProgram& P, const CheckmateSchedule& s, const std::vector<double>& ram,
             std::vector<int>* cols, std::vector<double>* vals) {
   auto put = [&](int col, double v) {
     if (col >= 0) {
@@ -428,7 +424,7 @@ CheckmateIlpResult solve_checkmate_ilp(const CheckmateGraph& g, int64_t budget_b
   for (int64_t v : g.size_bytes) ram.push_back(static_cast<double>(v / ram_gcd));
   for (int64_t v : g.cost) cpu.push_back(static_cast<double>(v / cpu_gcd));
   const double budget = static_cast<double>(budget_bytes / ram_gcd);
-  const Program P = literal ? build_literal(g, budget, ram, cpu) : build_headroom(g, budget, ram, cpu);
+  const CheckmateProgram P = literal ? build_literal(g, budget, ram, cpu) : build_headroom(g, budget, ram, cpu);
   out.variables = P.form.columns();
   out.constraints = P.form.rows();
   if (P.form.constant_rows_violated) {

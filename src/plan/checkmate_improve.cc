@@ -1,6 +1,7 @@
 // The local search of checkmate_improve.h: schedules described by their held sets; keeps, kicks
 // and pair kicks.
 #include "plan/checkmate_improve.h"
+#include "util/index.h"
 
 #include <algorithm>
 #include <array>
@@ -9,14 +10,12 @@
 namespace headroom {
 namespace {
 
-size_t at(int i) { return static_cast<size_t>(i); }
-
 // Past this many schedules evaluated in one search, no new kick starts (a count, not a clock, so
 // the result is the same on every machine). The 65-node U-Net-like graph of the benchmark needs
 // about 5,000.
 constexpr int64_t kMaxEvaluations = 50'000;
 
-struct Candidate {
+struct ImproveCandidate {
   CheckmateSchedule s;  // S: the cleaned held sets; R: derived from them
   int64_t cost = 0;
   int64_t peak = 0;
@@ -27,8 +26,8 @@ class Search {
   Search(const CheckmateGraph& g, int64_t budget) : g_(g), budget_(budget), n_(at(g.T)) {}
 
   // The schedule of held sets H (cleaned of holds in vain), its cost and peak.
-  Candidate evaluate(CheckmateMatrix H) const {
-    Candidate c;
+  ImproveCandidate evaluate(CheckmateMatrix H) const {
+    ImproveCandidate c;
     c.s.R.assign(n_, std::vector<uint8_t>(n_, 0));
     for (;;) {
       derive_computed(H, &c.s.R);
@@ -46,11 +45,11 @@ class Search {
     return c;
   }
 
-  bool fits(const Candidate& c) const { return c.peak <= budget_; }
+  bool fits(const ImproveCandidate& c) const { return c.peak <= budget_; }
 
   // keep: stage t recomputes i (i < t, not held); hold i instead from the last earlier stage that
   // has it through t. Nothing when there is no such recomputation.
-  std::optional<Candidate> keep(const Candidate& from, int i, int t) const {
+  std::optional<ImproveCandidate> keep(const ImproveCandidate& from, int i, int t) const {
     if (i >= t || !from.s.R[at(t)][at(i)] || from.s.S[at(t)][at(i)]) return std::nullopt;
     int a = t - 1;
     while (a >= i && !from.s.R[at(a)][at(i)] && !from.s.S[at(a)][at(i)]) --a;
@@ -61,7 +60,7 @@ class Search {
   }
 
   // The held intervals (node, first stage, last stage), each maximal, in (node, stage) order.
-  std::vector<std::array<int, 3>> held_intervals(const Candidate& c) const {
+  std::vector<std::array<int, 3>> held_intervals(const ImproveCandidate& c) const {
     std::vector<std::array<int, 3>> out;
     for (int i = 0; i < g_.T; ++i) {
       for (int t = i + 1; t < g_.T; ++t) {
@@ -74,7 +73,7 @@ class Search {
     return out;
   }
 
-  Candidate drop(const Candidate& from, const std::array<int, 3>& interval) const {
+  ImproveCandidate drop(const ImproveCandidate& from, const std::array<int, 3>& interval) const {
     CheckmateMatrix H = from.s.S;
     for (int t = interval[1]; t <= interval[2]; ++t) H[at(t)][at(interval[0])] = 0;
     return evaluate(std::move(H));
@@ -145,13 +144,13 @@ class Search {
 
 // The best keep, repeated while one fits and lowers the cost. A drop may leave the budget
 // exceeded; keeps only raise memory, so such a candidate stays over it (the caller checks).
-Candidate descend(const Search& search, const CheckmateGraph& g, Candidate now,
+ImproveCandidate descend(const Search& search, const CheckmateGraph& g, ImproveCandidate now,
                   int64_t* evaluations) {
   for (;;) {
-    std::optional<Candidate> best;
+    std::optional<ImproveCandidate> best;
     for (int t = 1; t < g.T; ++t) {
       for (int i = 0; i < t; ++i) {
-        std::optional<Candidate> c = search.keep(now, i, t);
+        std::optional<ImproveCandidate> c = search.keep(now, i, t);
         if (!c) continue;
         ++*evaluations;
         if (c->cost >= now.cost || !search.fits(*c)) continue;
@@ -170,7 +169,7 @@ CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSche
   const CheckmateEvaluation start_ev = checkmate_evaluate(g, start);
   if (!start_ev.invalid.empty() || start_ev.peak_bytes > budget) return start;
   const Search search(g, budget);
-  Candidate now = search.evaluate(start.S);
+  ImproveCandidate now = search.evaluate(start.S);
   if (!search.fits(now) || now.cost > start_ev.cost) return start;
   int64_t evaluations = 0;
   now = descend(search, g, std::move(now), &evaluations);
@@ -184,7 +183,7 @@ CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSche
     for (const auto& interval : intervals) {
       if (evaluations >= kMaxEvaluations) break;
       ++evaluations;
-      Candidate c = descend(search, g, search.drop(now, interval), &evaluations);
+      ImproveCandidate c = descend(search, g, search.drop(now, interval), &evaluations);
       if (search.fits(c) && c.cost < now.cost) {
         now = std::move(c);
         better = true;
@@ -194,14 +193,14 @@ CheckmateSchedule checkmate_improve(const CheckmateGraph& g, const CheckmateSche
     // Pair kicks, when no single one helps: give up two held intervals whose stages meet or
     // touch, then descend; each evaluation is taken from the caller's count.
     for (size_t x = 0; !better && pair_left > 0 && x < intervals.size(); ++x) {
-      const Candidate first = search.drop(now, intervals[x]);
+      const ImproveCandidate first = search.drop(now, intervals[x]);
       for (size_t y = x + 1; !better && y < intervals.size(); ++y) {
         if (pair_left <= 0) break;
         const auto& a = intervals[x];
         const auto& b = intervals[y];
         if (b[1] > a[2] + 1 || a[1] > b[2] + 1) continue;
         int64_t spent = 1;
-        Candidate c = descend(search, g, search.drop(first, b), &spent);
+        ImproveCandidate c = descend(search, g, search.drop(first, b), &spent);
         pair_left -= spent;
         if (search.fits(c) && c.cost < now.cost) {
           now = std::move(c);

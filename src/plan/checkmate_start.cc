@@ -1,12 +1,11 @@
 // The greedy checkpoint-set start of checkmate_start.h.
 #include "plan/checkmate_start.h"
+#include "util/index.h"
 
 #include <functional>
 
 namespace headroom {
 namespace {
-
-size_t at(int i) { return static_cast<size_t>(i); }
 
 struct Score {
   int64_t excess = 0;  // Σ over stages of the peak's excess over the budget

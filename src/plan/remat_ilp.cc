@@ -2,6 +2,7 @@
 // solution into an op list. docs/ilp.md writes the same formulation out in symbols; the names
 // below follow it (R, S, FREE, U; stage s ends with the backward of stage i_s = L - s).
 #include "plan/remat_ilp.h"
+#include "util/index.h"
 
 #include <coin/Cbc_C_Interface.h>
 
@@ -17,14 +18,8 @@
 namespace headroom {
 namespace {
 
-size_t at(int i) { return static_cast<size_t>(i); }
-
-// How long past its own limit CBC may run before it is stopped (it checks its clock between
-// nodes of the search; the margin lets it return its incumbent by itself).
-constexpr double kDeadlineGraceS = 0.25;
-
 // The program's variables (column indices, -1 where fixed at 0) and the graph's constants.
-struct Program {
+struct RematProgram {
   int L = 0;
   std::vector<std::vector<int>> Rp, Rh;            // [s][j]: forward j in stage s (plain, history)
   std::vector<std::vector<int>> Sp, Sh;            // [s][a]: a_a kept into stage s (a = 1..L)
@@ -47,11 +42,11 @@ bool backward_reads(const RematGraph& g, int s, int a) {
   return std::binary_search(p.begin(), p.end(), a);
 }
 
-Program build(const RematGraph& g, int64_t memory, bool persistent) {
+RematProgram build(const RematGraph& g, int64_t memory, bool persistent) {
   const Chain& c = g.sizes;
   const int L = g.length();
   const std::vector<std::vector<int>> consumers = remat_consumers(g);
-  Program P;
+  RematProgram P;
   P.L = L;
   Form& f = P.form;
   const auto S_count = at(L) + 1;
@@ -320,7 +315,7 @@ Program build(const RematGraph& g, int64_t memory, bool persistent) {
 
 // Reads the solution back as stages (which forwards, in which form; what is kept) and writes the
 // op list, freeing every activation right after its last use in its stage unless it is kept.
-std::vector<RematOp> decode(const RematGraph& g, const Program& P, const double* x) {
+std::vector<RematOp> decode(const RematGraph& g, const RematProgram& P, const double* x) {
   const int L = g.length();
   auto on = [&](int col) { return col >= 0 && x[col] > 0.5; };
   std::vector<RematOp> ops;
@@ -404,7 +399,7 @@ std::vector<RematOp> decode(const RematGraph& g, const Program& P, const double*
 // forwards of each stage, S from what is live when a stage's first op runs, FREE where the
 // schedule frees an input right after a forward. Returns false when the schedule is not in the
 // program's space (forwards out of order within a stage, a backward op out of place).
-bool encode(const RematGraph& g, const Program& P, const std::vector<RematOp>& ops,
+bool encode(const RematGraph& g, const RematProgram& P, const std::vector<RematOp>& ops,
             std::vector<int>* cols, std::vector<double>* vals) {
   const int L = g.length();
   const auto consumers = remat_consumers(g);
@@ -543,7 +538,7 @@ std::string remat_status_name(RematIlpStatus status) {
 RematIlpResult solve_remat_ilp(const RematGraph& g, int64_t memory, const RematIlpOptions& options,
                                const std::vector<RematOp>& initial) {
   const auto start = std::chrono::steady_clock::now();
-  Program P = build(g, memory, options.persistent);
+  RematProgram P = build(g, memory, options.persistent);
   const Form& f = P.form;
   RematIlpResult out;
   out.variables = static_cast<int>(f.obj.size());

@@ -1,9 +1,8 @@
 #include "plan/remat_simulate.h"
+#include "util/index.h"
 
 namespace headroom {
 namespace {
-
-size_t at(int i) { return static_cast<size_t>(i); }
 
 std::string range_error(const char* what, int i, int n, const char* unit) {
   return std::string(what) + " " + std::to_string(i) + " is out of range (the graph has " +

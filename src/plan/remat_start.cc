@@ -1,5 +1,6 @@
 // The bundled chain of remat_start.h and the translation of its DP schedule into graph ops.
 #include "plan/remat_start.h"
+#include "util/index.h"
 
 #include <algorithm>
 
@@ -8,8 +9,6 @@
 
 namespace headroom {
 namespace {
-
-size_t at(int i) { return static_cast<size_t>(i); }
 
 // carried[j]: K_j, the activations k < j that a stage >= j still reads.
 std::vector<std::vector<int>> carried_sets(const RematGraph& g) {

@@ -196,6 +196,7 @@ std::vector<WeightGroup> weight_groups(const Graph& g) {
 
 namespace {
 
+using svg::card;
 using svg::escape;
 using svg::num;
 
@@ -889,14 +890,6 @@ std::string weights_section(const Graph& g) {
 }
 
 // ---- cards -----------------------------------------------------------------------------------
-
-// `name_value`: the value is a name (an op), which may wrap after its dots, never inside a word.
-std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {},
-                 bool name_value = false) {
-  return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
-                     cls.empty() ? "" : " " + std::string(cls), escape(key), name_value ? svg::breakable(value) : escape(value),
-                     escape(detail));
-}
 
 std::string cards(const Estimate& e, const MeasuredSeries* measured) {
   std::string s = R"(<section class="cards">)";

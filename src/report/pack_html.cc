@@ -19,6 +19,7 @@
 namespace headroom {
 namespace {
 
+using svg::card;
 using svg::escape;
 using svg::num;
 
@@ -36,11 +37,6 @@ std::string subtitle(const PackReport& r) {
   if (r.residency) s += fmt::format(" · GPU {} ({})", r.residency->gpu, human_bytes(r.residency->memory_bytes));
   else s += " · no GPU given";
   return s;
-}
-
-std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {}) {
-  return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
-                     cls.empty() ? "" : " " + std::string(cls), escape(key), escape(value), escape(detail));
 }
 
 std::string cards(const PackReport& r) {

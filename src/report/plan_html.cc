@@ -12,12 +12,14 @@
 #include "report/html_report.h"
 #include "report/palette.h"
 #include "report/plan_curves.h"
+#include "report/plan_report.h"
 #include "report/svg.h"
 #include "util/format.h"
 
 namespace headroom {
 namespace {
 
+using svg::card;
 using svg::escape;
 using svg::num;
 
@@ -34,8 +36,6 @@ Stroke stroke_of(int strategy_index) {
   if (strategy_index < 0) return {kBaselineColor, "2,3"};
   return {std::string(strategy_color(static_cast<size_t>(strategy_index))), ""};
 }
-
-double overhead_pct(double ms, double baseline_ms) { return baseline_ms > 0 ? (ms / baseline_ms - 1.0) * 100.0 : 0.0; }
 
 std::string ms_text(double ms) { return ms < 10 ? fmt::format("{:.2f} ms", ms) : fmt::format("{:.1f} ms", ms); }
 // Times in the data attributes: 4 decimals (0.1 us), the same on every machine.
@@ -70,11 +70,6 @@ std::string budget_meaning(const Plan& p, const PlanCurves& pc) {
   return "what the caching allocator may reserve (no GPU given: no CUDA context counted)";
 }
 
-
-std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {}) {
-  return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
-                     cls.empty() ? "" : " " + std::string(cls), escape(key), escape(value), escape(detail));
-}
 
 std::string cards(const Plan& p, const PlanCurves& pc) {
   const double base_ms = p.baseline.time.total_ms;

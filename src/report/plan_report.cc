@@ -11,8 +11,6 @@
 namespace headroom {
 namespace {
 
-double overhead_pct(double ms, double baseline_ms) { return baseline_ms > 0 ? (ms / baseline_ms - 1.0) * 100.0 : 0.0; }
-
 // Runs of consecutive ops with the same action, as "first .. last (n ops)".
 std::vector<std::string> runs_of(const Plan& plan, const std::string& action) {
   std::vector<std::string> out;

@@ -9,6 +9,9 @@
 
 namespace headroom {
 
+// How much slower than the baseline, in percent (0 without a baseline time).
+inline double overhead_pct(double ms, double baseline_ms) { return baseline_ms > 0 ? (ms / baseline_ms - 1.0) * 100.0 : 0.0; }
+
 std::string plan_text(const Plan& plan);
 std::string plan_json(const Plan& plan);
 

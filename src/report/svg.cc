@@ -166,4 +166,11 @@ std::string scrollable_tables(std::string_view html) {
   return out;
 }
 
+std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls,
+                 bool name_value) {
+  return fmt::format(R"(<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="d">{}</div></div>)",
+                     cls.empty() ? "" : " " + std::string(cls), escape(key), name_value ? breakable(value) : escape(value),
+                     escape(detail));
+}
+
 }  // namespace headroom::svg

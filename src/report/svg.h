@@ -40,6 +40,10 @@ std::string text(double x, double y, std::string_view content, std::string_view 
 // and ':' that is not last: file paths and dotted names then wrap between their parts on a narrow
 // screen instead of inside a word.
 std::string breakable(std::string_view name);
+// One summary card of a page (key, value, detail; `cls` an extra class). `name_value`: the value is
+// a name (an op), which may wrap after its dots, never inside a word.
+std::string card(std::string_view key, std::string_view value, std::string_view detail, std::string_view cls = {},
+                 bool name_value = false);
 // A tooltip: <title>escaped</title> (browsers show it on hover, no script needed).
 std::string title(std::string_view tooltip);
 

@@ -10,7 +10,7 @@
 namespace headroom {
 
 namespace {
-int64_t align_up(int64_t v, int64_t a) {
+int64_t align_offset_up(int64_t v, int64_t a) {
   return checked_mul((checked_add(v, a - 1, "arena offset")) / a, a, "arena offset");
 }
 }  // namespace
@@ -45,7 +45,7 @@ void BestFitArena::alloc(BufferId id, int64_t bytes) {
     }
     const ArenaPlacement& o = placements_[static_cast<size_t>(other)];
     cursor = std::max(cursor,
-                      align_up(checked_add(o.offset, o.bytes, "arena offset"), options_.alignment));
+                      align_offset_up(checked_add(o.offset, o.bytes, "arena offset"), options_.alignment));
   }
   if (best < 0) best = cursor;  // after the highest live buffer
   p.offset = best;

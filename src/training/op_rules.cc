@@ -7,6 +7,7 @@
 #include "training/cpu_conv_transpose.h"
 #include "training/cuda_reduce.h"
 #include "training/cudnn_workspace.h"
+#include "training/kernel_events.h"
 #include "util/checked.h"
 #include "util/error.h"
 
@@ -14,14 +15,12 @@ namespace headroom {
 namespace {
 
 using K = LocalEvent::Kind;
+using kernel_events::needs;
 
 int64_t in_bytes(const RuleContext& c, int i) { return c.graph.tensor(c.op.inputs[static_cast<size_t>(i)]).bytes(); }
 int64_t out_bytes(const RuleContext& c, int j) { return c.graph.tensor(c.op.outputs[static_cast<size_t>(j)]).bytes(); }
 const Tensor& in_t(const RuleContext& c, int i) { return c.graph.tensor(c.op.inputs[static_cast<size_t>(i)]); }
 const Tensor& out_t(const RuleContext& c, int j) { return c.graph.tensor(c.op.outputs[static_cast<size_t>(j)]); }
-bool needs(const RuleContext& c, int i) {
-  return static_cast<size_t>(i) < c.input_requires_grad.size() && c.input_requires_grad[static_cast<size_t>(i)];
-}
 bool any_needs(const RuleContext& c) {
   return std::any_of(c.input_requires_grad.begin(), c.input_requires_grad.end(), [](bool b) { return b; });
 }

@@ -13,19 +13,19 @@
 namespace headroom {
 namespace {
 
-using K = UpdateOpKind;
+using UK = UpdateOpKind;
 using S = SizeRule;
 using C = ParamCondition;
 
 UpdateOp alloc(int slot, SizeRule size, std::string_view suffix, ParamCondition when = C::Always) {
-  return UpdateOp{K::Alloc, slot, size, suffix, when, 0};
+  return UpdateOp{UK::Alloc, slot, size, suffix, when, 0};
 }
-UpdateOp scalar(int slot, std::string_view argument) { return UpdateOp{K::Scalar, slot, S::Fp32Scalar, argument, C::Always, 0}; }
-UpdateOp drop(int slot, ParamCondition when = C::Always) { return UpdateOp{K::Drop, slot, S::Fp32Scalar, {}, when, 0}; }
+UpdateOp scalar(int slot, std::string_view argument) { return UpdateOp{UK::Scalar, slot, S::Fp32Scalar, argument, C::Always, 0}; }
+UpdateOp drop(int slot, ParamCondition when = C::Always) { return UpdateOp{UK::Drop, slot, S::Fp32Scalar, {}, when, 0}; }
 UpdateOp rebind(int slot, int from, ParamCondition when = C::Always) {
-  return UpdateOp{K::Rebind, slot, S::Fp32Scalar, {}, when, from};
+  return UpdateOp{UK::Rebind, slot, S::Fp32Scalar, {}, when, from};
 }
-UpdateOp carry(int slot) { return UpdateOp{K::Carry, slot, S::Fp32Scalar, {}, C::Always, 0}; }
+UpdateOp carry(int slot) { return UpdateOp{UK::Carry, slot, S::Fp32Scalar, {}, C::Always, 0}; }
 
 std::vector<OptimizerRule> make_rules() {
   std::vector<OptimizerRule> rules;
@@ -128,21 +128,21 @@ std::string check_program(const std::vector<UpdateOp>& ops, bool single_tensor, 
   std::array<bool, kOptimizerSlots> carried{};
   for (const UpdateOp& op : ops) {
     const auto in_range = [](int s) { return s >= 0 && s < kOptimizerSlots; };
-    if (!in_range(op.slot) || (op.kind == K::Rebind && !in_range(op.from))) return "slot out of range";
+    if (!in_range(op.slot) || (op.kind == UK::Rebind && !in_range(op.from))) return "slot out of range";
     if (!holds[static_cast<size_t>(op.when)]) continue;
     const size_t s = static_cast<size_t>(op.slot);
     switch (op.kind) {
-      case K::Alloc:
-      case K::Scalar:
+      case UK::Alloc:
+      case UK::Scalar:
         if (live[s] != 0) return "slot " + std::to_string(op.slot) + " allocated while it holds a value";
         live[s] = 1;
         break;
-      case K::Drop: live[s] = 0; break;
-      case K::Rebind:
+      case UK::Drop: live[s] = 0; break;
+      case UK::Rebind:
         live[s] = live[static_cast<size_t>(op.from)];
         live[static_cast<size_t>(op.from)] = 0;
         break;
-      case K::Carry:
+      case UK::Carry:
         if (!single_tensor) return "carry in a foreach program";
         carried[s] = true;
         live[s] = 0;

@@ -25,8 +25,6 @@ using hf_detail::Names;
 using hf_detail::names_of;
 using hf_detail::Params;
 
-constexpr double kFloat32Min = -3.4028234663852886e38;
-
 // The keys and values each layer holds (DynamicCache / StaticCache .key_cache / value_cache).
 // `max_len` > 0: a StaticCache, preallocated to that many tokens and updated in place.
 struct Cache {

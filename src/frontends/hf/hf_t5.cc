@@ -80,8 +80,6 @@ struct T5Cache {
   std::vector<TensorId> self_k, self_v, cross_k, cross_v;
 };
 
-constexpr double kFloat32Min = -3.4028234663852886e38;
-
 class T5Forward {
  public:
   T5Forward(GraphBuilder& b, const T5Config& c, const T5Params& p, double dropout) : b_(b), c_(c), p_(p), dropout_(dropout) {}

@@ -99,8 +99,6 @@ LlamaParams declare(GraphBuilder& b, const LlamaConfig& c) {
   return p;
 }
 
-constexpr double kFloat32Min = -3.4028234663852886e38;
-
 class LlamaForward {
  public:
   LlamaForward(GraphBuilder& b, const LlamaConfig& c, const LlamaParams& p, SequenceParallel sp)

@@ -16,6 +16,9 @@
 
 namespace headroom {
 
+// torch.finfo(torch.float32).min: the value the attention masks fill their masked positions with.
+inline constexpr double kFloat32Min = -3.4028234663852886e38;
+
 // The sequence length of a sequence model: config.seq, else `fallback`; an InputError when it is
 // longer than `max_positions` (naming `model` and `limit_name`, the spec key that sets the limit).
 int64_t sequence_length(const BuildConfig& config, int64_t fallback, int64_t max_positions,
