@@ -210,6 +210,10 @@ TEST(LayoutSearch, TensorParallelLayoutsOfASeventyBillionModel) {
     if (r.engine == "TP x FSDP") continue;
     EXPECT_NE(r.why.find("over the"), std::string::npos) << r.engine << ": " << r.why;
   }
+}
+
+TEST(LayoutSearchCli, SeventyBillionOnEightH100sNamesTheTensorParallelRejection) {
+  const std::string model = std::string(HEADROOM_SOURCE_DIR) + "/data/hf-configs/llama-3.1-70b.json";
   CliRun h100 = run_cli("plan " + model + " --gpus 8 --gpu H100-SXM");
   ASSERT_EQ(h100.code, 0) << h100.err;
   EXPECT_NE(h100.out.find("does not fit: TP 8 x ZeRO-1:"), std::string::npos) << h100.out;
