@@ -33,6 +33,12 @@ struct LayerCase {
   bool selective = false;  // --checkpoint attention: Megatron's selective recomputation
 };
 
+// ctest names each instance by its printed parameter: a readable one, not the struct's bytes
+// (which hold a pointer, so the names changed from one build to the next).
+void PrintTo(const LayerCase& c, std::ostream* os) {
+  *os << c.model << "_b" << c.b << "_s" << c.s << "_t" << c.t << (c.sp ? "_sp" : "") << (c.selective ? "_selective" : "");
+}
+
 int64_t simulated_layer_saved_bytes(const LayerCase& c) {
   EstimateOptions o;
   o.model = c.model;

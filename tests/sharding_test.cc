@@ -117,6 +117,9 @@ struct EstimatorCase {
   int64_t gpus;
 };
 
+// ctest names each instance by its printed parameter (the struct's bytes hold a pointer).
+void PrintTo(const EstimatorCase& c, std::ostream* os) { *os << c.model << "_on_" << c.gpus; }
+
 int64_t zero2_estimator(int64_t psi, int64_t n) { return 4 * psi + static_cast<int64_t>(16.0 * static_cast<double>(psi) / static_cast<double>(n)); }
 int64_t zero3_estimator_without_layer(int64_t psi, int64_t n) { return static_cast<int64_t>(18.0 * static_cast<double>(psi) / static_cast<double>(n)); }
 
