@@ -39,7 +39,10 @@ class BashCompletion : public ::testing::Test {
   void SetUp() override {
     CliRun r = run_cli("completion bash");
     ASSERT_EQ(r.code, 0) << r.err;
-    script_ = ::testing::TempDir() + "headroom_completion.bash";
+    // One file per test: ctest -j runs this fixture's tests side by side, and a shared file was
+    // truncated by one test's SetUp while the other's bash sourced it ("_headroom: command not found").
+    script_ = ::testing::TempDir() + "headroom_completion_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".bash";
     std::ofstream(script_) << r.out;
   }
   std::string script_;
