@@ -26,7 +26,6 @@ add_dependencies(headroom_python headroom_python_files)
 # C++ tests (a single pytest run was 515 s of one core). COST starts the long files first: a clean
 # checkout has no CTestCostData.txt to order them by.
 file(GLOB HEADROOM_PY_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/python/tests/test_*.py)
-set(HEADROOM_PY_TEST_NAMES)
 foreach(test_file ${HEADROOM_PY_TESTS})
   get_filename_component(stem ${test_file} NAME_WE)
   string(REGEX REPLACE "^test_" "python." name ${stem})
@@ -35,7 +34,6 @@ foreach(test_file ${HEADROOM_PY_TESTS})
   set_tests_properties(${name} PROPERTIES
     ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;HEADROOM_CLI=$<TARGET_FILE:headroom>;HEADROOM_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
     TIMEOUT 900 LABELS python)
-  list(APPEND HEADROOM_PY_TEST_NAMES ${name})
 endforeach()
 # Seconds each took in one run here (2 cores): the order only, not a limit.
 set_tests_properties(python.apply PROPERTIES COST 400)
