@@ -1,8 +1,10 @@
 #include "schedule/build_program.h"
 
 #include "schedule/interpreter.h"
+#include "schedule/micro_batch_fold.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -588,6 +590,15 @@ namespace headroom {
 
 Program build_program(const Graph& g, const ScheduleOptions& options) {
   HEADROOM_CHECK(options.iterations >= 1 && options.micro_batches >= 1, "at least one iteration and micro-batch");
+  // Micro-batches past the fourth repeat the third (schedule/micro_batch_fold.h).
+  if (options.mode == RunMode::Training && !options.pipeline.active && options.micro_batches > kFoldedMicroBatches) {
+    ScheduleOptions built = options;
+    built.micro_batches = kFoldedMicroBatches;
+    if (std::optional<Program> p = expand_micro_batches(schedule_detail::Interpreter(g, built).run(), options.micro_batches)) {
+      validate_program(*p);
+      return std::move(*p);
+    }
+  }
   return schedule_detail::Interpreter(g, options).run();
 }
 
