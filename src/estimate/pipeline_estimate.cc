@@ -16,6 +16,9 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
   so.pipeline.active = true;
   so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(r.rank.chunks.size()));
   so.pipeline.chunks = r.rank.chunks;
+  so.pipeline.kind = kind;
+  so.pipeline.stages = stages;
+  so.pipeline.stage = stage;
   so.plan = plan_for_rank(model, r.rank.graph, base.plan);
   r.plan = so.plan;
   r.in_flight_micro_batches = max_in_flight(so.pipeline.order);

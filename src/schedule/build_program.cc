@@ -588,16 +588,39 @@ void Interpreter::backward(int iteration, int micro) {
 
 namespace headroom {
 
+namespace {
+
+// The program of every micro-batch from the interpreter's first few (schedule/micro_batch_fold.h),
+// or nullopt where there are too few to fold or the fold does not apply.
+std::optional<Program> folded_program(const Graph& g, const ScheduleOptions& options) {
+  const PipelineRun& pipe = options.pipeline;
+  if (pipe.active && pipe.stages < 1) return std::nullopt;
+  int built = kFoldTemplateMicroBatch + 1;
+  // The interleaved schedule needs a multiple of P micro-batches.
+  if (pipe.active && pipe.kind == PipelineScheduleKind::Interleaved) built = (built + pipe.stages - 1) / pipe.stages * pipe.stages;
+  if (options.micro_batches <= built) return std::nullopt;
+  ScheduleOptions few = options;
+  few.micro_batches = built;
+  std::vector<PipelineAction> built_order, order;
+  if (pipe.active) {
+    built_order = pipeline_order(pipe.kind, pipe.stages, pipe.stage, built, static_cast<int>(pipe.chunks.size()));
+    few.pipeline.order = built_order;
+    order = pipe.order;
+  } else {
+    built_order = accumulation_order(built);
+    order = accumulation_order(options.micro_batches);
+  }
+  std::optional<Program> p = expand_micro_batches(schedule_detail::Interpreter(g, few).run(), built_order, built, order, options.micro_batches);
+  if (p) validate_program(*p);
+  return p;
+}
+
+}  // namespace
+
 Program build_program(const Graph& g, const ScheduleOptions& options) {
   HEADROOM_CHECK(options.iterations >= 1 && options.micro_batches >= 1, "at least one iteration and micro-batch");
-  // Micro-batches past the fourth repeat the third (schedule/micro_batch_fold.h).
-  if (options.mode == RunMode::Training && !options.pipeline.active && options.micro_batches > kFoldedMicroBatches) {
-    ScheduleOptions built = options;
-    built.micro_batches = kFoldedMicroBatches;
-    if (std::optional<Program> p = expand_micro_batches(schedule_detail::Interpreter(g, built).run(), options.micro_batches)) {
-      validate_program(*p);
-      return std::move(*p);
-    }
+  if (options.mode == RunMode::Training) {
+    if (std::optional<Program> p = folded_program(g, options)) return std::move(*p);
   }
   return schedule_detail::Interpreter(g, options).run();
 }

@@ -1,7 +1,8 @@
 #include "schedule/micro_batch_fold.h"
 
-#include <algorithm>
-#include <vector>
+#include <map>
+#include <tuple>
+#include <unordered_map>
 
 #include "util/error.h"
 
@@ -9,145 +10,200 @@ namespace headroom {
 
 namespace {
 
-constexpr int32_t kRepeated = 3;  // the micro-batch written out again
-constexpr int32_t kLast = kFoldedMicroBatches;
+constexpr int32_t kOutside = 0;  // the owner of a buffer allocated outside every action
 
-bool in_micro_batch(const Step& s) {
-  return s.phase == Phase::Forward || s.phase == Phase::Backward;
+bool action_step(const Step& s) {
+  return (s.phase == Phase::Forward || s.phase == Phase::Backward) && s.iteration > 0 && s.micro_batch > 0;
 }
 
-// One iteration's micro-batch 3: its steps, its events and the buffers it allocates.
-struct Repeat {
+// A run of steps: one action of the built order, or steps outside every action.
+struct Segment {
   int32_t first_step = 0, end_step = 0;
-  int32_t first_event = 0, end_event = 0;
-  BufferId first_buffer = 0, end_buffer = 0;
-  int32_t buffers() const { return end_buffer - first_buffer; }
+  int32_t iteration = 0;
+  int32_t action = -1;  // index in the built order; -1 outside the actions
 };
-
-// Micro-batch 3 of `iteration`, where it is self-contained (the header's invariants).
-std::optional<Repeat> find_repeat(const Program& p, int32_t iteration) {
-  Repeat r;
-  bool found = false;
-  for (size_t i = 0; i < p.steps.size(); ++i) {
-    const Step& s = p.steps[i];
-    if (s.iteration != iteration || !in_micro_batch(s) || s.micro_batch != kRepeated) continue;
-    if (!found) {
-      r.first_step = static_cast<int32_t>(i);
-      found = true;
-    } else if (r.end_step != static_cast<int32_t>(i)) {
-      return std::nullopt;  // not one run of steps
-    }
-    r.end_step = static_cast<int32_t>(i) + 1;
-  }
-  if (!found) return std::nullopt;
-  r.first_event = p.steps[static_cast<size_t>(r.first_step)].first_event;
-  r.end_event = p.steps[static_cast<size_t>(r.end_step - 1)].end_event;
-  // Its buffers: allocated and freed inside it, one block of ids.
-  std::vector<BufferId> allocated;
-  std::vector<bool> local(p.buffers.size(), false), freed(p.buffers.size(), false);
-  for (int32_t e = r.first_event; e < r.end_event; ++e) {
-    const Event& ev = p.events[static_cast<size_t>(e)];
-    const auto b = static_cast<size_t>(ev.buffer);
-    if (ev.kind == Event::Kind::Alloc) {
-      allocated.push_back(ev.buffer);
-      local[b] = true;
-    } else if (ev.kind == Event::Kind::Free) {
-      if (!local[b]) return std::nullopt;  // frees a buffer of an earlier micro-batch
-      freed[b] = true;
-    }
-  }
-  if (allocated.empty()) {
-    r.first_buffer = r.end_buffer = 0;
-    return r;
-  }
-  const auto [lo, hi] = std::minmax_element(allocated.begin(), allocated.end());
-  if (static_cast<size_t>(*hi - *lo) + 1 != allocated.size()) return std::nullopt;
-  for (BufferId b : allocated) {
-    if (!freed[static_cast<size_t>(b)]) return std::nullopt;  // outlives the micro-batch
-  }
-  r.first_buffer = *lo;
-  r.end_buffer = *hi + 1;
-  return r;
-}
 
 }  // namespace
 
-std::optional<Program> expand_micro_batches(const Program& four, int micro_batches) {
-  HEADROOM_CHECK(micro_batches > kFoldedMicroBatches, "expand_micro_batches needs more micro-batches than were built");
-  if (!four.transfers.empty()) return std::nullopt;
-  int32_t iterations = 0;
-  for (const Step& s : four.steps) iterations = std::max(iterations, s.iteration);
-  std::vector<Repeat> repeats;
-  for (int32_t it = 1; it <= iterations; ++it) {
-    std::optional<Repeat> r = find_repeat(four, it);
-    if (!r) return std::nullopt;
-    repeats.push_back(*r);
+std::vector<PipelineAction> accumulation_order(int micro_batches) {
+  std::vector<PipelineAction> order;
+  for (int m = 1; m <= micro_batches; ++m) {
+    order.push_back({true, m, 0});
+    order.push_back({false, m, 0});
   }
-  const int32_t copies = micro_batches - kFoldedMicroBatches;
+  return order;
+}
 
-  // A buffer's id after expansion: every copy of an earlier iteration's block comes before it.
-  std::vector<BufferId> new_id(four.buffers.size());
-  {
-    BufferId shift = 0;
-    size_t next = 0;
-    for (size_t b = 0; b < four.buffers.size(); ++b) {
-      for (; next < repeats.size() && repeats[next].end_buffer <= static_cast<BufferId>(b); ++next) {
-        shift += copies * repeats[next].buffers();
+std::optional<Program> expand_micro_batches(const Program& built, const std::vector<PipelineAction>& built_order, int built_micro_batches,
+                                            const std::vector<PipelineAction>& order, int micro_batches) {
+  HEADROOM_CHECK(micro_batches > built_micro_batches && built_micro_batches > kFoldTemplateMicroBatch, "expand_micro_batches: nothing to fold");
+  if (!built.transfers.empty()) return std::nullopt;
+  // Two actions in a row of the same kind and micro-batch could not be told apart in the steps.
+  for (size_t i = 1; i < built_order.size(); ++i) {
+    if (built_order[i].forward == built_order[i - 1].forward && built_order[i].micro == built_order[i - 1].micro) return std::nullopt;
+  }
+  // The built program's steps as runs: each action of each iteration, in the built order.
+  std::vector<Segment> segments;
+  std::vector<int32_t> segment_of(built.steps.size());
+  std::map<int32_t, std::vector<int32_t>> action_segments;  // iteration -> segment of each action
+  for (size_t i = 0; i < built.steps.size(); ++i) {
+    const Step& s = built.steps[i];
+    const auto step = static_cast<int32_t>(i);
+    if (action_step(s)) {
+      const bool forward = s.phase == Phase::Forward;
+      Segment* last = segments.empty() ? nullptr : &segments.back();
+      const bool continues = last && last->action >= 0 && last->iteration == s.iteration && last->end_step == step &&
+                             built_order[static_cast<size_t>(last->action)].forward == forward &&
+                             built_order[static_cast<size_t>(last->action)].micro == s.micro_batch;
+      if (!continues) {
+        std::vector<int32_t>& seen = action_segments[s.iteration];
+        if (seen.size() >= built_order.size()) return std::nullopt;
+        const PipelineAction& a = built_order[seen.size()];
+        if (a.forward != forward || a.micro != s.micro_batch) return std::nullopt;
+        // An iteration's actions follow each other with nothing outside them in between.
+        if (!seen.empty() && (!last || last->action != static_cast<int32_t>(seen.size()) - 1 || last->iteration != s.iteration)) return std::nullopt;
+        seen.push_back(static_cast<int32_t>(segments.size()));
+        segments.push_back({step, step, s.iteration, static_cast<int32_t>(seen.size()) - 1});
       }
-      new_id[b] = static_cast<BufferId>(b) + shift;
+    } else if (segments.empty() || segments.back().action >= 0) {
+      segments.push_back({step, step, s.iteration, -1});
+    }
+    segments.back().end_step = step + 1;
+    segment_of[i] = static_cast<int32_t>(segments.size()) - 1;
+  }
+  for (const auto& [iteration, seen] : action_segments) {
+    if (seen.size() != built_order.size()) return std::nullopt;
+  }
+  std::map<std::tuple<bool, int, int>, int32_t> built_action;  // (forward, micro-batch, chunk) -> index
+  for (size_t i = 0; i < built_order.size(); ++i) {
+    built_action[{built_order[i].forward, built_order[i].micro, built_order[i].chunk}] = static_cast<int32_t>(i);
+  }
+
+  // Who allocated each buffer (a micro-batch, or kOutside), and whether an action frees it.
+  std::vector<int32_t> owner(built.buffers.size(), kOutside), owner_iteration(built.buffers.size(), 0);
+  std::vector<bool> freed_by_action(built.buffers.size(), false);
+  for (size_t i = 0; i < built.steps.size(); ++i) {
+    const Segment& g = segments[static_cast<size_t>(segment_of[i])];
+    for (int32_t e = built.steps[i].first_event; e < built.steps[i].end_event; ++e) {
+      const Event& ev = built.events[static_cast<size_t>(e)];
+      const auto b = static_cast<size_t>(ev.buffer);
+      if (ev.kind == Event::Kind::Alloc) {
+        owner[b] = g.action >= 0 ? built_order[static_cast<size_t>(g.action)].micro : kOutside;
+        owner_iteration[b] = g.iteration;
+      } else if (ev.kind == Event::Kind::Free && g.action >= 0) {
+        freed_by_action[b] = true;
+      }
     }
   }
+  // The buffers each segment allocates are one block of ids, the blocks in the segments' order:
+  // the interpreter numbers buffers as it makes them, so the result numbers each segment's block
+  // where it writes the segment.
+  std::vector<BufferId> first_id(segments.size(), 0), end_id(segments.size(), 0);
+  {
+    std::vector<int32_t> count(segments.size(), 0);
+    std::vector<bool> seen(segments.size(), false);
+    for (size_t i = 0; i < built.steps.size(); ++i) {
+      const auto j = static_cast<size_t>(segment_of[i]);
+      for (int32_t e = built.steps[i].first_event; e < built.steps[i].end_event; ++e) {
+        const Event& ev = built.events[static_cast<size_t>(e)];
+        if (ev.kind != Event::Kind::Alloc) continue;
+        first_id[j] = seen[j] ? std::min(first_id[j], ev.buffer) : ev.buffer;
+        end_id[j] = seen[j] ? std::max(end_id[j], ev.buffer + 1) : ev.buffer + 1;
+        seen[j] = true;
+        ++count[j];
+      }
+    }
+    BufferId next = 0;
+    for (size_t j = 0; j < segments.size(); ++j) {
+      if (!seen[j]) continue;
+      if (first_id[j] != next || end_id[j] - first_id[j] != count[j]) return std::nullopt;
+      next = end_id[j];
+    }
+    if (static_cast<size_t>(next) != built.buffers.size()) return std::nullopt;
+  }
+  // The micro-batch of the result a built micro-batch stands for alone (-1: a middle one, which
+  // stands for many or none), and the built micro-batch that stands for one of the result.
+  auto stands_for = [&](int32_t built_micro) -> int32_t {
+    if (built_micro == kOutside || built_micro < kFoldTemplateMicroBatch) return built_micro;
+    return built_micro == built_micro_batches ? micro_batches : -1;
+  };
+  auto template_of = [&](int32_t micro) -> int32_t {
+    if (micro < kFoldTemplateMicroBatch) return micro;
+    return micro == micro_batches ? built_micro_batches : kFoldTemplateMicroBatch;
+  };
 
   Program out;
-  out.buffers.reserve(four.buffers.size() + static_cast<size_t>(copies) * repeats.size() * static_cast<size_t>(repeats.front().buffers()));
-  {
-    size_t next = 0;
-    auto insert_copies = [&](size_t b) {
-      for (; next < repeats.size() && repeats[next].end_buffer <= static_cast<BufferId>(b); ++next) {
-        const Repeat& r = repeats[next];
-        if (r.buffers() == 0) continue;
-        for (int32_t c = 0; c < copies; ++c) {
-          out.buffers.insert(out.buffers.end(), four.buffers.begin() + r.first_buffer, four.buffers.begin() + r.end_buffer);
-        }
-      }
-    };
-    for (size_t b = 0; b < four.buffers.size(); ++b) {
-      insert_copies(b);
-      out.buffers.push_back(four.buffers[b]);
+  // A buffer of the result: a built buffer and the micro-batch of the result it belongs to (0
+  // for a buffer outside the actions).
+  std::unordered_map<int64_t, BufferId> instance;
+  const int64_t instances = static_cast<int64_t>(micro_batches) + 1;
+  // One event of the built program written for micro-batch `micro` (0: outside the actions),
+  // whose actions are those of built micro-batch `from`.
+  auto write_event = [&](Event ev, int32_t iteration, int32_t from, int32_t micro) -> bool {
+    const auto b = static_cast<size_t>(ev.buffer);
+    int32_t belongs = 0;
+    if (owner[b] != kOutside && owner[b] == from && owner_iteration[b] == iteration) {
+      belongs = micro;
+    } else {
+      belongs = stands_for(owner[b]);
+      if (belongs < 0) return false;  // another micro-batch's: which copy is ambiguous
+      // Micro-batch 3's actions stand for many: another micro-batch's buffer is the same one for
+      // each of them only if no action frees it (the gradients).
+      if (from == kFoldTemplateMicroBatch && (ev.kind == Event::Kind::Free || freed_by_action[b])) return false;
     }
-    insert_copies(four.buffers.size());
-  }
-
-  out.events.reserve(four.events.size() + static_cast<size_t>(copies) * repeats.size() * static_cast<size_t>(repeats.front().end_event - repeats.front().first_event));
-  out.steps.reserve(four.steps.size() + static_cast<size_t>(copies) * repeats.size() * static_cast<size_t>(repeats.front().end_step - repeats.front().first_step));
-  auto emit = [&](const Step& s, int32_t micro, const Repeat* copy_of, int32_t copy) {
+    auto it = instance.find(static_cast<int64_t>(b) * instances + belongs);
+    if (it == instance.end()) return false;
+    ev.buffer = it->second;
+    out.events.push_back(ev);
+    return true;
+  };
+  // Numbers the buffers segment j allocates, written for micro-batch `micro` (0 outside).
+  auto number_buffers = [&](size_t j, int32_t micro) -> bool {
+    for (BufferId b = first_id[j]; b < end_id[j]; ++b) {
+      if (!instance.emplace(static_cast<int64_t>(b) * instances + micro, static_cast<BufferId>(out.buffers.size())).second) return false;
+      out.buffers.push_back(built.buffers[static_cast<size_t>(b)]);
+    }
+    return true;
+  };
+  auto write_step = [&](const Step& s, int32_t from, int32_t micro) -> bool {
     Step t = s;
-    t.micro_batch = micro;
+    if (from != kOutside) t.micro_batch = micro;
     t.first_event = static_cast<int32_t>(out.events.size());
     for (int32_t e = s.first_event; e < s.end_event; ++e) {
-      Event ev = four.events[static_cast<size_t>(e)];
-      const BufferId b = ev.buffer;
-      ev.buffer = new_id[static_cast<size_t>(b)];
-      if (copy_of && b >= copy_of->first_buffer && b < copy_of->end_buffer) ev.buffer += copy * copy_of->buffers();
-      out.events.push_back(ev);
+      if (!write_event(built.events[static_cast<size_t>(e)], s.iteration, from, micro)) return false;
     }
     t.end_event = static_cast<int32_t>(out.events.size());
     out.steps.push_back(std::move(t));
+    return true;
   };
-  size_t next = 0;
-  for (size_t i = 0; i < four.steps.size(); ++i) {
-    const Step& s = four.steps[i];
-    const bool last = in_micro_batch(s) && s.iteration > 0 && s.micro_batch == kLast;
-    emit(s, last ? micro_batches : s.micro_batch, nullptr, 0);
-    if (next < repeats.size() && static_cast<int32_t>(i) + 1 == repeats[next].end_step) {
-      const Repeat& r = repeats[next++];
-      for (int32_t c = 1; c <= copies; ++c) {
-        for (int32_t j = r.first_step; j < r.end_step; ++j) emit(four.steps[static_cast<size_t>(j)], kRepeated + c, &r, c);
+
+  const size_t per_action = built.steps.size() / std::max<size_t>(1, built_order.size());
+  out.steps.reserve(built.steps.size() + per_action * (order.size() - built_order.size()) * action_segments.size());
+  for (size_t j = 0; j < segments.size(); ++j) {
+    const Segment& g = segments[j];
+    if (g.action < 0) {
+      if (!number_buffers(j, kOutside)) return std::nullopt;
+      for (int32_t i = g.first_step; i < g.end_step; ++i) {
+        if (!write_step(built.steps[static_cast<size_t>(i)], kOutside, kOutside)) return std::nullopt;
+      }
+      continue;
+    }
+    if (g.action != 0) continue;  // written with the iteration's first action
+    const std::vector<int32_t>& actions = action_segments.at(g.iteration);
+    for (const PipelineAction& a : order) {
+      const int32_t from = template_of(a.micro);
+      auto found = built_action.find({a.forward, from, a.chunk});
+      if (found == built_action.end()) return std::nullopt;
+      const auto src_index = static_cast<size_t>(actions[static_cast<size_t>(found->second)]);
+      const Segment& src = segments[src_index];
+      if (!number_buffers(src_index, a.micro)) return std::nullopt;
+      for (int32_t i = src.first_step; i < src.end_step; ++i) {
+        if (!write_step(built.steps[static_cast<size_t>(i)], from, a.micro)) return std::nullopt;
       }
     }
   }
-  out.host = four.host;
-  out.context_use = four.context_use;
+  out.host = built.host;
+  out.context_use = built.context_use;
   return out;
 }
 

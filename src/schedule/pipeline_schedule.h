@@ -60,6 +60,11 @@ struct PipelineRun {
   bool active = false;
   std::vector<PipelineAction> order;  // one optimizer step's forwards and backwards
   std::vector<PipelineChunk> chunks;  // one, or v under the interleaved schedule
+  // The schedule `order` is pipeline_order() of, so that the same schedule over fewer
+  // micro-batches can be built (schedule/micro_batch_fold.h); stages 0: not known, not folded.
+  PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
+  int stages = 0;
+  int stage = 0;
 };
 
 }  // namespace headroom
