@@ -4,6 +4,7 @@
 #include "schedule/micro_batch_fold.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -199,48 +200,15 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     if (t.producer == kNone && b != kNone) ref(b, uses[static_cast<size_t>(t.id)]);
   }
 
-  // Plans first: which storages some node saves decides their category from birth. The plan
-  // autograd would record (grad_plans_) decides which tensors require grad and what a
-  // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
-  std::vector<ForwardPlan> plans(g_.ops.size());
-  grad_plans_.assign(g_.ops.size(), ForwardPlan{});
-  plain_plans_.assign(g_.ops.size(), ForwardPlan{});
-  std::vector<bool> saved_storage(g_.tensors.size(), false);
-  storage_.resize(g_.tensors.size());
-  for (size_t i = 0; i < storage_.size(); ++i) storage_[i] = static_cast<TensorId>(i);
-  for (const Op& op : g_.ops) {
-    if (!op_runs(op)) continue;
-    const bool checkpointed = grad_mode && segment_of_[static_cast<size_t>(op.id)] >= 0;
-    ForwardPlan& gp = grad_plans_[static_cast<size_t>(op.id)];
-    gp = forward_plan(context(op, grad_mode));
-    ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
-    if (segment_of_[static_cast<size_t>(op.id)] >= 0) plain_plans_[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
-    // A checkpointed op runs under no_grad (reentrant) or records a node that keeps nothing
-    // (non-reentrant: its saved tensors go through the region's pack hook).
-    fp = !checkpointed ? gp : non_reentrant_ ? hooked_plan(gp) : plain_plans_[static_cast<size_t>(op.id)];
-    if (checkpointed && hooked_saves(op.id)) region_hooks_save_[static_cast<size_t>(segment_of_[static_cast<size_t>(op.id)])] = true;
-    for (size_t j = 0; j < op.outputs.size(); ++j) {
-      TensorId out = op.outputs[j];
-      if (fp.output_alias[j] >= 0) storage_[static_cast<size_t>(out)] = storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
-      requires_grad_[static_cast<size_t>(out)] = gp.creates_node;
-      if (!gp.creates_node && gp.output_alias[j] >= 0) {
-        // An identity (dropout with p = 0 or in eval mode) returns its input: gradients for
-        // the output are gradients for the input.
-        TensorId src = op.inputs[static_cast<size_t>(gp.output_alias[j])];
-        requires_grad_[static_cast<size_t>(out)] = requires_grad_[static_cast<size_t>(src)];
-        redirect_[static_cast<size_t>(out)] = src;
-      }
-    }
-    mark_saved(op, fp, saved_storage);
-  }
-  if (grad_mode) {
-    for (size_t s = 0; s < segments_.size(); ++s) {
-      // Reentrant: a nested call runs under its outer call's no_grad and keeps nothing.
-      // Non-reentrant: every call's closure keeps its arguments.
-      if (parent_[s] >= 0 && !non_reentrant_) continue;
-      for (TensorId t : segment_inputs_[s]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
-    }
-  }
+  const ForwardSetup& setup = forward_setup(grad_mode);
+  requires_grad_ = setup.requires_grad;
+  redirect_ = setup.redirect;
+  storage_ = setup.storage;
+  grad_plans_ = setup.grad_plans;
+  plain_plans_ = setup.plain_plans;
+  region_hooks_save_ = setup.region_hooks_save;
+  const std::vector<ForwardPlan>& plans = *setup.plans;
+  const std::vector<bool>& saved_storage = setup.saved_storage;
 
   for (const Op& op : g_.ops) {
     if (!op_runs(op)) continue;
@@ -270,6 +238,69 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
     release_returned();
     end_step();
   }
+}
+
+const Interpreter::ForwardSetup& Interpreter::forward_setup(bool grad_mode) {
+  auto [found, made] = forward_setups_.try_emplace({grad_mode, chunk_});
+  ForwardSetup& setup = found->second;
+  if (!made && setup.initial_requires_grad == requires_grad_) return setup;
+  setup.initial_requires_grad = requires_grad_;
+  // Plans first: which storages some node saves decides their category from birth. The plan
+  // autograd would record (grad_plans_) decides which tensors require grad and what a
+  // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
+  auto plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
+  auto grad_plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
+  auto plain_plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
+  grad_plans_ = PlanTable(grad_plans);  // hooked_saves() reads it
+  plain_plans_ = PlanTable(plain_plans);
+  redirect_.assign(g_.tensors.size(), kNone);
+  region_hooks_save_.assign(segments_.size(), false);
+  std::vector<bool> saved_storage(g_.tensors.size(), false);
+  storage_.resize(g_.tensors.size());
+  for (size_t i = 0; i < storage_.size(); ++i) storage_[i] = static_cast<TensorId>(i);
+  for (const Op& op : g_.ops) {
+    if (!op_runs(op)) continue;
+    const bool checkpointed = grad_mode && segment_of_[static_cast<size_t>(op.id)] >= 0;
+    ForwardPlan& gp = (*grad_plans)[static_cast<size_t>(op.id)];
+    gp = forward_plan(context(op, grad_mode));
+    ForwardPlan& fp = (*plans)[static_cast<size_t>(op.id)];
+    if (segment_of_[static_cast<size_t>(op.id)] >= 0) (*plain_plans)[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
+    // A checkpointed op runs under no_grad (reentrant) or records a node that keeps nothing
+    // (non-reentrant: its saved tensors go through the region's pack hook).
+    fp = !checkpointed ? gp : non_reentrant_ ? hooked_plan(gp) : (*plain_plans)[static_cast<size_t>(op.id)];
+    if (checkpointed && hooked_saves(op.id)) region_hooks_save_[static_cast<size_t>(segment_of_[static_cast<size_t>(op.id)])] = true;
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      TensorId out = op.outputs[j];
+      if (fp.output_alias[j] >= 0) storage_[static_cast<size_t>(out)] = storage_[static_cast<size_t>(op.inputs[static_cast<size_t>(fp.output_alias[j])])];
+      requires_grad_[static_cast<size_t>(out)] = gp.creates_node;
+      if (!gp.creates_node && gp.output_alias[j] >= 0) {
+        // An identity (dropout with p = 0 or in eval mode) returns its input: gradients for
+        // the output are gradients for the input.
+        TensorId src = op.inputs[static_cast<size_t>(gp.output_alias[j])];
+        requires_grad_[static_cast<size_t>(out)] = requires_grad_[static_cast<size_t>(src)];
+        redirect_[static_cast<size_t>(out)] = src;
+      }
+    }
+    mark_saved(op, fp, saved_storage);
+  }
+  if (grad_mode) {
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      // Reentrant: a nested call runs under its outer call's no_grad and keeps nothing.
+      // Non-reentrant: every call's closure keeps its arguments.
+      if (parent_[s] >= 0 && !non_reentrant_) continue;
+      for (TensorId t : segment_inputs_[s]) saved_storage[static_cast<size_t>(storage_[static_cast<size_t>(t)])] = true;
+    }
+  }
+
+  setup.requires_grad = requires_grad_;
+  setup.redirect = redirect_;
+  setup.storage = storage_;
+  setup.plans = std::move(plans);
+  setup.grad_plans = grad_plans_;
+  setup.plain_plans = plain_plans_;
+  setup.saved_storage = std::move(saved_storage);
+  setup.region_hooks_save = region_hooks_save_;
+  return setup;
 }
 
 void Interpreter::mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bool>& saved_storage) const {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,20 @@ struct GradValue {
 struct Node {
   bool exists = false;
   std::vector<BufferId> saved;
+};
+
+// Per op, the forward plans of one forward: made once per grad mode and pipeline chunk
+// (Interpreter::forward_setup) and shared, read-only, by every forward that makes the same
+// decisions.
+class PlanTable {
+ public:
+  PlanTable() = default;
+  explicit PlanTable(std::shared_ptr<const std::vector<ForwardPlan>> plans) : plans_(std::move(plans)) {}
+  const ForwardPlan& operator[](size_t op) const { return (*plans_)[op]; }
+  void clear() { plans_.reset(); }
+
+ private:
+  std::shared_ptr<const std::vector<ForwardPlan>> plans_;
 };
 
 class Interpreter {
@@ -146,6 +161,23 @@ class Interpreter {
 
   // ---- forward -----------------------------------------------------------------------------
   void forward(int iteration, int micro, Phase phase);
+
+  // What a forward decides before it runs an op, from the graph, the options, the grad mode, the
+  // chunk and which tensors require grad at its start: each op's plans, which tensors require
+  // grad, alias a storage or redirect gradients, which storages some node saves. Every forward
+  // of a program (k micro-batches, two iterations) decides the same, so it is made once per
+  // (grad mode, chunk) and reused while requires_grad_ at the start is the same.
+  struct ForwardSetup {
+    std::vector<bool> initial_requires_grad;
+    std::vector<bool> requires_grad;
+    std::vector<TensorId> redirect, storage;
+    std::shared_ptr<const std::vector<ForwardPlan>> plans;  // as run: checkpointed ops' no_grad or hooked plans
+    PlanTable grad_plans, plain_plans;
+    std::vector<bool> saved_storage;
+    std::vector<bool> region_hooks_save;
+  };
+  std::map<std::pair<bool, int>, ForwardSetup> forward_setups_;
+  const ForwardSetup& forward_setup(bool grad_mode);
 
   void mark_saved(const Op& op, const ForwardPlan& fp, std::vector<bool>& saved_storage) const;
 
@@ -476,7 +508,7 @@ class Interpreter {
   std::vector<std::vector<int>> starting_;   // per op: the segments starting there, outer first
   std::vector<std::vector<BufferId>> call_held_;     // per segment: a no_grad call's arguments and RNG state
   std::vector<std::vector<BufferId>> region_graph_held_;  // per segment: its re-run's checkpoint nodes' RNG states
-  std::vector<ForwardPlan> plain_plans_;  // per op: the plan without autograd recording (no_grad)
+  PlanTable plain_plans_;  // per op: the plan without autograd recording (no_grad)
   std::vector<std::vector<TensorId>> segment_inputs_;   // made before the segment, read in it
   std::vector<std::vector<TensorId>> segment_outputs_;  // made in it, read after it
   enum class SegmentState : uint8_t { Forward, Recomputed, Done };
@@ -497,7 +529,7 @@ class Interpreter {
   std::vector<BufferId> closure_rng_;                    // per segment: its `fwd_cpu_state`, or kNone
   std::vector<OpId> closure_last_node_;  // per segment: its last own node with saves to run; kNone: with the graph
   std::vector<BufferId> graph_held_;   // freed with the graph: the checkpoint nodes' RNG states
-  std::vector<ForwardPlan> grad_plans_;  // per op: the plan with autograd recording
+  PlanTable grad_plans_;  // per op: the plan with autograd recording
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
   std::vector<bool> kv_cache_;           // per tensor: its storage is a KV cache (Graph::kv_cache)
   std::vector<BufferId> fresh_;          // buffers the current op made
@@ -534,7 +566,7 @@ class Interpreter {
     // What the forward decided for its ops (another model chunk's forward decides for others).
     std::vector<bool> requires_grad;
     std::vector<TensorId> redirect, storage;
-    std::vector<ForwardPlan> grad_plans, plain_plans;
+    PlanTable grad_plans, plain_plans;
     BufferId received = kNone;  // the p2p receive buffer of this micro-batch's hidden state
   };
   MicroBatchGraph stash_micro_batch();
