@@ -191,6 +191,44 @@ TEST(LayoutFit, CheckpointingWhenNothingElseFitsAndForALargerMicroBatch) {
   EXPECT_TRUE(separated) << "no budget separates micro-batches 4 and 2: pick another sequence length";
 }
 
+// When nothing fits, the rejection quotes the smallest peak with the micro-batch and recompute
+// it was simulated at: not always the smallest micro-batch (one micro-batch needs no
+// accumulation state) nor the heaviest recompute (checkpointing can raise the peak where the
+// model states dominate).
+TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "4";
+  a.seq = "256";
+  a.gpu = "A100-SXM4-40GB";
+  a.margin = "0%";
+  a.precision = "bf16";
+  a.gpus = "2";
+  a.fsdp = "grad-op";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  ASSERT_TRUE(o.ok()) << o.error();
+  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  PlanContext ctx(o.value(), 1, CostModel(spec));  // a 1-byte budget: nothing fits
+  EngineFit f = fit_engine(ctx, {4, 2, 1}, true, [](const Evaluation& e, int64_t) { return e.time.total_ms; });
+  ASSERT_FALSE(f.found);
+  EXPECT_EQ(f.evaluations, 6);
+  int64_t least = 0, at = 0;
+  Recompute level = Recompute::None;
+  for (int64_t m : {int64_t{4}, int64_t{2}, int64_t{1}}) {
+    for (Recompute r : {Recompute::None, Recompute::Full}) {
+      const int64_t peak = ctx.evaluate(Candidate{recompute_plan(ctx.graph(m), r), m}).peak_bytes;  // from memory
+      if (least == 0 || peak < least) {
+        least = peak;
+        at = m;
+        level = r;
+      }
+    }
+  }
+  EXPECT_EQ(f.smallest_peak_bytes, least);
+  EXPECT_EQ(f.smallest_peak_micro_batch, at);
+  EXPECT_EQ(f.smallest_peak_recompute, level);
+}
+
 TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {
   // With room for everything, each engine's plain peak at micro-batch 1; a budget one byte under
   // the smallest leaves no plain layout: what ranks is checkpointed or offloaded, and each is

@@ -28,8 +28,11 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
     best.evaluation = e;
     best.step_ms = ms;
   };
-  auto smallest = [&](int64_t peak) {
-    best.smallest_peak_bytes = seen ? std::min(best.smallest_peak_bytes, peak) : peak;
+  auto smallest = [&](int64_t peak, int64_t m, Recompute level) {
+    if (seen && peak >= best.smallest_peak_bytes) return;
+    best.smallest_peak_bytes = peak;
+    best.smallest_peak_micro_batch = m;
+    best.smallest_peak_recompute = level;
     seen = true;
   };
   // The lightest recompute level that fitted at a larger micro-batch (ladder index).
@@ -41,8 +44,7 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
       if (level != Recompute::None && plan.checkpoints.empty()) continue;
       Evaluation e = ctx.evaluate(Candidate{plan, m});
       ++best.evaluations;
-      best.heaviest_tried = std::max(best.heaviest_tried, level);
-      smallest(e.peak_bytes);
+      smallest(e.peak_bytes, m, level);
       if (!e.feasible) continue;
       consider(e, m, level, plan);
       if (level == Recompute::None) return best;

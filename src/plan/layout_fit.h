@@ -37,9 +37,11 @@ struct EngineFit {
   MemoryPlan plan;      // the checkpoints of `recompute`
   Evaluation evaluation;
   double step_ms = 0;
-  int64_t smallest_peak_bytes = 0;  // the smallest peak seen (for a rejection's reason)
+  // The smallest peak seen and the candidate it was seen at (for a rejection's reason).
+  int64_t smallest_peak_bytes = 0;
+  int64_t smallest_peak_micro_batch = 0;
+  Recompute smallest_peak_recompute = Recompute::None;
   int evaluations = 0;
-  Recompute heaviest_tried = Recompute::None;  // for a rejection's reason
 };
 
 // `micro_batches`: the sizes to try, largest first. `ladder`: the recompute levels, lightest

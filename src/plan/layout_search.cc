@@ -196,9 +196,9 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
   const int64_t stages = engine.pipeline_parallel;
   std::vector<Recompute> ladder = engine.ladder();
-  // What a rejection adds about the recompute it tried.
-  auto tried = [](Recompute heaviest) {
-    return heaviest == Recompute::Full ? " with every block checkpointed" : heaviest == Recompute::Selective ? " with each attention core recomputed" : "";
+  // What a rejection adds about the recompute of the candidate it quotes.
+  auto tried = [](Recompute level) {
+    return level == Recompute::Full ? " with every block checkpointed" : level == Recompute::Selective ? " with each attention core recomputed" : "";
   };
   if (stages > 1) {
     // A pipeline needs at least P micro-batches in a step (m >= P; the interleaved schedule a
@@ -216,14 +216,16 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     if (sizes.size() > 1) {
       bool fits = false, plain = false;
       int64_t smallest = 0;
-      Recompute heaviest = Recompute::None;
+      Recompute smallest_at = Recompute::None;  // the recompute of the smallest peak
       for (Recompute level : ladder) {
         MemoryPlan p = recompute_plan(ctx->graph(sizes.back()), level);
         if (level != Recompute::None && p.checkpoints.empty()) continue;
         const Evaluation probe = ctx->evaluate({p, sizes.back()});
         ++out.evaluations;
-        heaviest = level;
-        smallest = smallest == 0 ? probe.peak_bytes : std::min(smallest, probe.peak_bytes);
+        if (smallest == 0 || probe.peak_bytes < smallest) {
+          smallest = probe.peak_bytes;
+          smallest_at = level;
+        }
         if (probe.feasible) {
           fits = true;
           plain = level == Recompute::None;
@@ -232,7 +234,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
       }
       if (!fits) {
         out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget", human_bytes(smallest),
-                                                                sizes.back(), tried(heaviest), human_bytes(plan.budget_bytes))};
+                                                                sizes.back(), tried(smallest_at), human_bytes(plan.budget_bytes))};
         return out;
       }
       if (!plain) std::erase(ladder, Recompute::None);
@@ -288,7 +290,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     out.ranked = best;
   } else {
     out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
-                                                            human_bytes(fit.smallest_peak_bytes), sizes.back(), tried(fit.heaviest_tried),
+                                                            human_bytes(fit.smallest_peak_bytes), fit.smallest_peak_micro_batch, tried(fit.smallest_peak_recompute),
                                                             human_bytes(plan.budget_bytes))};
   }
   return out;
