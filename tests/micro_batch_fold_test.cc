@@ -149,7 +149,7 @@ void expect_same_program(const Program& p, const Program& every) {
   EXPECT_EQ(p.context_use.backward, every.context_use.backward);
 }
 
-class MicroBatchFold : public testing::TestWithParam<FoldCase> {};
+class MicroBatchFold : public ::testing::TestWithParam<FoldCase> {};
 
 TEST_P(MicroBatchFold, IsTheProgramOfEveryMicroBatch) {
   const FoldCase& c = GetParam();
@@ -174,8 +174,8 @@ TEST_P(MicroBatchFold, IsTheProgramOfEveryMicroBatch) {
   expect_same_program(build_program(g, s), every);  // what every caller gets
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, MicroBatchFold, testing::ValuesIn(fold_cases()),
-                         [](const testing::TestParamInfo<FoldCase>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Engines, MicroBatchFold, ::testing::ValuesIn(fold_cases()),
+                         [](const ::testing::TestParamInfo<FoldCase>& i) { return i.param.name; });
 
 // Pipeline stages: the stage's program under each schedule against the interpreter over every
 // micro-batch (gpt2:layers=4 over P = 2, one sequence per micro-batch).
@@ -188,7 +188,7 @@ struct PipelineFoldCase {
 
 void PrintTo(const PipelineFoldCase& c, std::ostream* os) { *os << c.name; }
 
-class PipelineFold : public testing::TestWithParam<PipelineFoldCase> {};
+class PipelineFold : public ::testing::TestWithParam<PipelineFoldCase> {};
 
 TEST_P(PipelineFold, IsTheStageProgramOfEveryMicroBatch) {
   const PipelineFoldCase& c = GetParam();
@@ -231,14 +231,14 @@ TEST_P(PipelineFold, IsTheStageProgramOfEveryMicroBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineFold,
-                         testing::Values(PipelineFoldCase{"one_f_one_b_stage0", PipelineScheduleKind::OneFOneB, 2, 0, 8, 1, false},
+                         ::testing::Values(PipelineFoldCase{"one_f_one_b_stage0", PipelineScheduleKind::OneFOneB, 2, 0, 8, 1, false},
                                          PipelineFoldCase{"one_f_one_b_stage1", PipelineScheduleKind::OneFOneB, 2, 1, 8, 1, false},
                                          PipelineFoldCase{"one_f_one_b_stage0_checkpointed", PipelineScheduleKind::OneFOneB, 2, 0, 7, 1, true},
                                          PipelineFoldCase{"one_f_one_b_four_stages", PipelineScheduleKind::OneFOneB, 4, 0, 9, 1, false},
                                          PipelineFoldCase{"gpipe_stage0", PipelineScheduleKind::GPipe, 2, 0, 6, 1, false},
                                          PipelineFoldCase{"interleaved_stage0", PipelineScheduleKind::Interleaved, 2, 0, 8, 2, false},
                                          PipelineFoldCase{"interleaved_stage1_checkpointed", PipelineScheduleKind::Interleaved, 2, 1, 10, 2, true}),
-                         [](const testing::TestParamInfo<PipelineFoldCase>& i) { return i.param.name; });
+                         [](const ::testing::TestParamInfo<PipelineFoldCase>& i) { return i.param.name; });
 
 // Where micro-batch 3's actions use another micro-batch's buffer, nothing is folded: a program
 // whose third backward frees a buffer of the second micro-batch.
