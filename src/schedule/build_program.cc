@@ -160,12 +160,10 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   }
   nodes_.assign(g_.ops.size(), Node{});
   grad_.assign(g_.tensors.size(), GradValue{});
-  redirect_.assign(g_.tensors.size(), kNone);
   segment_saved_.assign(segments_.size(), {});
   segment_state_.assign(segments_.size(), SegmentState::Forward);
   segment_held_.assign(segments_.size(), {});
   segment_incoming_.assign(segments_.size(), {});
-  region_hooks_save_.assign(segments_.size(), false);
   closure_inputs_.assign(segments_.size(), {});
   closure_rng_.assign(segments_.size(), kNone);
   offload_candidates_.clear();

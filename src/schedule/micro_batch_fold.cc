@@ -79,17 +79,24 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
     built_action[{built_order[i].forward, built_order[i].micro, built_order[i].chunk}] = static_cast<int32_t>(i);
   }
 
-  // Who allocated each buffer (a micro-batch, or kOutside), and whether an action frees it.
+  // Who allocated each buffer (a micro-batch, or kOutside), whether an action frees it, and the
+  // ids each segment allocates.
   std::vector<int32_t> owner(built.buffers.size(), kOutside), owner_iteration(built.buffers.size(), 0);
   std::vector<bool> freed_by_action(built.buffers.size(), false);
+  std::vector<BufferId> first_id(segments.size(), 0), end_id(segments.size(), 0);
+  std::vector<int32_t> allocated(segments.size(), 0);
   for (size_t i = 0; i < built.steps.size(); ++i) {
-    const Segment& g = segments[static_cast<size_t>(segment_of[i])];
+    const auto j = static_cast<size_t>(segment_of[i]);
+    const Segment& g = segments[j];
     for (int32_t e = built.steps[i].first_event; e < built.steps[i].end_event; ++e) {
       const Event& ev = built.events[static_cast<size_t>(e)];
       const auto b = static_cast<size_t>(ev.buffer);
       if (ev.kind == Event::Kind::Alloc) {
         owner[b] = g.action >= 0 ? built_order[static_cast<size_t>(g.action)].micro : kOutside;
         owner_iteration[b] = g.iteration;
+        first_id[j] = allocated[j] > 0 ? std::min(first_id[j], ev.buffer) : ev.buffer;
+        end_id[j] = allocated[j] > 0 ? std::max(end_id[j], ev.buffer + 1) : ev.buffer + 1;
+        ++allocated[j];
       } else if (ev.kind == Event::Kind::Free && g.action >= 0) {
         freed_by_action[b] = true;
       }
@@ -98,25 +105,11 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
   // The buffers each segment allocates are one block of ids, the blocks in the segments' order:
   // the interpreter numbers buffers as it makes them, so the result numbers each segment's block
   // where it writes the segment.
-  std::vector<BufferId> first_id(segments.size(), 0), end_id(segments.size(), 0);
   {
-    std::vector<int32_t> count(segments.size(), 0);
-    std::vector<bool> seen(segments.size(), false);
-    for (size_t i = 0; i < built.steps.size(); ++i) {
-      const auto j = static_cast<size_t>(segment_of[i]);
-      for (int32_t e = built.steps[i].first_event; e < built.steps[i].end_event; ++e) {
-        const Event& ev = built.events[static_cast<size_t>(e)];
-        if (ev.kind != Event::Kind::Alloc) continue;
-        first_id[j] = seen[j] ? std::min(first_id[j], ev.buffer) : ev.buffer;
-        end_id[j] = seen[j] ? std::max(end_id[j], ev.buffer + 1) : ev.buffer + 1;
-        seen[j] = true;
-        ++count[j];
-      }
-    }
     BufferId next = 0;
     for (size_t j = 0; j < segments.size(); ++j) {
-      if (!seen[j]) continue;
-      if (first_id[j] != next || end_id[j] - first_id[j] != count[j]) return std::nullopt;
+      if (allocated[j] == 0) continue;
+      if (first_id[j] != next || end_id[j] - first_id[j] != allocated[j]) return std::nullopt;
       next = end_id[j];
     }
     if (static_cast<size_t>(next) != built.buffers.size()) return std::nullopt;
