@@ -208,9 +208,13 @@ TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
   Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
   ASSERT_TRUE(o.ok()) << o.error();
   const GpuSpec& spec = *gpu_spec(*o.value().gpu);
-  PlanContext ctx(o.value(), 1, CostModel(spec));  // a 1-byte budget: nothing fits
+  // A budget just above the model state every candidate holds (so the search does not stop at
+  // the first candidate, test below) and below every peak: nothing fits.
+  const int64_t held = PlanContext(o.value(), int64_t{1} << 50, CostModel(spec)).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
+  PlanContext ctx(o.value(), held + 1, CostModel(spec));
   EngineFit f = fit_engine(ctx, {4, 2, 1}, true, [](const Evaluation& e, int64_t) { return e.time.total_ms; });
   ASSERT_FALSE(f.found);
+  EXPECT_EQ(f.model_state_over_budget_bytes, 0);
   EXPECT_EQ(f.evaluations, 6);
   int64_t least = 0, at = 0;
   Recompute level = Recompute::None;
@@ -227,6 +231,48 @@ TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
   EXPECT_EQ(f.smallest_peak_bytes, least);
   EXPECT_EQ(f.smallest_peak_micro_batch, at);
   EXPECT_EQ(f.smallest_peak_recompute, level);
+}
+
+// A candidate that ends holding more parameters, gradients and optimizer states than the budget
+// ends the search at once: every candidate holds as much (schedule/held_state.h), so none fits.
+// One byte below that state, the search tries one candidate; at the state itself it goes on.
+TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "4";
+  a.seq = "256";
+  a.gpu = "A100-SXM4-40GB";
+  a.margin = "0%";
+  a.precision = "bf16";
+  a.gpus = "2";
+  a.zero = "2";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
+  ASSERT_TRUE(o.ok()) << o.error();
+  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  const int64_t held = PlanContext(o.value(), int64_t{1} << 50, CostModel(spec)).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
+  ASSERT_GT(held, 0);
+  auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
+  {
+    PlanContext ctx(o.value(), held - 1, CostModel(spec));
+    ctx.skip_over_budget_model_state();
+    EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
+    EXPECT_FALSE(f.found);
+    EXPECT_EQ(f.evaluations, 1);
+    EXPECT_EQ(f.model_state_over_budget_bytes, held);
+    // Skipped: answered with the state as its (lower-bound) peak, untimed.
+    const Evaluation e = ctx.evaluate(Candidate{MemoryPlan{}, 4});
+    EXPECT_FALSE(e.feasible);
+    EXPECT_EQ(e.peak_bytes, held);
+    EXPECT_EQ(e.time.total_ms, 0.0);
+  }
+  {
+    PlanContext ctx(o.value(), held, CostModel(spec));
+    ctx.skip_over_budget_model_state();
+    EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
+    EXPECT_FALSE(f.found);  // the activations do not fit beside the state
+    EXPECT_EQ(f.model_state_over_budget_bytes, 0);
+    EXPECT_EQ(f.evaluations, 6);
+  }
 }
 
 TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "schedule/held_state.h"
 #include "schedule/pipeline_plan.h"
 #include "util/error.h"
 
@@ -27,7 +28,7 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
 }
 
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage) {
+                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit) {
   const int stages = static_cast<int>(p.pipeline_parallel);
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
@@ -53,6 +54,16 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
     PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
+    if (model_state_limit > 0 && model_state_at_end(run.program) > model_state_limit) {
+      PipelineStages over;
+      over.layers_per_stage = per_stage;
+      over.graph = std::move(run.rank.graph);
+      over.program = std::move(run.program);
+      over.stage = stage;
+      over.in_flight_micro_batches = run.in_flight_micro_batches;
+      over.plan = std::move(run.plan);
+      return over;
+    }
     SimResult sim = simulate(run.program);
     best.stage_peak_bytes.push_back(sim.peak.bytes);
     if (stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {

@@ -5,6 +5,7 @@
 
 #include "estimate/parallel.h"
 #include "estimate/pipeline_estimate.h"
+#include "schedule/held_state.h"
 #include "sim/simulate.h"
 #include "util/error.h"
 
@@ -19,10 +20,30 @@ PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostMode
   schedule_ = schedule_options(options_);
 }
 
+PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost, LayoutGraphs& shared)
+    : PlanContext(std::move(options), budget_bytes, std::move(cost)) {
+  shared_ = &shared;
+}
+
+std::shared_ptr<const Graph> LayoutGraphs::get(const EstimateOptions& options, int64_t batch) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::shared_ptr<Entry>& slot = entries_[{options.parallel.tensor_parallel, options.parallel.sequence_parallel, batch}];
+    if (!slot) slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  // A build that throws leaves the flag unset: the next caller builds (and throws) again.
+  std::call_once(entry->built, [&] { entry->graph = std::make_shared<const Graph>(build_graph(options, batch)); });
+  return entry->graph;
+}
+
 const Graph& PlanContext::graph(int64_t micro_batch) {
   const int64_t b = micro_batch > 0 ? micro_batch : options_.batch;
   auto it = graphs_.find(b);
-  if (it == graphs_.end()) it = graphs_.emplace(b, std::make_unique<Graph>(build_graph(options_, b))).first;
+  if (it == graphs_.end()) {
+    it = graphs_.emplace(b, shared_ ? shared_->get(options_, b) : std::make_shared<const Graph>(build_graph(options_, b))).first;
+  }
   return *it->second;
 }
 
@@ -69,13 +90,19 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     const int micro_batches = static_cast<int>(options_.batch / micro);
     s.micro_batches = micro_batches;
     s.names = false;  // an evaluation reads peaks and times only
-    stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false);
+    stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false,
+                                      skip_over_budget_state_ ? budget_ : 0);
   }
   Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
-  SimResult sim = stages ? std::move(stages->sim) : simulate(p);
   Evaluation e;
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
+  e.held_bytes = model_state_at_end(p);
+  if (skip_over_budget_state_ && e.held_bytes > budget_) {
+    e.peak_bytes = e.exact_peak_bytes = e.held_bytes;
+    return e;
+  }
+  SimResult sim = stages ? std::move(stages->sim) : simulate(p);
   e.exact_peak_bytes = sim.peak.bytes;
   e.exact_at_peak = sim.at_peak;
   if (sim.peak.step >= 0) {

@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,6 +35,9 @@ struct Evaluation {
   int64_t exact_peak_bytes = 0;  // live tensor bytes (torch.cuda.max_memory_allocated, unrounded)
   CategoryBytes exact_at_peak{};  // those bytes by category
   bool allocator_oom = false;  // the caching allocator ran out of the budget on the way
+  // The parameters, gradients and optimizer states the program ends with (schedule/held_state.h):
+  // the same for every candidate of a layout (per pipeline stage), and no more than any's peak.
+  int64_t held_bytes = 0;
   IterationTime time;          // one optimizer step (all micro-batches)
   int64_t micro_batch = 0;
   int micro_batches = 1;
@@ -41,11 +46,31 @@ struct Evaluation {
   std::string peak_op;
 };
 
+// The graphs of one run under several layouts, built once for all the contexts that share it
+// (the layout search's families, on several threads). build_graph() reads the layout only for
+// its tensor-parallel size and sequence parallelism, so a graph is keyed by those and the
+// micro-batch. Invariant: every context given one LayoutGraphs runs the same options but their
+// `parallel`; a graph is built by the first thread that asks for it, the others wait for it.
+class LayoutGraphs {
+ public:
+  std::shared_ptr<const Graph> get(const EstimateOptions& options, int64_t batch);
+
+ private:
+  struct Entry {
+    std::once_flag built;
+    std::shared_ptr<const Graph> graph;
+  };
+  std::mutex mutex_;  // guards entries_ (not the entries' building)
+  std::map<std::tuple<int64_t, bool, int64_t>, std::shared_ptr<Entry>> entries_;
+};
+
 class PlanContext {
  public:
   // `options`: the run (model, batch, optimizer, precision, device, GPU); `budget_bytes`: the
   // memory the plan must fit in, in the units of Evaluation::peak_bytes.
   PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost);
+  // Graphs from `shared` (see LayoutGraphs), which must outlive the context.
+  PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost, LayoutGraphs& shared);
 
   // A candidate evaluated before is answered from memory (a search may ask twice: the layout
   // search's pipeline probe is also the last size its fit tries); each call counts in
@@ -56,10 +81,18 @@ class PlanContext {
   // The program of a candidate (for stage statistics and reports).
   Program program(const Candidate& c);
 
+  // From now on a candidate whose program ends holding more model state than the budget
+  // (Evaluation::held_bytes) is answered without its allocator replay and timing: infeasible,
+  // its peak_bytes and exact_peak_bytes that state (a lower bound), its time zero. For a search
+  // that stops at such a candidate (plan/layout_fit.h).
+  void skip_over_budget_model_state() { skip_over_budget_state_ = true; }
+
   const EstimateOptions& options() const { return options_; }
   const CostModel& cost() const { return cost_; }
   int64_t budget_bytes() const { return budget_; }
   int evaluations() const { return evaluations_; }
+  // The distinct candidates simulated so far (those not answered from memory).
+  int simulations() const { return static_cast<int>(evaluated_.size()); }
   bool foreach() const { return schedule_.foreach; }
 
  private:
@@ -72,8 +105,10 @@ class PlanContext {
   int64_t budget_;
   CostModel cost_;
   ScheduleOptions schedule_;
-  std::map<int64_t, std::unique_ptr<Graph>> graphs_;
+  LayoutGraphs* shared_ = nullptr;
+  std::map<int64_t, std::shared_ptr<const Graph>> graphs_;
   int evaluations_ = 0;
+  bool skip_over_budget_state_ = false;
   std::vector<std::pair<Candidate, Evaluation>> evaluated_;  // in the order first asked
 };
 

@@ -45,6 +45,10 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
       Evaluation e = ctx.evaluate(Candidate{plan, m});
       ++best.evaluations;
       smallest(e.peak_bytes, m, level);
+      if (e.held_bytes > ctx.budget_bytes()) {
+        best.model_state_over_budget_bytes = e.held_bytes;
+        return best;
+      }
       if (!e.feasible) continue;
       consider(e, m, level, plan);
       if (level == Recompute::None) return best;

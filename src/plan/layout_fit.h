@@ -11,6 +11,10 @@
 // by the cost model. Once a level fits at some micro-batch, it and heavier levels are not tried
 // at smaller ones (they would only add steps).
 //
+// A candidate whose program ends holding more parameters, gradients and optimizer states than the
+// budget (Evaluation::held_bytes) ends the search: every candidate of the layout holds the same
+// (schedule/held_state.h), so none fits, and the rejection names that state.
+//
 // Invariants: every candidate is the rank's program re-simulated by PlanContext; a fit's peak
 // is within the budget; the choice is deterministic (ties keep the larger micro-batch); a level
 // whose regions the model lacks (no eager attention core) is skipped.
@@ -41,6 +45,8 @@ struct EngineFit {
   int64_t smallest_peak_bytes = 0;
   int64_t smallest_peak_micro_batch = 0;
   Recompute smallest_peak_recompute = Recompute::None;
+  // > 0: the model state every candidate holds, over the budget (the search stopped at it).
+  int64_t model_state_over_budget_bytes = 0;
   int evaluations = 0;
 };
 

@@ -146,6 +146,13 @@ EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& optio
 
 namespace {
 
+// The rejection of a layout whose every candidate ends its step holding `held` bytes of model
+// state (plan/layout_fit.h).
+std::string model_state_over(int64_t held, int64_t budget) {
+  return fmt::format("{} per GPU of parameters, gradients and optimizer states kept between steps (at any micro-batch), over the {} budget", human_bytes(held),
+                     human_bytes(budget));
+}
+
 // What one family's search found, kept apart so that families can run on several threads and be
 // merged in family order (the output does not depend on the threads).
 struct FamilyOutcome {
@@ -156,7 +163,11 @@ struct FamilyOutcome {
   std::exception_ptr error;  // anything else thrown: rethrown by the merge, in family order
 };
 
-FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, const GpuSpec& spec) {
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& context, LayoutOption best);
+
+// One family: its context (graphs shared through `graphs`), then its search; `evaluations`
+// counts the candidates simulated (one asked twice is answered from memory).
+FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, const GpuSpec& spec, LayoutGraphs& graphs) {
   FamilyOutcome out;
   LayoutOption best;
   best.engine = engine.name;
@@ -183,7 +194,8 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   constants.host_ranks = static_cast<int>(std::min<int64_t>(request.gpus, plan.link.gpus_per_node));
   std::optional<PlanContext> ctx;
   try {
-    ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants));
+    ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants), graphs);
+    ctx->skip_over_budget_model_state();  // such a candidate ends the family's search
     // The rank's graph at the largest micro-batch (the first tried, then cached): a split
     // the frontend refuses is found here.
     ctx->graph(batch);
@@ -191,6 +203,16 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     out.build_error = e.what();  // merged in family order (merge_outcome)
     return out;
   }
+  out = search_family(engine, plan, request, *ctx, best);
+  out.evaluations = ctx->simulations();
+  return out;
+}
+
+// The search of one family in its context (fit_family); `best` holds its layout.
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& context, LayoutOption best) {
+  FamilyOutcome out;
+  PlanContext* ctx = &context;
+  const int64_t batch = context.options().batch;
   // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
   const bool fsdp_offload = engine.fsdp && engine.offload_params;
   std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
@@ -211,9 +233,20 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     }
     // A pipeline evaluation simulates several stages over m micro-batches: the smallest
     // micro-batch (the least activation memory: every size keeps min(P, m) = P micro-batches in
-    // flight on stage 0) is tried first, at each recompute level; when none fits, no larger one
-    // does, and when only recompute fits, no larger one fits without it.
+    // flight on stage 0) is tried as a probe, at each recompute level; when none fits, no larger
+    // one does, and when only recompute fits, no larger one fits without it. The probe is not
+    // needed when the largest micro-batch fits plain, which the fit below tries first and keeps:
+    // that candidate is simulated first (and answered from memory there).
+    bool largest_fits = false;
     if (sizes.size() > 1) {
+      const Evaluation e = ctx->evaluate({MemoryPlan{}, sizes.front()});
+      if (e.held_bytes > plan.budget_bytes) {
+        out.rejected = LayoutRejection{engine.name, model_state_over(e.held_bytes, plan.budget_bytes)};
+        return out;
+      }
+      largest_fits = e.feasible;
+    }
+    if (sizes.size() > 1 && !largest_fits) {
       bool fits = false, plain = false;
       int64_t smallest = 0;
       Recompute smallest_at = Recompute::None;  // the recompute of the smallest peak
@@ -221,7 +254,10 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
         MemoryPlan p = recompute_plan(ctx->graph(sizes.back()), level);
         if (level != Recompute::None && p.checkpoints.empty()) continue;
         const Evaluation probe = ctx->evaluate({p, sizes.back()});
-        ++out.evaluations;
+        if (probe.held_bytes > plan.budget_bytes) {
+          out.rejected = LayoutRejection{engine.name, model_state_over(probe.held_bytes, plan.budget_bytes)};
+          return out;
+        }
         if (smallest == 0 || probe.peak_bytes < smallest) {
           smallest = probe.peak_bytes;
           smallest_at = level;
@@ -280,7 +316,6 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     LayoutOption scratch = best;
     return step_of(e, m, scratch);
   });
-  out.evaluations += fit.evaluations;
   if (fit.found) {
     step_of(fit.evaluation, fit.micro_batch, best);
     best.checkpointed = fit.checkpointed;
@@ -288,6 +323,8 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
     best.plan = fit.plan;
     best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
     out.ranked = best;
+  } else if (fit.model_state_over_budget_bytes > 0) {
+    out.rejected = LayoutRejection{engine.name, model_state_over(fit.model_state_over_budget_bytes, plan.budget_bytes)};
   } else {
     out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
                                                             human_bytes(fit.smallest_peak_bytes), fit.smallest_peak_micro_batch, tried(fit.smallest_peak_recompute),
@@ -298,13 +335,13 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
 
 // Every family of `families` searched, on up to request.threads threads (0: automatic, below),
 // the outcomes in the order of `families`. Each family has its own PlanContext: nothing is shared
-// between threads but read-only inputs.
+// between threads but read-only inputs and the graphs, each built once (LayoutGraphs).
 std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& families, const LayoutPlan& plan, const LayoutRequest& request,
-                                        const GpuSpec& spec) {
+                                        const GpuSpec& spec, LayoutGraphs& graphs) {
   std::vector<FamilyOutcome> out(families.size());
   auto run = [&](size_t i) {
     try {
-      out[i] = fit_family(*families[i], plan, request, spec);
+      out[i] = fit_family(*families[i], plan, request, spec, graphs);
     } catch (...) {
       out[i].error = std::current_exception();
     }
@@ -413,14 +450,15 @@ Result<LayoutPlan> search_layouts(const LayoutRequest& request) {
     // The families without offloading, then (only when none of them fits) the offload families.
     std::vector<const Engine*> plain, offload;
     for (const Engine& e : families) (e.offloads() ? offload : plain).push_back(&e);
-    std::vector<FamilyOutcome> found = fit_families(plain, plan, request, *spec);
+    LayoutGraphs graphs;  // each (T, SP, micro-batch) graph built once for every family
+    std::vector<FamilyOutcome> found = fit_families(plain, plan, request, *spec, graphs);
     bool plain_fits = false;
     for (size_t i = 0; i < plain.size(); ++i) {
       plain_fits = plain_fits || found[i].ranked.has_value();
       merge_outcome(*plain[i], found[i], plan);
     }
     if (!plain_fits) {
-      std::vector<FamilyOutcome> offloaded = fit_families(offload, plan, request, *spec);
+      std::vector<FamilyOutcome> offloaded = fit_families(offload, plan, request, *spec, graphs);
       for (size_t i = 0; i < offload.size(); ++i) merge_outcome(*offload[i], offloaded[i], plan);
     }
     std::stable_sort(plan.ranked.begin(), plan.ranked.end(),
