@@ -254,7 +254,7 @@ TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
   auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
   {
     PlanContext ctx(o.value(), held - 1, CostModel(spec));
-    ctx.skip_over_budget_model_state();
+    ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);
     EXPECT_EQ(f.evaluations, 1);
@@ -267,7 +267,7 @@ TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
   }
   {
     PlanContext ctx(o.value(), held, CostModel(spec));
-    ctx.skip_over_budget_model_state();
+    ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);  // the activations do not fit beside the state
     EXPECT_EQ(f.model_state_over_budget_bytes, 0);

@@ -91,18 +91,19 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     s.micro_batches = micro_batches;
     s.names = false;  // an evaluation reads peaks and times only
     stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false,
-                                      skip_over_budget_state_ ? budget_ : 0);
+                                      layout_search_ ? budget_ : 0);
   }
   Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
   Evaluation e;
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
   e.held_bytes = model_state_at_end(p);
-  if (skip_over_budget_state_ && e.held_bytes > budget_) {
-    e.peak_bytes = e.exact_peak_bytes = e.held_bytes;
+  if (layout_search_ && e.held_bytes > budget_) {
+    e.peak_bytes = e.held_bytes;
     return e;
   }
-  SimResult sim = stages ? std::move(stages->sim) : simulate(p);
+  const bool on_gpu = options_.device == "cuda" && options_.gpu;
+  SimResult sim = stages ? std::move(stages->sim) : layout_search_ && on_gpu ? SimResult{} : simulate(p);
   e.exact_peak_bytes = sim.peak.bytes;
   e.exact_at_peak = sim.at_peak;
   if (sim.peak.step >= 0) {
@@ -112,7 +113,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     const Graph& g = stages ? stages->graph : graph(micro);
     e.peak_op = st.label.empty() && st.op != kNone ? g.op(st.op).name : st.label;
   }
-  if (options_.device == "cuda" && options_.gpu) {
+  if (on_gpu) {
     GpuOptions g = *options_.gpu;
     g.gpu_memory = budget_;
     g.margin = 0;
@@ -123,6 +124,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     e.peak_bytes = sim.peak.bytes;
   }
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
+  if (layout_search_ && !e.feasible) return e;
   // A stage's checkpoints are on its own graph (schedule/pipeline_plan.h).
   e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer,
                           options_.iterations);

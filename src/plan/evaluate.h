@@ -81,11 +81,13 @@ class PlanContext {
   // The program of a candidate (for stage statistics and reports).
   Program program(const Candidate& c);
 
-  // From now on a candidate whose program ends holding more model state than the budget
-  // (Evaluation::held_bytes) is answered without its allocator replay and timing: infeasible,
-  // its peak_bytes and exact_peak_bytes that state (a lower bound), its time zero. For a search
-  // that stops at such a candidate (plan/layout_fit.h).
-  void skip_over_budget_model_state() { skip_over_budget_state_ = true; }
+  // From now on evaluations answer only what the layout search reads (plan/layout_fit.h):
+  // feasible, peak_bytes, held_bytes, and the time of a feasible candidate. A candidate whose
+  // program ends holding more model state than the budget (Evaluation::held_bytes) is answered
+  // without any replay, its peak_bytes that state (a lower bound); an infeasible one is not
+  // timed; on a GPU the exact-heap replay is skipped (exact_peak_bytes, exact_at_peak, peak_phase
+  // and peak_op stay empty unless a pipeline's stages were simulated anyway).
+  void answer_for_layout_search() { layout_search_ = true; }
 
   const EstimateOptions& options() const { return options_; }
   const CostModel& cost() const { return cost_; }
@@ -108,7 +110,7 @@ class PlanContext {
   LayoutGraphs* shared_ = nullptr;
   std::map<int64_t, std::shared_ptr<const Graph>> graphs_;
   int evaluations_ = 0;
-  bool skip_over_budget_state_ = false;
+  bool layout_search_ = false;
   std::vector<std::pair<Candidate, Evaluation>> evaluated_;  // in the order first asked
 };
 

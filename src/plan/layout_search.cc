@@ -195,7 +195,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   std::optional<PlanContext> ctx;
   try {
     ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants), graphs);
-    ctx->skip_over_budget_model_state();  // such a candidate ends the family's search
+    ctx->answer_for_layout_search();
     // The rank's graph at the largest micro-batch (the first tried, then cached): a split
     // the frontend refuses is found here.
     ctx->graph(batch);
