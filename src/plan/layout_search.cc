@@ -346,11 +346,10 @@ std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& famili
       out[i].error = std::current_exception();
     }
   };
-  // By default one thread per hardware thread, but none beside the caller on two or fewer: on the
-  // 2-core build machine under load a second thread added a third of CPU time (allocator
-  // contention) and no wall time was saved (docs/distributed.md).
-  const unsigned hardware = std::thread::hardware_concurrency();
-  const size_t automatic = hardware > 2 ? hardware : 1;
+  // By default one thread per hardware thread: on the 2-core build machine unloaded, two threads
+  // halve the wall time (docs/distributed.md); under a heavy load the second gained no wall time
+  // and lost none.
+  const size_t automatic = std::max(1u, std::thread::hardware_concurrency());
   const size_t threads = std::min(families.size(), request.threads > 0 ? static_cast<size_t>(request.threads) : automatic);
   if (threads <= 1) {
     for (size_t i = 0; i < families.size(); ++i) run(i);

@@ -46,8 +46,7 @@ struct LayoutRequest {
   int64_t gpus = 0;
   std::optional<int64_t> global_batch;  // default: run.batch x gpus (run.batch per GPU)
   std::optional<double> interconnect_bytes_per_s;
-  // Threads searching the families at once (0: one per hardware thread when there are more than
-  // two, else one; 1: sequential). The result does not depend on it (outcomes are merged in
+  // Threads searching the families at once (0: one per hardware thread; 1: sequential). The result does not depend on it (outcomes are merged in
   // family order); tests compare the two.
   int threads = 0;
 };
