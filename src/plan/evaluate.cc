@@ -33,8 +33,9 @@ std::shared_ptr<const Graph> LayoutGraphs::get(const EstimateOptions& options, i
     if (!slot) slot = std::make_shared<Entry>();
     entry = slot;
   }
-  // A build that throws leaves the flag unset: the next caller builds (and throws) again.
-  std::call_once(entry->built, [&] { entry->graph = std::make_shared<const Graph>(build_graph(options, batch)); });
+  // A build that throws leaves the graph unset: the next caller builds (and throws) again.
+  std::lock_guard<std::mutex> lock(entry->building);
+  if (!entry->graph) entry->graph = std::make_shared<const Graph>(build_graph(options, batch));
   return entry->graph;
 }
 

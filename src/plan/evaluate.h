@@ -57,7 +57,7 @@ class LayoutGraphs {
 
  private:
   struct Entry {
-    std::once_flag built;
+    std::mutex building;  // held while the graph is built: a second asker waits for it
     std::shared_ptr<const Graph> graph;
   };
   std::mutex mutex_;  // guards entries_ (not the entries' building)
