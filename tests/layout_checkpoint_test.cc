@@ -195,7 +195,13 @@ TEST(LayoutFit, CheckpointingWhenNothingElseFitsAndForALargerMicroBatch) {
 // it was simulated at: not always the smallest micro-batch (one micro-batch needs no
 // accumulation state) nor the heaviest recompute (checkpointing can raise the peak where the
 // model states dominate).
-TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
+// gpt2:layers=4, 4 sequences of 256 per GPU in bf16 on 2 A100-40GB, no margin, and the model state
+// every candidate of that layout holds (schedule/held_state.h).
+struct SmallLayout {
+  EstimateOptions options;
+  int64_t held = 0;
+};
+SmallLayout small_layout(void (*engine)(RunArgs&)) {
   RunArgs a;
   a.model = "gpt2:layers=4";
   a.batch = "4";
@@ -204,14 +210,21 @@ TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
   a.margin = "0%";
   a.precision = "bf16";
   a.gpus = "2";
-  a.fsdp = "grad-op";
+  engine(a);
   Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
-  ASSERT_TRUE(o.ok()) << o.error();
-  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  EXPECT_TRUE(o.ok()) << o.error();
+  SmallLayout l{o.value()};
+  l.held = PlanContext(l.options, int64_t{1} << 50, CostModel(*gpu_spec(*l.options.gpu))).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
+  return l;
+}
+
+TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
+  const SmallLayout l = small_layout([](RunArgs& a) { a.fsdp = "grad-op"; });
+  const GpuSpec& spec = *gpu_spec(*l.options.gpu);
   // A budget just above the model state every candidate holds (so the search does not stop at
   // the first candidate, test below) and below every peak: nothing fits.
-  const int64_t held = PlanContext(o.value(), int64_t{1} << 50, CostModel(spec)).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
-  PlanContext ctx(o.value(), held + 1, CostModel(spec));
+  const int64_t held = l.held;
+  PlanContext ctx(l.options, held + 1, CostModel(spec));
   EngineFit f = fit_engine(ctx, {4, 2, 1}, true, [](const Evaluation& e, int64_t) { return e.time.total_ms; });
   ASSERT_FALSE(f.found);
   EXPECT_EQ(f.model_state_over_budget_bytes, 0);
@@ -237,23 +250,13 @@ TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
 // ends the search at once: every candidate holds as much (schedule/held_state.h), so none fits.
 // One byte below that state, the search tries one candidate; at the state itself it goes on.
 TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
-  RunArgs a;
-  a.model = "gpt2:layers=4";
-  a.batch = "4";
-  a.seq = "256";
-  a.gpu = "A100-SXM4-40GB";
-  a.margin = "0%";
-  a.precision = "bf16";
-  a.gpus = "2";
-  a.zero = "2";
-  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
-  ASSERT_TRUE(o.ok()) << o.error();
-  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
-  const int64_t held = PlanContext(o.value(), int64_t{1} << 50, CostModel(spec)).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
+  const SmallLayout l = small_layout([](RunArgs& a) { a.zero = "2"; });
+  const GpuSpec& spec = *gpu_spec(*l.options.gpu);
+  const int64_t held = l.held;
   ASSERT_GT(held, 0);
   auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
   {
-    PlanContext ctx(o.value(), held - 1, CostModel(spec));
+    PlanContext ctx(l.options, held - 1, CostModel(spec));
     ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);
@@ -266,7 +269,7 @@ TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
     EXPECT_EQ(e.time.total_ms, 0.0);
   }
   {
-    PlanContext ctx(o.value(), held, CostModel(spec));
+    PlanContext ctx(l.options, held, CostModel(spec));
     ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);  // the activations do not fit beside the state
