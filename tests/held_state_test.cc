@@ -15,6 +15,7 @@
 #include "plan/layout_fit.h"
 #include "schedule/held_state.h"
 #include "sim/device_catalog.h"
+#include "small_gpt2_args.h"
 
 namespace headroom {
 namespace {
@@ -28,17 +29,7 @@ struct HeldCase {
 
 void PrintTo(const HeldCase& c, std::ostream* os) { *os << c.name; }
 
-// 8 sequences of 64 per rank, bf16 on an A100.
-RunArgs small_gpt2(const std::string& gpus) {
-  RunArgs a;
-  a.model = "gpt2:layers=4";
-  a.batch = "8";
-  a.seq = "64";
-  a.gpu = "A100-SXM4-40GB";
-  a.precision = "bf16";
-  a.gpus = gpus;
-  return a;
-}
+RunArgs small_gpt2(const std::string& gpus) { return testing::small_gpt2_run(4, gpus); }
 
 std::vector<HeldCase> held_cases() {
   std::vector<HeldCase> v;

@@ -16,6 +16,7 @@
 #include "schedule/pipeline_split.h"
 #include "schedule/micro_batch_fold.h"
 #include "schedule/transformer_blocks.h"
+#include "small_gpt2_args.h"
 
 namespace headroom {
 namespace {
@@ -23,16 +24,7 @@ namespace HEADROOM_UNITY_ID {
 
 // gpt2:layers=3, 8 sequences of 64 per GPU, bf16 on an A100, one sequence per micro-batch: 8
 // micro-batches, 4 of them written out by the fold.
-RunArgs small_gpt2(const std::string& gpus = "2") {
-  RunArgs a;
-  a.model = "gpt2:layers=3";
-  a.batch = "8";
-  a.seq = "64";
-  a.gpu = "A100-SXM4-40GB";
-  a.precision = "bf16";
-  a.gpus = gpus;
-  return a;
-}
+RunArgs small_gpt2(const std::string& gpus = "2") { return testing::small_gpt2_run(3, gpus); }
 
 struct FoldCase {
   std::string name;
