@@ -92,7 +92,5 @@ std::string describe_layout(const ParallelOptions& p);
 
 PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Program& program, const SimResult& sim);
 
-// Bytes per category live just before event `event` runs.
-CategoryBytes category_bytes_before(const Program& program, int32_t event);
 
 }  // namespace headroom

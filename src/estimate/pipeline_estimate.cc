@@ -54,19 +54,10 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
     PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
-    if (model_state_limit > 0 && model_state_at_end(run.program) > model_state_limit) {
-      PipelineStages over;
-      over.layers_per_stage = per_stage;
-      over.graph = std::move(run.rank.graph);
-      over.program = std::move(run.program);
-      over.stage = stage;
-      over.in_flight_micro_batches = run.in_flight_micro_batches;
-      over.plan = std::move(run.plan);
-      return over;
-    }
-    SimResult sim = simulate(run.program);
-    best.stage_peak_bytes.push_back(sim.peak.bytes);
-    if (stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
+    const bool over = model_state_limit > 0 && model_state_at_end(run.program) > model_state_limit;
+    SimResult sim = over ? SimResult{} : simulate(run.program);
+    if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
+    if (over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
       best.graph = std::move(run.rank.graph);
       best.program = std::move(run.program);
       best.sim = std::move(sim);
@@ -74,6 +65,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
       best.in_flight_micro_batches = run.in_flight_micro_batches;
       best.plan = std::move(run.plan);
     }
+    if (over) break;
   }
   return best;
 }

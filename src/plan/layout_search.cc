@@ -163,7 +163,7 @@ struct FamilyOutcome {
   std::exception_ptr error;  // anything else thrown: rethrown by the merge, in family order
 };
 
-FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& context, LayoutOption best);
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, LayoutOption best);
 
 // One family: its context (graphs shared through `graphs`), then its search; `evaluations`
 // counts the candidates simulated (one asked twice is answered from memory).
@@ -209,15 +209,20 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
 }
 
 // The search of one family in its context (fit_family); `best` holds its layout.
-FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& context, LayoutOption best) {
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, LayoutOption best) {
   FamilyOutcome out;
-  PlanContext* ctx = &context;
-  const int64_t batch = context.options().batch;
+  const int64_t batch = ctx.options().batch;
   // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
   const bool fsdp_offload = engine.fsdp && engine.offload_params;
   std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
   const int64_t stages = engine.pipeline_parallel;
   std::vector<Recompute> ladder = engine.ladder();
+  // A candidate over the budget in model state rejects the family (plan/layout_fit.h).
+  auto state_over = [&](const Evaluation& e) {
+    if (e.held_bytes <= plan.budget_bytes) return false;
+    out.rejected = LayoutRejection{engine.name, model_state_over(e.held_bytes, plan.budget_bytes)};
+    return true;
+  };
   // What a rejection adds about the recompute of the candidate it quotes.
   auto tried = [](Recompute level) {
     return level == Recompute::Full ? " with every block checkpointed" : level == Recompute::Selective ? " with each attention core recomputed" : "";
@@ -239,11 +244,8 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     // that candidate is simulated first (and answered from memory there).
     bool largest_fits = false;
     if (sizes.size() > 1) {
-      const Evaluation e = ctx->evaluate({MemoryPlan{}, sizes.front()});
-      if (e.held_bytes > plan.budget_bytes) {
-        out.rejected = LayoutRejection{engine.name, model_state_over(e.held_bytes, plan.budget_bytes)};
-        return out;
-      }
+      const Evaluation e = ctx.evaluate({MemoryPlan{}, sizes.front()});
+      if (state_over(e)) return out;
       largest_fits = e.feasible;
     }
     if (sizes.size() > 1 && !largest_fits) {
@@ -251,13 +253,10 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
       int64_t smallest = 0;
       Recompute smallest_at = Recompute::None;  // the recompute of the smallest peak
       for (Recompute level : ladder) {
-        MemoryPlan p = recompute_plan(ctx->graph(sizes.back()), level);
+        MemoryPlan p = recompute_plan(ctx.graph(sizes.back()), level);
         if (level != Recompute::None && p.checkpoints.empty()) continue;
-        const Evaluation probe = ctx->evaluate({p, sizes.back()});
-        if (probe.held_bytes > plan.budget_bytes) {
-          out.rejected = LayoutRejection{engine.name, model_state_over(probe.held_bytes, plan.budget_bytes)};
-          return out;
-        }
+        const Evaluation probe = ctx.evaluate({p, sizes.back()});
+        if (state_over(probe)) return out;
         if (smallest == 0 || probe.peak_bytes < smallest) {
           smallest = probe.peak_bytes;
           smallest_at = level;
@@ -278,7 +277,7 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
   }
   const int64_t data_parallel = request.gpus / engine.model_parallel();
   auto step_of = [&](const Evaluation& e, int64_t m, LayoutOption& out) {
-    const Graph& g = ctx->graph(m);
+    const Graph& g = ctx.graph(m);
     auto [param_bytes, grad_bytes] = parameter_and_gradient_bytes(g);
     auto [elements, element_bytes] = parameter_elements(g);
     out.micro_batch = m;
@@ -307,12 +306,12 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     }
     out.offload_bytes = offload_bytes_per_step(engine.kind, engine.offload_optimizer.has_value(), engine.offload_params, elements,
                                                data_parallel, out.micro_batches, element_bytes);
-    out.offload_ms = out.offload_bytes > 0 ? ctx->cost().transfer_ms(out.offload_bytes) : 0;
+    out.offload_ms = out.offload_bytes > 0 ? ctx.cost().transfer_ms(out.offload_bytes) : 0;
     out.step_ms = out.compute_ms + out.exposed_comm_ms + out.tensor_comm.ms + out.offload_ms + out.pipeline.bubble_ms + out.pipeline.p2p_ms;
     return out.step_ms;
   };
   // Pipeline stages checkpoint their own blocks (schedule/pipeline_plan.h).
-  EngineFit fit = fit_engine(*ctx, sizes, ladder, [&](const Evaluation& e, int64_t m) {
+  EngineFit fit = fit_engine(ctx, sizes, ladder, [&](const Evaluation& e, int64_t m) {
     LayoutOption scratch = best;
     return step_of(e, m, scratch);
   });

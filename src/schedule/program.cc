@@ -1,6 +1,7 @@
 #include "schedule/program.h"
 
 #include <string>
+#include <vector>
 
 #include "util/error.h"
 
@@ -63,6 +64,29 @@ void validate_program(const Program& p) {
                    "a parameter update is all zero or all positive, on an optimizer step: " + st.label);
   }
   HEADROOM_CHECK(next == static_cast<int32_t>(p.events.size()), "steps must cover every event");
+}
+
+CategoryBytes category_bytes_before(const Program& program, int32_t event) {
+  CategoryBytes bytes{};
+  std::vector<Category> cat(program.buffers.size(), Category::Activations);
+  for (int32_t i = 0; i < event && i < static_cast<int32_t>(program.events.size()); ++i) {
+    const Event& e = program.events[static_cast<size_t>(i)];
+    const Buffer& b = program.buffers[static_cast<size_t>(e.buffer)];
+    auto& slot = cat[static_cast<size_t>(e.buffer)];
+    switch (e.kind) {
+      case Event::Kind::Alloc:
+        slot = b.category;
+        bytes[static_cast<size_t>(slot)] += b.bytes;
+        break;
+      case Event::Kind::Free: bytes[static_cast<size_t>(slot)] -= b.bytes; break;
+      case Event::Kind::Retag:
+        bytes[static_cast<size_t>(slot)] -= b.bytes;
+        slot = e.category;
+        bytes[static_cast<size_t>(slot)] += b.bytes;
+        break;
+    }
+  }
+  return bytes;
 }
 
 }  // namespace headroom

@@ -141,4 +141,7 @@ struct Program {
 // Throws std::logic_error when an invariant above is broken.
 void validate_program(const Program& p);
 
+// Bytes per category live just before event `event` runs (the program's end: events.size()).
+CategoryBytes category_bytes_before(const Program& program, int32_t event);
+
 }  // namespace headroom
