@@ -1,8 +1,9 @@
-// schedule/held_state.h: the model state a rank's program ends with is the same for every
-// candidate of one layout (each micro-batch, with and without recompute; for a pipeline, stage by
-// stage), positive, and never above any candidate's peak. The layout search rejects a whole
-// layout from one candidate on this (plan/layout_fit.h), so each engine and schedule it tries is
-// checked here, candidate by candidate, on gpt2:layers=4.
+// schedule/held_state.h: the model state a rank's program ends with, and the most its last
+// optimizer step holds, are each the same for every candidate of one layout (each micro-batch,
+// with and without recompute; for a pipeline, stage by stage), positive, and never above any
+// candidate's peak. The layout search rejects a whole layout from one candidate on this
+// (plan/layout_fit.h), so each engine and schedule it tries is checked here, candidate by
+// candidate, on gpt2:layers=4.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -100,6 +101,7 @@ TEST_P(HeldState, IsTheSameForEveryCandidateOfALayout) {
   // The stages an evaluation simulates (estimate/pipeline_estimate.h): 0, 1 and P - 1.
   const std::vector<int> simulated = stages > 1 ? std::vector<int>{0, 1, stages - 1} : std::vector<int>{0};
   std::vector<int64_t> held(static_cast<size_t>(stages), -1);
+  std::vector<int64_t> in_step(static_cast<size_t>(stages), -1);
   std::vector<Evaluation> evaluated;
   for (int64_t m : c.micro_batches) {
     for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -108,26 +110,30 @@ TEST_P(HeldState, IsTheSameForEveryCandidateOfALayout) {
       evaluated.push_back(ctx.evaluate(Candidate{plan, m}));
       const std::string at = "micro-batch " + std::to_string(m) + ", recompute " + std::to_string(static_cast<int>(r));
       for (int stage : simulated) {
-        int64_t bytes = evaluated.back().held_bytes;
+        ModelStateBytes bytes{evaluated.back().held_bytes, evaluated.back().optimizer_step_bytes};
         if (stages > 1) {
           ScheduleOptions s = schedule_options(o.value());
           s.plan = plan;
           const int k = static_cast<int>(8 / m);
           s.micro_batches = k;
-          bytes = model_state_at_end(
+          bytes = model_state(
               pipeline_stage_program(ctx.graph(m), s, layout.schedule(), stages, stage, k, static_cast<int>(layout.virtual_stages.value_or(1))).program);
         }
-        EXPECT_GT(bytes, 0) << at;
+        EXPECT_GT(bytes.at_end, 0) << at;
+        EXPECT_GE(bytes.in_optimizer_step, bytes.at_end) << at;
         int64_t& first = held[static_cast<size_t>(stage)];
-        if (first < 0) first = bytes;
-        EXPECT_EQ(bytes, first) << at << ", stage " << stage;
+        if (first < 0) first = bytes.at_end;
+        EXPECT_EQ(bytes.at_end, first) << at << ", stage " << stage;
+        int64_t& first_in_step = in_step[static_cast<size_t>(stage)];
+        if (first_in_step < 0) first_in_step = bytes.in_optimizer_step;
+        EXPECT_EQ(bytes.in_optimizer_step, first_in_step) << at << ", stage " << stage;
       }
     }
   }
   EXPECT_GE(evaluated.size(), 2 * c.micro_batches.size());
   // What the search rests on: any candidate's state is within every candidate's peak.
   for (const Evaluation& a : evaluated) {
-    for (const Evaluation& b : evaluated) EXPECT_LE(a.held_bytes, b.exact_peak_bytes);
+    for (const Evaluation& b : evaluated) EXPECT_LE(a.optimizer_step_bytes, b.exact_peak_bytes);
   }
 }
 
@@ -198,6 +204,30 @@ TEST(HeldStateOf, PinnedByHandForOneGpuDdpAndZero) {
   RunArgs z = small_gpt2("2");
   z.zero = "1";
   EXPECT_EQ(held(z), weights + 12 * psi / 2);
+}
+
+// The optimizer step of the same runs, by hand (same Psi and weights as above).
+TEST(HeldStateOf, OptimizerStepPinnedByHandForOneGpuDdpAndZero) {
+  const int64_t psi = 67'736'832, weights = 139'667'976;
+  auto in_step = [](RunArgs a) {
+    Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Estimate);
+    EXPECT_TRUE(o.ok()) << o.error();
+    return PlanContext(o.value(), int64_t{1} << 50, CostModel(*gpu_spec(*o.value().gpu))).evaluate(Candidate{MemoryPlan{}, 4}).optimizer_step_bytes;
+  };
+  // One GPU: the bf16 gradients (2 Psi) are still there, beside exp_avg and exp_avg_sq (4 Psi), and
+  // 2.x's foreach Adam makes one list, exp_avg_sq_sqrt (2 Psi): weights + 8 Psi = 681,562,632.
+  EXPECT_EQ(in_step(small_gpt2("1")), weights + 8 * psi);
+  // DDP over 2: and its buckets (2 Psi): weights + 10 Psi.
+  EXPECT_EQ(in_step(small_gpt2("2")), weights + 10 * psi);
+  // ZeRO-1 over 2: the fp32 partition and its moments (12 Psi / 2), the full bf16 gradients
+  // (2 Psi), and the step's fp32 gradient partition (4 Psi / 2): weights + 10 Psi.
+  RunArgs z = small_gpt2("2");
+  z.zero = "1";
+  EXPECT_EQ(in_step(z), weights + 10 * psi);
+  // ZeRO-2 over 2: the gradients are this rank's partition only, grads_in_partition (2 Psi / 2),
+  // and the step allocates the fp32 gradient partition before it frees them: weights + 9 Psi.
+  z.zero = "2";
+  EXPECT_EQ(in_step(z), weights + 9 * psi);
 }
 
 }  // namespace HEADROOM_UNITY_ID

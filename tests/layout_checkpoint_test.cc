@@ -199,7 +199,8 @@ TEST(LayoutFit, CheckpointingWhenNothingElseFitsAndForALargerMicroBatch) {
 // every candidate of that layout holds (schedule/held_state.h).
 struct SmallLayout {
   EstimateOptions options;
-  int64_t held = 0;
+  int64_t held = 0;     // Evaluation::held_bytes, the same at every candidate
+  int64_t in_step = 0;  // Evaluation::optimizer_step_bytes, likewise
 };
 SmallLayout small_layout(void (*engine)(RunArgs&)) {
   RunArgs a;
@@ -214,20 +215,21 @@ SmallLayout small_layout(void (*engine)(RunArgs&)) {
   Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
   EXPECT_TRUE(o.ok()) << o.error();
   SmallLayout l{o.value()};
-  l.held = PlanContext(l.options, int64_t{1} << 50, CostModel(*gpu_spec(*l.options.gpu))).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
+  const Evaluation e = PlanContext(l.options, int64_t{1} << 50, CostModel(*gpu_spec(*l.options.gpu))).evaluate(Candidate{MemoryPlan{}, 4});
+  l.held = e.held_bytes;
+  l.in_step = e.optimizer_step_bytes;
   return l;
 }
 
 TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
   const SmallLayout l = small_layout([](RunArgs& a) { a.fsdp = "grad-op"; });
   const GpuSpec& spec = *gpu_spec(*l.options.gpu);
-  // A budget just above the model state every candidate holds (so the search does not stop at
-  // the first candidate, test below) and below every peak: nothing fits.
-  const int64_t held = l.held;
-  PlanContext ctx(l.options, held + 1, CostModel(spec));
+  // A budget just above the model state every candidate holds in its optimizer step (so the
+  // search does not stop at the first candidate, test below) and below every peak: nothing fits.
+  PlanContext ctx(l.options, l.in_step + 1, CostModel(spec));
   EngineFit f = fit_engine(ctx, {4, 2, 1}, true, [](const Evaluation& e, int64_t) { return e.time.total_ms; });
   ASSERT_FALSE(f.found);
-  EXPECT_EQ(f.model_state_over_budget_bytes, 0);
+  EXPECT_FALSE(f.model_state_over_budget);
   EXPECT_EQ(f.evaluations, 6);
   int64_t least = 0, at = 0;
   Recompute level = Recompute::None;
@@ -246,34 +248,37 @@ TEST(LayoutFit, ARejectionQuotesTheCandidateOfItsSmallestPeak) {
   EXPECT_EQ(f.smallest_peak_recompute, level);
 }
 
-// A candidate that ends holding more parameters, gradients and optimizer states than the budget
-// ends the search at once: every candidate holds as much (schedule/held_state.h), so none fits.
-// One byte below that state, the search tries one candidate; at the state itself it goes on.
+// A candidate whose optimizer step holds more parameters, gradients, optimizer states and step
+// buffers than the budget ends the search at once: every candidate holds as much there
+// (schedule/held_state.h), so none fits. One byte below that, the search tries one candidate; at
+// it, it goes on. ZeRO-2's step holds more than its end state: the fp32 gradient partition.
 TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
   const SmallLayout l = small_layout([](RunArgs& a) { a.zero = "2"; });
   const GpuSpec& spec = *gpu_spec(*l.options.gpu);
-  const int64_t held = l.held;
-  ASSERT_GT(held, 0);
+  ASSERT_GT(l.held, 0);
+  ASSERT_GT(l.in_step, l.held);
   auto compute = [](const Evaluation& e, int64_t) { return e.time.total_ms; };
   {
-    PlanContext ctx(l.options, held - 1, CostModel(spec));
+    PlanContext ctx(l.options, l.in_step - 1, CostModel(spec));
     ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);
     EXPECT_EQ(f.evaluations, 1);
-    EXPECT_EQ(f.model_state_over_budget_bytes, held);
-    // Skipped: answered with the state as its (lower-bound) peak, untimed.
+    ASSERT_TRUE(f.model_state_over_budget);
+    EXPECT_EQ(f.model_state_over_budget->held_bytes, l.held);
+    EXPECT_EQ(f.model_state_over_budget->optimizer_step_bytes, l.in_step);
+    // Skipped: answered with the step's state as its (lower-bound) peak, untimed.
     const Evaluation e = ctx.evaluate(Candidate{MemoryPlan{}, 4});
     EXPECT_FALSE(e.feasible);
-    EXPECT_EQ(e.peak_bytes, held);
+    EXPECT_EQ(e.peak_bytes, l.in_step);
     EXPECT_EQ(e.time.total_ms, 0.0);
   }
   {
-    PlanContext ctx(l.options, held, CostModel(spec));
+    PlanContext ctx(l.options, l.in_step, CostModel(spec));
     ctx.answer_for_layout_search();
     EngineFit f = fit_engine(ctx, {4, 2, 1}, true, compute);
     EXPECT_FALSE(f.found);  // the activations do not fit beside the state
-    EXPECT_EQ(f.model_state_over_budget_bytes, 0);
+    EXPECT_FALSE(f.model_state_over_budget);
     EXPECT_EQ(f.evaluations, 6);
   }
 }

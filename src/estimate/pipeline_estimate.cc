@@ -54,7 +54,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
     PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
-    const bool over = model_state_limit > 0 && model_state_at_end(run.program) > model_state_limit;
+    const bool over = model_state_limit > 0 && model_state(run.program).in_optimizer_step > model_state_limit;
     SimResult sim = over ? SimResult{} : simulate(run.program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
     if (over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {

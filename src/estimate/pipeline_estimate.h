@@ -42,8 +42,8 @@ struct PipelineStages {
 // interleaved: as many), so each of its steps finds at most as many stashed forwards live as a
 // step of stage 1 doing the same work: its live peak is at most stage 1's, and stage 1 is
 // reported first on a tie. stage_peak_bytes then lists the stages simulated only.
-// `model_state_limit` > 0 (the layout search): a stage whose program ends holding more model state
-// than that (schedule/held_state.h) is reported at once, unsimulated (sim empty; stage_peak_bytes
+// `model_state_limit` > 0 (the layout search): a stage whose program holds more model state than
+// that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim empty; stage_peak_bytes
 // the stages before it), the stages after it not built: every candidate then exceeds the limit.
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
                                         bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0);

@@ -98,9 +98,11 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   Evaluation e;
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
-  e.held_bytes = model_state_at_end(p);
-  if (layout_search_ && e.held_bytes > budget_) {
-    e.peak_bytes = e.held_bytes;
+  const ModelStateBytes state = model_state(p);
+  e.held_bytes = state.at_end;
+  e.optimizer_step_bytes = state.in_optimizer_step;
+  if (layout_search_ && e.optimizer_step_bytes > budget_) {
+    e.peak_bytes = e.optimizer_step_bytes;
     return e;
   }
   const bool on_gpu = options_.device == "cuda" && options_.gpu;

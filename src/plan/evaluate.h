@@ -35,9 +35,11 @@ struct Evaluation {
   int64_t exact_peak_bytes = 0;  // live tensor bytes (torch.cuda.max_memory_allocated, unrounded)
   CategoryBytes exact_at_peak{};  // those bytes by category
   bool allocator_oom = false;  // the caching allocator ran out of the budget on the way
-  // The parameters, gradients and optimizer states the program ends with (schedule/held_state.h):
-  // the same for every candidate of a layout (per pipeline stage), and no more than any's peak.
+  // The parameters, gradients and optimizer states the program ends with, and the most of them
+  // live in its last optimizer step with that step's own buffers (schedule/held_state.h): each the
+  // same for every candidate of a layout (per pipeline stage), and no more than any's peak.
   int64_t held_bytes = 0;
+  int64_t optimizer_step_bytes = 0;
   IterationTime time;          // one optimizer step (all micro-batches)
   int64_t micro_batch = 0;
   int micro_batches = 1;
@@ -82,9 +84,10 @@ class PlanContext {
   Program program(const Candidate& c);
 
   // From now on evaluations answer only what the layout search reads (plan/layout_fit.h):
-  // feasible, peak_bytes, held_bytes, and the time of a feasible candidate. A candidate whose
-  // program ends holding more model state than the budget (Evaluation::held_bytes) is answered
-  // without any replay, its peak_bytes that state (a lower bound); an infeasible one is not
+  // feasible, peak_bytes, held_bytes, optimizer_step_bytes, and the time of a feasible
+  // candidate. A candidate whose optimizer step holds more than the budget
+  // (Evaluation::optimizer_step_bytes, at least held_bytes) is answered without any replay, its
+  // peak_bytes those bytes (a lower bound); an infeasible one is not
   // timed; on a GPU the exact-heap replay is skipped (exact_peak_bytes, exact_at_peak, peak_phase
   // and peak_op stay empty unless a pipeline's stages were simulated anyway).
   void answer_for_layout_search() { layout_search_ = true; }

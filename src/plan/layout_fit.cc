@@ -45,8 +45,8 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
       Evaluation e = ctx.evaluate(Candidate{plan, m});
       ++best.evaluations;
       smallest(e.peak_bytes, m, level);
-      if (e.held_bytes > ctx.budget_bytes()) {
-        best.model_state_over_budget_bytes = e.held_bytes;
+      if (e.optimizer_step_bytes > ctx.budget_bytes()) {
+        best.model_state_over_budget = e;
         return best;
       }
       if (!e.feasible) continue;

@@ -11,9 +11,10 @@
 // by the cost model. Once a level fits at some micro-batch, it and heavier levels are not tried
 // at smaller ones (they would only add steps).
 //
-// A candidate whose program ends holding more parameters, gradients and optimizer states than the
-// budget (Evaluation::held_bytes) ends the search: every candidate of the layout holds the same
-// (schedule/held_state.h), so none fits, and the rejection names that state.
+// A candidate whose program holds more parameters, gradients and optimizer states than the budget
+// in its last optimizer step, with that step's own buffers (Evaluation::optimizer_step_bytes),
+// ends the search: every candidate of the layout holds the same (schedule/held_state.h), so none
+// fits, and the rejection names that state.
 //
 // Invariants: every candidate is the rank's program re-simulated by PlanContext; a fit's peak
 // is within the budget; the choice is deterministic (ties keep the larger micro-batch); a level
@@ -22,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "plan/evaluate.h"
@@ -45,8 +47,9 @@ struct EngineFit {
   int64_t smallest_peak_bytes = 0;
   int64_t smallest_peak_micro_batch = 0;
   Recompute smallest_peak_recompute = Recompute::None;
-  // > 0: the model state every candidate holds, over the budget (the search stopped at it).
-  int64_t model_state_over_budget_bytes = 0;
+  // The candidate whose optimizer step holds more than the budget, where the search stopped at one:
+  // every candidate holds its held_bytes and optimizer_step_bytes.
+  std::optional<Evaluation> model_state_over_budget;
   int evaluations = 0;
 };
 

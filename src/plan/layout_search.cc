@@ -146,11 +146,15 @@ EstimateOptions layout_options(const LayoutPlan& plan, const LayoutOption& optio
 
 namespace {
 
-// The rejection of a layout whose every candidate ends its step holding `held` bytes of model
-// state (plan/layout_fit.h).
-std::string model_state_over(int64_t held, int64_t budget) {
-  return fmt::format("{} per GPU of parameters, gradients and optimizer states kept between steps (at any micro-batch), over the {} budget", human_bytes(held),
-                     human_bytes(budget));
+// The rejection of a layout whose every candidate holds the model state of `e` (plan/layout_fit.h):
+// the state kept between steps where that alone is over the budget, else the optimizer step's.
+std::string model_state_over(const Evaluation& e, int64_t budget) {
+  if (e.held_bytes > budget) {
+    return fmt::format("{} per GPU of parameters, gradients and optimizer states kept between steps (at any micro-batch), over the {} budget",
+                       human_bytes(e.held_bytes), human_bytes(budget));
+  }
+  return fmt::format("{} per GPU in the optimizer step: parameters, gradients, optimizer states and the step's own buffers (at any micro-batch), over the {} budget",
+                     human_bytes(e.optimizer_step_bytes), human_bytes(budget));
 }
 
 // What one family's search found, kept apart so that families can run on several threads and be
@@ -219,8 +223,8 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
   std::vector<Recompute> ladder = engine.ladder();
   // A candidate over the budget in model state rejects the family (plan/layout_fit.h).
   auto state_over = [&](const Evaluation& e) {
-    if (e.held_bytes <= plan.budget_bytes) return false;
-    out.rejected = LayoutRejection{engine.name, model_state_over(e.held_bytes, plan.budget_bytes)};
+    if (e.optimizer_step_bytes <= plan.budget_bytes) return false;
+    out.rejected = LayoutRejection{engine.name, model_state_over(e, plan.budget_bytes)};
     return true;
   };
   // What a rejection adds about the recompute of the candidate it quotes.
@@ -322,8 +326,8 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     best.plan = fit.plan;
     best.samples_per_s = best.step_ms > 0 ? static_cast<double>(plan.global_batch) / best.step_ms * 1e3 : 0;
     out.ranked = best;
-  } else if (fit.model_state_over_budget_bytes > 0) {
-    out.rejected = LayoutRejection{engine.name, model_state_over(fit.model_state_over_budget_bytes, plan.budget_bytes)};
+  } else if (fit.model_state_over_budget) {
+    out.rejected = LayoutRejection{engine.name, model_state_over(*fit.model_state_over_budget, plan.budget_bytes)};
   } else {
     out.rejected = LayoutRejection{engine.name, fmt::format("{} per GPU at micro-batch {}{}, over the {} budget",
                                                             human_bytes(fit.smallest_peak_bytes), fit.smallest_peak_micro_batch, tried(fit.smallest_peak_recompute),
