@@ -10,8 +10,13 @@ namespace headroom {
 
 PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
                                         int micro_batches, int virtual_stages) {
+  return pipeline_stage_program(model, pipeline_cut(model), base, kind, stages, stage, micro_batches, virtual_stages);
+}
+
+PipelineStageRun pipeline_stage_program(const Graph& model, const PipelineCut& cut, const ScheduleOptions& base, PipelineScheduleKind kind, int stages,
+                                        int stage, int micro_batches, int virtual_stages) {
   PipelineStageRun r;
-  r.rank = pipeline_rank_graph(model, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
+  r.rank = pipeline_rank_graph(model, cut, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
   ScheduleOptions so = base;
   so.micro_batches = micro_batches;
   so.pipeline.active = true;
@@ -36,7 +41,8 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   if (!base.plan.offload.empty()) throw InputError("--offload with --pipeline-parallel is not modelled yet (checkpointing is: --checkpoint blocks or attention)");
   if (!base.plan.no_conv_workspace.empty()) throw InputError("convolution workspace choices with --pipeline-parallel are not modelled");
   const PipelineScheduleKind kind = p.schedule();
-  const int per_stage = blocks_per_stage(model, stages, model.model);  // the split's InputErrors before any stage is built
+  const PipelineCut cut = pipeline_cut(model);
+  const int per_stage = blocks_per_stage(cut, stages, model.model);  // the split's InputErrors before any stage is built
   int chunks = 1;
   if (kind == PipelineScheduleKind::Interleaved) {
     chunks = static_cast<int>(*p.virtual_stages);
@@ -53,7 +59,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   best.layers_per_stage = per_stage;
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
-    PipelineStageRun run = pipeline_stage_program(model, base, kind, stages, stage, micro_batches, chunks);
+    PipelineStageRun run = pipeline_stage_program(model, cut, base, kind, stages, stage, micro_batches, chunks);
     const bool over = model_state_limit > 0 && model_state(run.program).in_optimizer_step > model_state_limit;
     SimResult sim = over ? SimResult{} : simulate(run.program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);

@@ -29,9 +29,31 @@ std::string stage_text(int stage, int stages) { return "pipeline stage " + std::
 
 }  // namespace
 
+namespace {
+
+int checked_blocks_per_stage(int layers, int stages, const std::string& model);
+StageGraph stage_graph(const Graph& g, const PipelineCut& cut, int stages, int stage);
+
+}  // namespace
+
+PipelineCut pipeline_cut(const Graph& g) { return {transformer_blocks(g).segments, carries_gradient(g)}; }
+
+int blocks_per_stage(const PipelineCut& cut, int stages, const std::string& model) {
+  return checked_blocks_per_stage(static_cast<int>(cut.blocks.size()), stages, model);
+}
+
 int blocks_per_stage(const Graph& g, int stages, const std::string& model) {
-  const TransformerBlocks blocks = transformer_blocks(g);
-  const int layers = static_cast<int>(blocks.segments.size());
+  return checked_blocks_per_stage(static_cast<int>(transformer_blocks(g).segments.size()), stages, model);
+}
+
+StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
+  HEADROOM_CHECK(g.loss != kNone, "a pipeline stage needs a training graph");
+  return stage_graph(g, pipeline_cut(g), stages, stage);
+}
+
+namespace {
+
+int checked_blocks_per_stage(int layers, int stages, const std::string& model) {
   if (layers == 0) {
     throw InputError("--pipeline-parallel: model '" + model + "' has no repeated blocks (PREFIX.<i> modules) to split into pipeline stages");
   }
@@ -46,15 +68,14 @@ int blocks_per_stage(const Graph& g, int stages, const std::string& model) {
   return layers / stages;
 }
 
-StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
-  HEADROOM_CHECK(g.loss != kNone, "a pipeline stage needs a training graph");
+StageGraph stage_graph(const Graph& g, const PipelineCut& cut, int stages, int stage) {
   HEADROOM_CHECK(stage >= 0 && stage < stages, "stage out of range");
-  const int per_stage = blocks_per_stage(g, stages, g.model);
-  const std::vector<CheckpointSegment> blocks = transformer_blocks(g).segments;
+  const int per_stage = checked_blocks_per_stage(static_cast<int>(cut.blocks.size()), stages, g.model);
+  const std::vector<CheckpointSegment>& blocks = cut.blocks;
   const bool first = stage == 0, last = stage == stages - 1;
   const OpId begin = first ? 0 : blocks[static_cast<size_t>(stage * per_stage)].first;
   const OpId end = last ? static_cast<OpId>(g.ops.size()) - 1 : blocks[static_cast<size_t>((stage + 1) * per_stage - 1)].last;
-  const std::vector<bool> grad = carries_gradient(g);
+  const std::vector<bool>& grad = cut.grad;
 
   // The stage's own ops, then what they read from before `begin`: the one hidden state (received)
   // and parameter-free values, whose ops are copied (recursively) so the stage computes them.
@@ -184,12 +205,27 @@ StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
   return r;
 }
 
+}  // namespace
+
 RankGraph pipeline_rank_graph(const Graph& g, int stages, int virtual_stages, int rank) {
+  return pipeline_rank_graph(g, pipeline_cut(g), stages, virtual_stages, rank);
+}
+
+RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages, int virtual_stages, int rank) {
+  HEADROOM_CHECK(g.loss != kNone, "a pipeline stage needs a training graph");
   RankGraph r;
+  if (virtual_stages == 1) {
+    // One chunk: the rank's graph is its stage's graph as it is (the merge below would copy it
+    // with every id mapped to itself).
+    StageGraph sg = stage_graph(g, cut, stages, rank);
+    r.chunks.push_back({.first = 0, .last = static_cast<OpId>(sg.graph.ops.size()) - 1, .received = sg.received, .output = sg.graph.loss, .sends = sg.sends});
+    r.graph = std::move(sg.graph);
+    return r;
+  }
   Graph& m = r.graph;
   std::map<std::string, TensorId> leaf_by_name;
   for (int c = 0; c < virtual_stages; ++c) {
-    StageGraph sg = pipeline_stage_graph(g, stages * virtual_stages, c * stages + rank);
+    StageGraph sg = stage_graph(g, cut, stages * virtual_stages, c * stages + rank);
     const Graph& s = sg.graph;
     if (c == 0) {
       m.model = s.model;

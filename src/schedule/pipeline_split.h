@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/memory_plan.h"
 #include "schedule/pipeline_schedule.h"
 
 namespace headroom {
@@ -44,9 +45,19 @@ struct StageGraph {
   bool sends = false;
 };
 
+// What the stages of one model graph are cut along: its blocks (transformer_blocks) and which
+// tensors carry gradients. Found once per model graph and read by every stage and chunk cut from
+// it (a pipeline evaluation cuts several ranks from one graph).
+struct PipelineCut {
+  std::vector<CheckpointSegment> blocks;
+  std::vector<bool> grad;
+};
+PipelineCut pipeline_cut(const Graph& g);
+
 // Blocks per stage under Megatron's even split. InputError when the model has no repeated
 // blocks, when P exceeds them or does not divide them.
 int blocks_per_stage(const Graph& g, int stages, const std::string& model);
+int blocks_per_stage(const PipelineCut& cut, int stages, const std::string& model);
 
 // The graph of pipeline stage `stage` of `stages` (0-based). REQUIRES: g has a loss.
 // InputError for a split the model does not allow (see the header comment).
@@ -62,5 +73,7 @@ struct RankGraph {
   std::vector<PipelineChunk> chunks;
 };
 RankGraph pipeline_rank_graph(const Graph& g, int stages, int virtual_stages, int rank);
+// The same with g's cut found before (pipeline_cut(g)).
+RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages, int virtual_stages, int rank);
 
 }  // namespace headroom
