@@ -2,7 +2,7 @@
 
 #include <map>
 #include <tuple>
-#include <unordered_map>
+#include <vector>
 
 #include "util/error.h"
 
@@ -127,9 +127,19 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
 
   Program out;
   // A buffer of the result: a built buffer and the micro-batch of the result it belongs to (0
-  // for a buffer outside the actions).
-  std::unordered_map<int64_t, BufferId> instance;
-  const int64_t instances = static_cast<int64_t>(micro_batches) + 1;
+  // for a buffer outside the actions). A segment's buffers are one block of ids, written as one
+  // block for each micro-batch it is written for: the block's first id there, -1 before.
+  std::vector<int32_t> segment_of_buffer(built.buffers.size(), 0);
+  for (size_t j = 0; j < segments.size(); ++j) {
+    for (BufferId b = first_id[j]; b < end_id[j]; ++b) segment_of_buffer[static_cast<size_t>(b)] = static_cast<int32_t>(j);
+  }
+  const size_t instances = static_cast<size_t>(micro_batches) + 1;
+  std::vector<BufferId> block_at(segments.size() * instances, -1);
+  auto instance = [&](size_t b, int32_t micro) -> BufferId {
+    const auto j = static_cast<size_t>(segment_of_buffer[b]);
+    const BufferId first = block_at[j * instances + static_cast<size_t>(micro)];
+    return first < 0 ? -1 : first + (static_cast<BufferId>(b) - first_id[j]);
+  };
   // One event of the built program written for micro-batch `micro` (0: outside the actions),
   // whose actions are those of built micro-batch `from`.
   auto write_event = [&](Event ev, int32_t iteration, int32_t from, int32_t micro) -> bool {
@@ -144,18 +154,19 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
       // each of them only if no action frees it (the gradients).
       if (from == kFoldTemplateMicroBatch && (ev.kind == Event::Kind::Free || freed_by_action[b])) return false;
     }
-    auto it = instance.find(static_cast<int64_t>(b) * instances + belongs);
-    if (it == instance.end()) return false;
-    ev.buffer = it->second;
+    const BufferId id = instance(b, belongs);
+    if (id < 0) return false;
+    ev.buffer = id;
     out.events.push_back(ev);
     return true;
   };
   // Numbers the buffers segment j allocates, written for micro-batch `micro` (0 outside).
   auto number_buffers = [&](size_t j, int32_t micro) -> bool {
-    for (BufferId b = first_id[j]; b < end_id[j]; ++b) {
-      if (!instance.emplace(static_cast<int64_t>(b) * instances + micro, static_cast<BufferId>(out.buffers.size())).second) return false;
-      out.buffers.push_back(built.buffers[static_cast<size_t>(b)]);
-    }
+    if (end_id[j] == first_id[j]) return true;  // allocates nothing
+    BufferId& first = block_at[j * instances + static_cast<size_t>(micro)];
+    if (first >= 0) return false;  // written twice for one micro-batch
+    first = static_cast<BufferId>(out.buffers.size());
+    out.buffers.insert(out.buffers.end(), built.buffers.begin() + first_id[j], built.buffers.begin() + end_id[j]);
     return true;
   };
   auto write_step = [&](const Step& s, int32_t from, int32_t micro) -> bool {
@@ -170,8 +181,12 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
     return true;
   };
 
-  const size_t per_action = built.steps.size() / std::max<size_t>(1, built_order.size());
-  out.steps.reserve(built.steps.size() + per_action * (order.size() - built_order.size()) * action_segments.size());
+  // Room for the result, grown from the built program by the ratio of actions (approximate).
+  const size_t actions_built = std::max<size_t>(1, built_order.size()), actions_out = order.size();
+  auto scaled = [&](size_t n) { return n + n / actions_built * (actions_out - std::min(actions_out, actions_built)); };
+  out.steps.reserve(scaled(built.steps.size()));
+  out.events.reserve(scaled(built.events.size()));
+  out.buffers.reserve(scaled(built.buffers.size()));
   for (size_t j = 0; j < segments.size(); ++j) {
     const Segment& g = segments[j];
     if (g.action < 0) {
