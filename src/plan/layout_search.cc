@@ -358,11 +358,23 @@ std::vector<FamilyOutcome> fit_families(const std::vector<const Engine*>& famili
     for (size_t i = 0; i < families.size(); ++i) run(i);
     return out;
   }
+  // Threads take families in turn, the costliest kinds first so that the last ones taken are short
+  // (longest first: a long family taken last would leave the other threads idle). A pipeline
+  // family builds up to three stage programs of L / P layers per candidate (P = 2 the most), a
+  // tensor-parallel one a rank's program of every layer: pipelines by P, then tensor-parallel,
+  // then the others, each in family order. The outcomes stay in family order.
+  std::vector<size_t> order(families.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto kind = [&](size_t i) {
+    const Engine& e = *families[i];
+    return e.pipeline_parallel > 1 ? std::pair<int, int64_t>{0, e.pipeline_parallel} : std::pair<int, int64_t>{e.tensor_parallel > 1 ? 1 : 2, 0};
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return kind(a) < kind(b); });
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (size_t i = next++; i < families.size(); i = next++) run(i);
+      for (size_t k = next++; k < order.size(); k = next++) run(order[k]);
     });
   }
   for (std::thread& t : pool) t.join();

@@ -413,9 +413,8 @@ void Interpreter::backward(int iteration, int micro) {
   for (int i = static_cast<int>(g_.ops.size()) - 1; i >= 0; --i) {
     if (!reach[static_cast<size_t>(i)]) continue;
     const Op& op = g_.ops[static_cast<size_t>(i)];
-    RuleContext c = context(op, true);
     for (size_t k = 0; k < op.inputs.size(); ++k) {
-      if (!c.input_requires_grad[k]) continue;
+      if (!input_requires_grad(op, k)) continue;
       TensorId in = leaf(op.inputs[k]);
       OpId prod = g_.tensor(in).producer;
       if (prod != kNone && will_have_node(prod)) reach[static_cast<size_t>(prod)] = true;
@@ -541,8 +540,7 @@ void Interpreter::backward(int iteration, int micro) {
     if (uses_cublas(op)) cublas_workspace(backward_workspace_, o_.device.cublas_workspace_bytes, "cuBLAS workspace (autograd thread)");
     p_.context_use.backward = true;
     if (is_convolution_kind(op.kind)) p_.context_use.convolution_backward = true;
-    RuleContext c = context(op, true);
-    BackwardPlan bp = backward_plan(c, in_grad.contiguous);
+    const BackwardPlan& bp = node_backward_plan(op, in_grad.contiguous);
     std::vector<GradValue> outs(bp.grads.size());
     std::vector<BufferId> temps;
     for (size_t gi = 0; gi < bp.grads.size(); ++gi) {

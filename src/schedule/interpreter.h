@@ -149,6 +149,31 @@ class Interpreter {
            (segment_of_[static_cast<size_t>(p)] >= 0 && grad_plans_[static_cast<size_t>(p)].creates_node);
   }
 
+  // Whether the op's input i requires grad in the current state (RuleContext::input_requires_grad
+  // of a grad-mode context).
+  bool input_requires_grad(const Op& op, size_t i) const {
+    return requires_grad_[static_cast<size_t>(op.inputs[i])] && differentiable_input(op, static_cast<int>(i));
+  }
+  // backward_plan(context(op, true), contiguous), made once per program for each (inputs requiring
+  // grad, contiguity) an op's node meets: every micro-batch and iteration asks the same. The plan
+  // is a function of the op, its device profile (fixed per op), that contiguity and which inputs
+  // require grad, so the cache is keyed by exactly those. Owned by the cache (stable address).
+  const BackwardPlan& node_backward_plan(const Op& op, bool contiguous) {
+    if (op.inputs.size() > 64) {
+      overflow_backward_plans_.push_back(std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous)));
+      return *overflow_backward_plans_.back();
+    }
+    uint64_t mask = 0;
+    for (size_t i = 0; i < op.inputs.size(); ++i) mask |= static_cast<uint64_t>(input_requires_grad(op, i)) << i;
+    if (backward_plans_.size() != g_.ops.size()) backward_plans_.resize(g_.ops.size());
+    auto& known = backward_plans_[static_cast<size_t>(op.id)];
+    for (const CachedBackwardPlan& k : known) {
+      if (k.mask == mask && k.contiguous == contiguous) return *k.plan;
+    }
+    known.push_back({mask, contiguous, std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous))});
+    return *known.back().plan;
+  }
+
   RuleContext context(const Op& op, bool grad_mode) const {
     const DeviceProfile& device = no_workspace_op_[static_cast<size_t>(op.id)] ? no_workspace_device_ : o_.device;
     RuleContext c{g_, op, device, grad_mode, o_.mode == RunMode::Training, {}};
@@ -501,6 +526,13 @@ class Interpreter {
   // The memory plan, resolved per op.
   DeviceProfile no_workspace_device_;
   std::vector<bool> no_workspace_op_;
+  struct CachedBackwardPlan {
+    uint64_t mask = 0;  // bit i: input i requires grad
+    bool contiguous = true;
+    std::unique_ptr<const BackwardPlan> plan;
+  };
+  std::vector<std::vector<CachedBackwardPlan>> backward_plans_;  // per op (node_backward_plan)
+  std::vector<std::unique_ptr<const BackwardPlan>> overflow_backward_plans_;  // ops of over 64 inputs
   std::vector<bool> offload_op_;
   std::vector<int> segment_of_;  // innermost segment of an op, -1 outside checkpoints
   std::vector<CheckpointSegment> segments_;  // outer before inner (validate_plan's order)
