@@ -22,7 +22,9 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
   if (is_convolution_kind(op.kind)) p_.context_use.convolution = true;
   gather(op.id);  // ZeRO-3 / FSDP: the full parameters exist while the op runs
   fresh_.clear();
-  std::vector<BufferId> out_buf(op.outputs.size(), kNone);
+  // Scratch kept by the interpreter (execute does not nest): no allocation per op.
+  std::vector<BufferId>& out_buf = execute_outputs_;
+  out_buf.assign(op.outputs.size(), kNone);
   for (size_t j = 0; j < op.outputs.size(); ++j) {
     TensorId out = op.outputs[j];
     if (fp.output_alias[j] >= 0) {
@@ -39,7 +41,8 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
     buf_of_[static_cast<size_t>(out)] = out_buf[j];
     ref(out_buf[j], uses[static_cast<size_t>(out)]);
   }
-  std::vector<BufferId> extra_buf;
+  std::vector<BufferId>& extra_buf = execute_extras_;
+  extra_buf.clear();
   for (const ExtraBuffer& e : fp.extras) {
     bool kept = std::any_of(fp.saved.begin(), fp.saved.end(), [&](const Ref& r) {
       return r.kind == Ref::Kind::Extra && r.index == static_cast<int>(extra_buf.size());
@@ -48,7 +51,8 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
                                    buffer_name(op.name, ".", e.name), op.id));
     fresh_.push_back(extra_buf.back());
   }
-  std::vector<BufferId> temps;
+  std::vector<BufferId>& temps = execute_temps_;
+  temps.clear();
   for (const LocalEvent& e : fp.events) {
     switch (e.kind) {
       case LocalEvent::Kind::AllocOutput: alloc(out_buf[static_cast<size_t>(e.index)]); break;

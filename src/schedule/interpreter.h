@@ -565,6 +565,7 @@ class Interpreter {
   std::vector<TensorId> storage_;        // per tensor: the tensor owning its storage
   std::vector<bool> kv_cache_;           // per tensor: its storage is a KV cache (Graph::kv_cache)
   std::vector<BufferId> fresh_;          // buffers the current op made
+  std::vector<BufferId> execute_outputs_, execute_extras_, execute_temps_;  // execute()'s scratch
   // Offloading state per buffer.
   struct OffloadCandidate {
     BufferId buffer;
