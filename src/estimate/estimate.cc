@@ -416,7 +416,7 @@ BuiltRun build_run(const EstimateOptions& o) {
   // Pipeline parallelism: the rank of the stage with the highest peak (estimate/pipeline_estimate.h).
   if (o.parallel.pipeline_parallel > 1) {
     r.stages = simulate_pipeline_stages(r.g, r.so, o.parallel, r.micro_batches, o.micro_batch.has_value());
-    r.g = std::move(r.stages->graph);
+    r.g = *r.stages->graph;
     r.so.plan = r.stages->plan;  // the reported stage's checkpoints, on its graph
   }
   r.p = r.stages ? std::move(r.stages->program) : build_program(r.g, r.so);

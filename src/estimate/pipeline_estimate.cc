@@ -1,5 +1,6 @@
 #include "estimate/pipeline_estimate.h"
 
+#include <optional>
 #include <string>
 
 #include "schedule/held_state.h"
@@ -13,27 +14,50 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
   return pipeline_stage_program(model, pipeline_cut(model), base, kind, stages, stage, micro_batches, virtual_stages);
 }
 
+namespace {
+
+// The program of `rank` (cut from `model` as stage `stage` of `stages`) under `kind`: its
+// program, checkpoints on its graph and micro-batches in flight.
+void build_stage(const Graph& model, const RankGraph& rank, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
+                 int micro_batches, Program& program, MemoryPlan& plan, int& in_flight) {
+  ScheduleOptions so = base;
+  so.micro_batches = micro_batches;
+  so.pipeline.active = true;
+  so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(rank.chunks.size()));
+  so.pipeline.chunks = rank.chunks;
+  so.pipeline.kind = kind;
+  so.pipeline.stages = stages;
+  so.pipeline.stage = stage;
+  so.plan = plan_for_rank(model, rank.graph, base.plan);
+  plan = so.plan;
+  in_flight = max_in_flight(so.pipeline.order);
+  program = build_program(rank.graph, so);
+}
+
+}  // namespace
+
 PipelineStageRun pipeline_stage_program(const Graph& model, const PipelineCut& cut, const ScheduleOptions& base, PipelineScheduleKind kind, int stages,
                                         int stage, int micro_batches, int virtual_stages) {
   PipelineStageRun r;
   r.rank = pipeline_rank_graph(model, cut, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
-  ScheduleOptions so = base;
-  so.micro_batches = micro_batches;
-  so.pipeline.active = true;
-  so.pipeline.order = pipeline_order(kind, stages, stage, micro_batches, static_cast<int>(r.rank.chunks.size()));
-  so.pipeline.chunks = r.rank.chunks;
-  so.pipeline.kind = kind;
-  so.pipeline.stages = stages;
-  so.pipeline.stage = stage;
-  so.plan = plan_for_rank(model, r.rank.graph, base.plan);
-  r.plan = so.plan;
-  r.in_flight_micro_batches = max_in_flight(so.pipeline.order);
-  r.program = build_program(r.rank.graph, so);
+  build_stage(model, r.rank, base, kind, stages, stage, micro_batches, r.program, r.plan, r.in_flight_micro_batches);
   return r;
 }
 
+const PipelineCut& RankGraphCache::cut(const Graph& model) {
+  auto it = cuts_.find(&model);
+  if (it == cuts_.end()) it = cuts_.emplace(&model, pipeline_cut(model)).first;
+  return it->second;
+}
+
+std::shared_ptr<const RankGraph> RankGraphCache::get(const Graph& model, int stages, int virtual_stages, int rank) {
+  std::shared_ptr<const RankGraph>& slot = ranks_[{&model, stages, virtual_stages, rank}];
+  if (!slot) slot = std::make_shared<const RankGraph>(pipeline_rank_graph(model, cut(model), stages, virtual_stages, rank));
+  return slot;
+}
+
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit) {
+                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit, RankGraphCache* ranks) {
   const int stages = static_cast<int>(p.pipeline_parallel);
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
@@ -41,7 +65,8 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   if (!base.plan.offload.empty()) throw InputError("--offload with --pipeline-parallel is not modelled yet (checkpointing is: --checkpoint blocks or attention)");
   if (!base.plan.no_conv_workspace.empty()) throw InputError("convolution workspace choices with --pipeline-parallel are not modelled");
   const PipelineScheduleKind kind = p.schedule();
-  const PipelineCut cut = pipeline_cut(model);
+  std::optional<PipelineCut> own_cut;
+  const PipelineCut& cut = ranks ? ranks->cut(model) : own_cut.emplace(pipeline_cut(model));
   const int per_stage = blocks_per_stage(cut, stages, model.model);  // the split's InputErrors before any stage is built
   int chunks = 1;
   if (kind == PipelineScheduleKind::Interleaved) {
@@ -59,17 +84,23 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   best.layers_per_stage = per_stage;
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
-    PipelineStageRun run = pipeline_stage_program(model, cut, base, kind, stages, stage, micro_batches, chunks);
-    const bool over = model_state_limit > 0 && model_state(run.program).in_optimizer_step > model_state_limit;
-    SimResult sim = over ? SimResult{} : simulate(run.program);
+    const int rank_chunks = kind == PipelineScheduleKind::Interleaved ? chunks : 1;
+    const std::shared_ptr<const RankGraph> rank =
+        ranks ? ranks->get(model, stages, rank_chunks, stage) : std::make_shared<const RankGraph>(pipeline_rank_graph(model, cut, stages, rank_chunks, stage));
+    Program program;
+    MemoryPlan plan;
+    int in_flight = 0;
+    build_stage(model, *rank, base, kind, stages, stage, micro_batches, program, plan, in_flight);
+    const bool over = model_state_limit > 0 && model_state(program).in_optimizer_step > model_state_limit;
+    SimResult sim = over ? SimResult{} : simulate(program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
     if (over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
-      best.graph = std::move(run.rank.graph);
-      best.program = std::move(run.program);
+      best.graph = std::shared_ptr<const Graph>(rank, &rank->graph);
+      best.program = std::move(program);
       best.sim = std::move(sim);
       best.stage = stage;
-      best.in_flight_micro_batches = run.in_flight_micro_batches;
-      best.plan = std::move(run.plan);
+      best.in_flight_micro_batches = in_flight;
+      best.plan = std::move(plan);
     }
     if (over) break;
   }

@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "estimate/parallel.h"
@@ -20,7 +23,7 @@
 namespace headroom {
 
 struct PipelineStages {
-  Graph graph;  // the reported stage's
+  std::shared_ptr<const Graph> graph;  // the reported stage's (shared with a RankGraphCache)
   Program program;
   SimResult sim;
   int stage = 0;
@@ -45,8 +48,23 @@ struct PipelineStages {
 // `model_state_limit` > 0 (the layout search): a stage whose program holds more model state than
 // that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim empty; stage_peak_bytes
 // the stages before it), the stages after it not built: every candidate then exceeds the limit.
+// The rank graphs cut from model graphs, kept for later evaluations that cut the same ranks (the
+// layout search's candidates at one micro-batch: each recompute level, the probe and the fit).
+// Keyed by the model graph's address: it must outlive the cache and not change. One thread.
+class RankGraphCache {
+ public:
+  std::shared_ptr<const RankGraph> get(const Graph& model, int stages, int virtual_stages, int rank);
+  const PipelineCut& cut(const Graph& model);
+
+ private:
+  std::map<const Graph*, PipelineCut> cuts_;
+  std::map<std::tuple<const Graph*, int, int, int>, std::shared_ptr<const RankGraph>> ranks_;
+};
+
+// `ranks`: where the stages' rank graphs are taken from and kept (nullptr: cut afresh).
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0);
+                                        bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0,
+                                        RankGraphCache* ranks = nullptr);
 
 // One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
 // beyond the split's): for tests and tools that look at a stage other than the peak one.

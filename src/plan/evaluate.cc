@@ -92,7 +92,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     s.micro_batches = micro_batches;
     s.names = false;  // an evaluation reads peaks and times only
     stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false,
-                                      layout_search_ ? budget_ : 0);
+                                      layout_search_ ? budget_ : 0, &ranks_);
   }
   Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
   Evaluation e;
@@ -113,7 +113,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     const Step& st = p.steps[static_cast<size_t>(sim.peak.step)];
     e.peak_phase = st.phase;
     // Built without names, an op step's label is its op's name (ScheduleOptions::names).
-    const Graph& g = stages ? stages->graph : graph(micro);
+    const Graph& g = stages ? *stages->graph : graph(micro);
     e.peak_op = st.label.empty() && st.op != kNone ? g.op(st.op).name : st.label;
   }
   if (on_gpu) {
@@ -129,7 +129,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   e.feasible = !e.allocator_oom && e.peak_bytes <= budget_;
   if (layout_search_ && !e.feasible) return e;
   // A stage's checkpoints are on its own graph (schedule/pipeline_plan.h).
-  e.time = iteration_time(cost_, stages ? stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer,
+  e.time = iteration_time(cost_, stages ? *stages->graph : graph(micro), p, stages ? stages->plan : c.plan, options_.optimizer,
                           options_.iterations);
   return e;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "estimate/pipeline_estimate.h"
 #include "cost/cost_model.h"
 #include "schedule/memory_plan.h"
 
@@ -112,6 +113,7 @@ class PlanContext {
   ScheduleOptions schedule_;
   LayoutGraphs* shared_ = nullptr;
   std::map<int64_t, std::shared_ptr<const Graph>> graphs_;
+  RankGraphCache ranks_;  // a pipeline layout's stage graphs, cut from graphs_
   int evaluations_ = 0;
   bool layout_search_ = false;
   std::vector<std::pair<Candidate, Evaluation>> evaluated_;  // in the order first asked

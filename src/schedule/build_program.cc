@@ -532,7 +532,9 @@ void Interpreter::backward(int iteration, int micro) {
       }
     }
     // The node's incoming gradients: one per output that received any (split has several).
-    std::vector<GradValue> incoming;
+    // Scratch kept by the interpreter: nothing below runs another node before these are read.
+    std::vector<GradValue>& incoming = backward_incoming_;
+    incoming.clear();
     for (TensorId out : op.outputs) {
       GradValue& gv = grad_[static_cast<size_t>(out)];
       if (gv.buffer != kNone) incoming.push_back(gv);
@@ -545,8 +547,10 @@ void Interpreter::backward(int iteration, int micro) {
     p_.context_use.backward = true;
     if (is_convolution_kind(op.kind)) p_.context_use.convolution_backward = true;
     const BackwardPlan& bp = node_backward_plan(op, in_grad.contiguous);
-    std::vector<GradValue> outs(bp.grads.size());
-    std::vector<BufferId> temps;
+    std::vector<GradValue>& outs = backward_outs_;
+    outs.assign(bp.grads.size(), GradValue{});
+    std::vector<BufferId>& temps = backward_temps_;
+    temps.clear();
     for (size_t gi = 0; gi < bp.grads.size(); ++gi) {
       const GradOut& go = bp.grads[gi];
       if (go.kind == GradOut::Kind::New) {

@@ -566,6 +566,8 @@ class Interpreter {
   std::vector<bool> kv_cache_;           // per tensor: its storage is a KV cache (Graph::kv_cache)
   std::vector<BufferId> fresh_;          // buffers the current op made
   std::vector<BufferId> execute_outputs_, execute_extras_, execute_temps_;  // execute()'s scratch
+  std::vector<GradValue> backward_incoming_, backward_outs_;                // backward()'s, per node
+  std::vector<BufferId> backward_temps_;
   // Offloading state per buffer.
   struct OffloadCandidate {
     BufferId buffer;
