@@ -135,7 +135,7 @@ TEST(ProgramNames, PipelineStages) {
   const PipelineStages bare = simulate_pipeline_stages(g, s, o.parallel, s.micro_batches, true, false);
   EXPECT_EQ(named.stage, bare.stage);
   EXPECT_EQ(named.stage_peak_bytes, bare.stage_peak_bytes);
-  expect_same_but_names(named.program, bare.program, named.graph);
+  expect_same_but_names(named.program, bare.program, *named.graph);
 }
 
 // The evaluation (no names) against the named program of the same candidate: the same exact
