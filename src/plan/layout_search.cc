@@ -125,6 +125,19 @@ std::vector<int64_t> micro_batches(int64_t batch) {
   return m;
 }
 
+// The micro-batches a family tries, largest first, out of a rank batch of `batch`. 1.13's FSDP CPU
+// offload cannot accumulate outside no_sync(): one micro-batch only. A pipeline needs at least P
+// micro-batches in a step (m >= P; the interleaved schedule a multiple of P); none left rejects it.
+std::vector<int64_t> family_micro_batches(const Engine& engine, int64_t batch) {
+  const bool fsdp_offload = engine.fsdp && engine.offload_params;
+  std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
+  if (engine.pipeline_parallel > 1) {
+    const int64_t stages = engine.pipeline_parallel;
+    std::erase_if(sizes, [&](int64_t m) { return batch / m < stages || (engine.virtual_stages > 1 && (batch / m) % stages != 0); });
+  }
+  return sizes;
+}
+
 }  // namespace
 
 int64_t rank_batch(const LayoutPlan& plan, int64_t model_parallel) {
@@ -200,9 +213,10 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   try {
     ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants), graphs);
     ctx->answer_for_layout_search();
-    // The rank's graph at the largest micro-batch (the first tried, then cached): a split
-    // the frontend refuses is found here.
-    ctx->graph(batch);
+    // The rank's graph at the largest micro-batch the family tries (the first tried, then
+    // cached): a split the frontend refuses is found here.
+    const std::vector<int64_t> sizes = family_micro_batches(engine, batch);
+    ctx->graph(sizes.empty() ? batch : sizes.front());
   } catch (const InputError& e) {
     out.build_error = e.what();  // merged in family order (merge_outcome)
     return out;
@@ -216,9 +230,7 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
 FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, LayoutOption best) {
   FamilyOutcome out;
   const int64_t batch = ctx.options().batch;
-  // 1.13's FSDP CPU offload cannot accumulate outside no_sync(): one micro-batch only.
-  const bool fsdp_offload = engine.fsdp && engine.offload_params;
-  std::vector<int64_t> sizes = fsdp_offload ? std::vector<int64_t>{batch} : micro_batches(batch);
+  std::vector<int64_t> sizes = family_micro_batches(engine, batch);
   const int64_t stages = engine.pipeline_parallel;
   std::vector<Recompute> ladder = engine.ladder();
   // A candidate over the budget in model state rejects the family (plan/layout_fit.h).
@@ -232,9 +244,7 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     return level == Recompute::Full ? " with every block checkpointed" : level == Recompute::Selective ? " with each attention core recomputed" : "";
   };
   if (stages > 1) {
-    // A pipeline needs at least P micro-batches in a step (m >= P; the interleaved schedule a
-    // multiple of P), and the micro-batch is always explicit (--micro-batch).
-    std::erase_if(sizes, [&](int64_t m) { return batch / m < stages || (engine.virtual_stages > 1 && (batch / m) % stages != 0); });
+    // The micro-batch of a pipeline is always explicit (--micro-batch).
     if (sizes.empty()) {
       out.rejected = LayoutRejection{engine.name, fmt::format("{} samples per pipeline and step are fewer than its {} stages (m >= P micro-batches{})", batch, stages,
                                                               engine.virtual_stages > 1 ? ", a multiple of P when interleaved" : "")};
