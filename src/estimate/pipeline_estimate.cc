@@ -91,7 +91,9 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
     MemoryPlan plan;
     int in_flight = 0;
     build_stage(model, *rank, base, kind, stages, stage, micro_batches, program, plan, in_flight);
-    const bool over = model_state_limit > 0 && model_state(program).in_optimizer_step > model_state_limit;
+    std::optional<ModelStateBytes> state;
+    if (model_state_limit > 0) state = model_state(program);
+    const bool over = state && state->in_optimizer_step > model_state_limit;
     SimResult sim = over ? SimResult{} : simulate(program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
     if (over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
@@ -101,6 +103,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
       best.stage = stage;
       best.in_flight_micro_batches = in_flight;
       best.plan = std::move(plan);
+      best.model_state = state;
     }
     if (over) break;
   }

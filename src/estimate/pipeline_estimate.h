@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "estimate/parallel.h"
 #include "schedule/build_program.h"
+#include "schedule/held_state.h"
 #include "schedule/pipeline_split.h"
 #include "sim/simulate.h"
 
@@ -31,6 +33,7 @@ struct PipelineStages {
   int layers_per_stage = 0;
   std::vector<int64_t> stage_peak_bytes;
   MemoryPlan plan;  // the reported stage's checkpoints, on its graph (schedule/pipeline_plan.h)
+  std::optional<ModelStateBytes> model_state;  // the reported stage's, where model_state_limit had it read
 };
 
 // InputError for a layout the model or the batch does not allow: see check in the .cc (the

@@ -98,7 +98,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   Evaluation e;
   e.micro_batch = micro;
   e.micro_batches = static_cast<int>(options_.batch / micro);
-  const ModelStateBytes state = model_state(p);
+  const ModelStateBytes state = stages && stages->model_state ? *stages->model_state : model_state(p);
   e.held_bytes = state.at_end;
   e.optimizer_step_bytes = state.in_optimizer_step;
   if (layout_search_ && e.optimizer_step_bytes > budget_) {

@@ -72,6 +72,7 @@ void Interpreter::execute(const Op& op, const ForwardPlan& fp, const std::vector
   if (fp.creates_node) {
     Node& n = nodes_[static_cast<size_t>(op.id)];
     n.exists = true;
+    n.saved.reserve(n.saved.size() + fp.saved.size());
     for (const Ref& r : fp.saved) {
       BufferId b = r.kind == Ref::Kind::Input ? buf_of_[static_cast<size_t>(op.inputs[static_cast<size_t>(r.index)])]
                  : r.kind == Ref::Kind::Output ? out_buf[static_cast<size_t>(r.index)]
