@@ -3,7 +3,7 @@
 // the pipelines P x T x ZeRO-1, each rank's program built and re-simulated at every micro-batch
 // tried; a pipeline's stages 0, 1 and P - 1) for N = 8, 16, 32, 64,
 // one sequence of 128 tokens per GPU, on one thread (/1), two (/2) and the default (/0: one per
-// hardware thread, one on two cores or fewer).
+// hardware thread).
 // Target (issue #20): under 2 s each (wall time).
 #include <benchmark/benchmark.h>
 
