@@ -185,15 +185,18 @@ namespace headroom {
 namespace {
 namespace HEADROOM_UNITY_ID {
 
+// The plain candidate at micro-batch 4 of a run, evaluated without a budget.
+Evaluation evaluate_at_four(const RunArgs& a) {
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Estimate);
+  EXPECT_TRUE(o.ok()) << o.error();
+  return PlanContext(o.value(), int64_t{1} << 50, CostModel(*gpu_spec(*o.value().gpu))).evaluate(Candidate{MemoryPlan{}, 4});
+}
+
 // By hand, gpt2:layers=4 in bf16 (Psi = 67,736,832 parameters; weights 139,667,976 bytes: 2 Psi
 // plus each layer's causal-mask buffer, 1,048,576 bytes, and masked_bias, 2).
 TEST(HeldStateOf, PinnedByHandForOneGpuDdpAndZero) {
   const int64_t psi = 67'736'832, weights = 139'667'976;
-  auto held = [](RunArgs a) {
-    Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Estimate);
-    EXPECT_TRUE(o.ok()) << o.error();
-    return PlanContext(o.value(), int64_t{1} << 50, CostModel(*gpu_spec(*o.value().gpu))).evaluate(Candidate{MemoryPlan{}, 4}).held_bytes;
-  };
+  auto held = [](const RunArgs& a) { return evaluate_at_four(a).held_bytes; };
   // One GPU, torch.optim Adam on bf16 parameters: exp_avg and exp_avg_sq, 2 Psi each (1.13 keeps
   // `step` on the host); the gradients are gone, the step ends with zero_grad(set_to_none=True).
   EXPECT_EQ(held(small_gpt2("1")), weights + 4 * psi);  // 410,615,304
@@ -209,11 +212,7 @@ TEST(HeldStateOf, PinnedByHandForOneGpuDdpAndZero) {
 // The optimizer step of the same runs, by hand (same Psi and weights as above).
 TEST(HeldStateOf, OptimizerStepPinnedByHandForOneGpuDdpAndZero) {
   const int64_t psi = 67'736'832, weights = 139'667'976;
-  auto in_step = [](RunArgs a) {
-    Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Estimate);
-    EXPECT_TRUE(o.ok()) << o.error();
-    return PlanContext(o.value(), int64_t{1} << 50, CostModel(*gpu_spec(*o.value().gpu))).evaluate(Candidate{MemoryPlan{}, 4}).optimizer_step_bytes;
-  };
+  auto in_step = [](const RunArgs& a) { return evaluate_at_four(a).optimizer_step_bytes; };
   // One GPU: the bf16 gradients (2 Psi) are still there, beside exp_avg and exp_avg_sq (4 Psi), and
   // 2.x's foreach Adam makes one list, exp_avg_sq_sqrt (2 Psi): weights + 8 Psi = 681,562,632.
   EXPECT_EQ(in_step(small_gpt2("1")), weights + 8 * psi);

@@ -388,6 +388,22 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
   unref(g.buffer);
 }
 
+const BackwardPlan& Interpreter::node_backward_plan(const Op& op, bool contiguous) {
+  if (op.inputs.size() > 64) {
+    overflow_backward_plans_.push_back(std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous)));
+    return *overflow_backward_plans_.back();
+  }
+  uint64_t mask = 0;
+  for (size_t i = 0; i < op.inputs.size(); ++i) mask |= static_cast<uint64_t>(input_requires_grad(op, i)) << i;
+  if (backward_plans_.size() != g_.ops.size()) backward_plans_.resize(g_.ops.size());
+  auto& known = backward_plans_[static_cast<size_t>(op.id)];
+  for (const CachedBackwardPlan& k : known) {
+    if (k.mask == mask && k.contiguous == contiguous) return *k.plan;
+  }
+  known.push_back({mask, contiguous, std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous))});
+  return *known.back().plan;
+}
+
 void Interpreter::backward(int iteration, int micro) {
   // Which nodes the engine will run: those reachable from the loss through differentiable edges.
   std::vector<bool> reach(g_.ops.size(), false);

@@ -158,21 +158,7 @@ class Interpreter {
   // grad, contiguity) an op's node meets: every micro-batch and iteration asks the same. The plan
   // is a function of the op, its device profile (fixed per op), that contiguity and which inputs
   // require grad, so the cache is keyed by exactly those. Owned by the cache (stable address).
-  const BackwardPlan& node_backward_plan(const Op& op, bool contiguous) {
-    if (op.inputs.size() > 64) {
-      overflow_backward_plans_.push_back(std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous)));
-      return *overflow_backward_plans_.back();
-    }
-    uint64_t mask = 0;
-    for (size_t i = 0; i < op.inputs.size(); ++i) mask |= static_cast<uint64_t>(input_requires_grad(op, i)) << i;
-    if (backward_plans_.size() != g_.ops.size()) backward_plans_.resize(g_.ops.size());
-    auto& known = backward_plans_[static_cast<size_t>(op.id)];
-    for (const CachedBackwardPlan& k : known) {
-      if (k.mask == mask && k.contiguous == contiguous) return *k.plan;
-    }
-    known.push_back({mask, contiguous, std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous))});
-    return *known.back().plan;
-  }
+  const BackwardPlan& node_backward_plan(const Op& op, bool contiguous);
 
   RuleContext context(const Op& op, bool grad_mode) const {
     const DeviceProfile& device = no_workspace_op_[static_cast<size_t>(op.id)] ? no_workspace_device_ : o_.device;
