@@ -118,6 +118,34 @@ TEST(PipelineStageProgram, OneFOneBStageOneHoldsThreeMicroBatchesOfItsLayer) {
   EXPECT_EQ(live.saved + live.received, 3 * 6'686'722);
 }
 
+// The layout search's stage graphs come from a RankGraphCache: cut once per (model graph, P, v,
+// rank), and a pipeline evaluation through it builds the same stages as one that cuts afresh.
+TEST(PipelineStageProgram, ACachedRankGraphIsTheOneCutAfresh) {
+  Graph g = model("gpt2:layers=4", 1, 64);
+  RankGraphCache cache;
+  const std::shared_ptr<const RankGraph> once = cache.get(g, 2, 2, 1);
+  EXPECT_EQ(cache.get(g, 2, 2, 1), once);  // the same object, not cut again
+  EXPECT_NE(cache.get(g, 2, 2, 0), once);
+  const RankGraph fresh = pipeline_rank_graph(g, 2, 2, 1);
+  ASSERT_EQ(once->graph.ops.size(), fresh.graph.ops.size());
+  for (size_t i = 0; i < fresh.graph.ops.size(); ++i) EXPECT_EQ(once->graph.ops[i].name, fresh.graph.ops[i].name);
+  EXPECT_EQ(once->graph.tensors.size(), fresh.graph.tensors.size());
+  ASSERT_EQ(once->chunks.size(), 2u);
+  EstimateOptions o;
+  o.precision = Precision::Bf16;
+  ScheduleOptions so = schedule_options(o);
+  ParallelOptions p;
+  p.pipeline_parallel = 2;
+  p.pipeline_schedule = PipelineScheduleKind::Interleaved;
+  p.virtual_stages = 2;
+  const PipelineStages cached = simulate_pipeline_stages(g, so, p, 4, true, true, 0, &cache);
+  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true, 0);
+  EXPECT_EQ(cached.stage_peak_bytes, afresh.stage_peak_bytes);
+  EXPECT_EQ(cached.stage, afresh.stage);
+  EXPECT_EQ(cached.program.events.size(), afresh.program.events.size());
+  EXPECT_EQ(cached.graph.get(), &cache.get(g, 2, 2, cached.stage)->graph);  // the reported stage's graph is the cached one
+}
+
 TEST(PipelineStageProgram, StageZeroSavesExactlyInFlightTimesOneMicroBatch) {
   // Llama (tiny: 4 layers, h 256) and GPT-2, P = 4, m = 8: stage 0 keeps 4 micro-batches'
   // saved activations under 1F1B and all 8 under GPipe, each exactly what one forward of the
