@@ -49,8 +49,9 @@ struct PipelineStages {
 // step of stage 1 doing the same work: its live peak is at most stage 1's, and stage 1 is
 // reported first on a tie. stage_peak_bytes then lists the stages simulated only.
 // `model_state_limit` > 0 (the layout search): a stage whose program holds more model state than
-// that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim empty; stage_peak_bytes
-// the stages before it), the stages after it not built: every candidate then exceeds the limit.
+// that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim
+// empty; stage_peak_bytes the stages before it), the stages after it not built: every candidate
+// then exceeds the limit.
 // The rank graphs cut from model graphs, kept for later evaluations that cut the same ranks (the
 // layout search's candidates at one micro-batch: each recompute level, the probe and the fit).
 // Keyed by the model graph's address: it must outlive the cache and not change. One thread.
