@@ -36,6 +36,19 @@ struct PipelineStages {
   std::optional<ModelStateBytes> model_state;  // the reported stage's, where model_state_limit had it read
 };
 
+// The rank graphs cut from model graphs, kept for later evaluations that cut the same ranks (the
+// layout search's candidates at one micro-batch: each recompute level, the probe and the fit).
+// Keyed by the model graph's address: it must outlive the cache and not change. One thread.
+class RankGraphCache {
+ public:
+  std::shared_ptr<const RankGraph> get(const Graph& model, int stages, int virtual_stages, int rank);
+  const PipelineCut& cut(const Graph& model);
+
+ private:
+  std::map<const Graph*, PipelineCut> cuts_;
+  std::map<std::tuple<const Graph*, int, int, int>, std::shared_ptr<const RankGraph>> ranks_;
+};
+
 // InputError for a layout the model or the batch does not allow: see check in the .cc (the
 // micro-batch rules of each schedule, the layer split, offloading not modelled with it).
 // base.plan's checkpoint regions are the model graph's: each stage runs those of its own layers
@@ -52,19 +65,6 @@ struct PipelineStages {
 // that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim
 // empty; stage_peak_bytes the stages before it), the stages after it not built: every candidate
 // then exceeds the limit.
-// The rank graphs cut from model graphs, kept for later evaluations that cut the same ranks (the
-// layout search's candidates at one micro-batch: each recompute level, the probe and the fit).
-// Keyed by the model graph's address: it must outlive the cache and not change. One thread.
-class RankGraphCache {
- public:
-  std::shared_ptr<const RankGraph> get(const Graph& model, int stages, int virtual_stages, int rank);
-  const PipelineCut& cut(const Graph& model);
-
- private:
-  std::map<const Graph*, PipelineCut> cuts_;
-  std::map<std::tuple<const Graph*, int, int, int>, std::shared_ptr<const RankGraph>> ranks_;
-};
-
 // `ranks`: where the stages' rank graphs are taken from and kept (nullptr: cut afresh).
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
                                         bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0,
