@@ -210,12 +210,12 @@ void Interpreter::forward(int iteration, int micro, Phase phase) {
   grad_plans_ = setup.grad_plans;
   plain_plans_ = setup.plain_plans;
   region_hooks_save_ = setup.region_hooks_save;
-  const std::vector<ForwardPlan>& plans = *setup.plans;
+  const std::vector<const ForwardPlan*>& plans = setup.plans;
   const std::vector<bool>& saved_storage = setup.saved_storage;
 
   for (const Op& op : g_.ops) {
     if (!op_runs(op)) continue;
-    const ForwardPlan& fp = plans[static_cast<size_t>(op.id)];
+    const ForwardPlan& fp = *plans[static_cast<size_t>(op.id)];
     begin_op_step(phase, iteration, micro, op);
     if (grad_mode) {
       // Outermost regions are checkpoint nodes of the graph; regions nested in them are called
@@ -251,7 +251,8 @@ const Interpreter::ForwardSetup& Interpreter::forward_setup(bool grad_mode) {
   // Plans first: which storages some node saves decides their category from birth. The plan
   // autograd would record (grad_plans_) decides which tensors require grad and what a
   // checkpointed segment saves when it is recomputed; a checkpointed op runs under no_grad.
-  auto plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
+  std::vector<const ForwardPlan*> plans(g_.ops.size(), nullptr);
+  auto hooked_plans = std::make_shared<std::vector<ForwardPlan>>(non_reentrant_ ? g_.ops.size() : 0);
   auto grad_plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
   auto plain_plans = std::make_shared<std::vector<ForwardPlan>>(g_.ops.size());
   grad_plans_ = PlanTable(grad_plans);  // hooked_saves() reads it
@@ -266,11 +267,19 @@ const Interpreter::ForwardSetup& Interpreter::forward_setup(bool grad_mode) {
     const bool checkpointed = grad_mode && segment_of_[static_cast<size_t>(op.id)] >= 0;
     ForwardPlan& gp = (*grad_plans)[static_cast<size_t>(op.id)];
     gp = forward_plan(context(op, grad_mode));
-    ForwardPlan& fp = (*plans)[static_cast<size_t>(op.id)];
     if (segment_of_[static_cast<size_t>(op.id)] >= 0) (*plain_plans)[static_cast<size_t>(op.id)] = forward_plan(context(op, false));
     // A checkpointed op runs under no_grad (reentrant) or records a node that keeps nothing
     // (non-reentrant: its saved tensors go through the region's pack hook).
-    fp = !checkpointed ? gp : non_reentrant_ ? hooked_plan(gp) : (*plain_plans)[static_cast<size_t>(op.id)];
+    const ForwardPlan* run_plan = &gp;
+    if (checkpointed && non_reentrant_) {
+      ForwardPlan& hooked = (*hooked_plans)[static_cast<size_t>(op.id)];
+      hooked = hooked_plan(gp);
+      run_plan = &hooked;
+    } else if (checkpointed) {
+      run_plan = &(*plain_plans)[static_cast<size_t>(op.id)];
+    }
+    plans[static_cast<size_t>(op.id)] = run_plan;
+    const ForwardPlan& fp = *run_plan;
     if (checkpointed && hooked_saves(op.id)) region_hooks_save_[static_cast<size_t>(segment_of_[static_cast<size_t>(op.id)])] = true;
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId out = op.outputs[j];
@@ -299,6 +308,7 @@ const Interpreter::ForwardSetup& Interpreter::forward_setup(bool grad_mode) {
   setup.redirect = redirect_;
   setup.storage = storage_;
   setup.plans = std::move(plans);
+  setup.hooked_plans = std::move(hooked_plans);
   setup.grad_plans = grad_plans_;
   setup.plain_plans = plain_plans_;
   setup.saved_storage = std::move(saved_storage);

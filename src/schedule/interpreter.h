@@ -182,8 +182,11 @@ class Interpreter {
     std::vector<bool> initial_requires_grad;
     std::vector<bool> requires_grad;
     std::vector<TensorId> redirect, storage;
-    std::shared_ptr<const std::vector<ForwardPlan>> plans;  // as run: checkpointed ops' no_grad or hooked plans
+    // Per op, the plan as run: its grad_plans entry, or for a checkpointed op its plain_plans
+    // entry (no_grad) or its hooked_plans one (non-reentrant); pointers into those tables.
+    std::vector<const ForwardPlan*> plans;
     PlanTable grad_plans, plain_plans;
+    std::shared_ptr<const std::vector<ForwardPlan>> hooked_plans;
     std::vector<bool> saved_storage;
     std::vector<bool> region_hooks_save;
   };
