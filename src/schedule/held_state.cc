@@ -11,18 +11,19 @@ bool is_model_state(Category c) { return c == Category::Weights || c == Category
 }  // namespace
 
 ModelStateBytes model_state(const Program& p) {
+  // The last iteration, and where its optimizer phase begins: its first optimizer step (the
+  // program's end when it has none: then only the end state counts). One pass over the steps.
   int32_t last = 0;
-  for (const Step& s : p.steps) last = std::max(last, s.iteration);
-  if (last == 0) return {};
-  // The last iteration's optimizer phase begins at its first optimizer step (the program's end
-  // when it has none: then only the end state counts).
-  int32_t begin = static_cast<int32_t>(p.events.size());
+  const int32_t end = static_cast<int32_t>(p.events.size());
+  int32_t begin = end;
   for (const Step& s : p.steps) {
-    if (s.iteration == last && s.phase == Phase::Optimizer) {
-      begin = s.first_event;
-      break;
+    if (s.iteration > last) {
+      last = s.iteration;
+      begin = end;
     }
+    if (s.iteration == last && s.phase == Phase::Optimizer && begin == end) begin = s.first_event;
   }
+  if (last == 0) return {};
   std::vector<Category> category(p.buffers.size(), Category::Activations);  // as last retagged
   std::vector<uint8_t> own(p.buffers.size(), 0);  // allocated by the optimizer phase
   int64_t state = 0;  // live model state
