@@ -28,6 +28,9 @@ bool any_needs(const RuleContext& c) {
 // Every output a new buffer, allocated in order; nothing saved.
 ForwardPlan fresh_outputs(const RuleContext& c) {
   ForwardPlan p;
+  // Room for a workspace's borrow and return too (convolutions, matmuls): one allocation.
+  p.output_alias.reserve(c.op.outputs.size());
+  p.events.reserve(c.op.outputs.size() + 2);
   for (size_t j = 0; j < c.op.outputs.size(); ++j) {
     p.output_alias.push_back(-1);
     p.events.push_back({K::AllocOutput, static_cast<int>(j), 0});
@@ -39,6 +42,7 @@ ForwardPlan fresh_outputs(const RuleContext& c) {
 // Outputs that share input 0's storage (views and in-place ops).
 ForwardPlan aliased_outputs(const RuleContext& c) {
   ForwardPlan p;
+  p.output_alias.reserve(c.op.outputs.size());
   for (size_t j = 0; j < c.op.outputs.size(); ++j) p.output_alias.push_back(0);
   p.creates_node = c.grad_mode && any_needs(c);
   return p;
@@ -105,6 +109,9 @@ std::optional<CudaReduction> broadcast_reduction(const RuleContext& c, int i) {
 // Backward that allocates a new gradient for every input that needs one, of that input's size.
 BackwardPlan new_grads(const RuleContext& c) {
   BackwardPlan b;
+  // Room for a temporary's borrow and return too: one allocation each.
+  b.grads.reserve(c.op.inputs.size());
+  b.events.reserve(c.op.inputs.size() + 2);
   for (size_t i = 0; i < c.op.inputs.size(); ++i) {
     if (!needs(c, static_cast<int>(i))) continue;
     b.grads.push_back({static_cast<int>(i), GradOut::Kind::New, in_bytes(c, static_cast<int>(i)), true});
