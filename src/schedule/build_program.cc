@@ -399,19 +399,20 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
 }
 
 const BackwardPlan& Interpreter::node_backward_plan(const Op& op, bool contiguous) {
-  if (op.inputs.size() > 64) {
-    overflow_backward_plans_.push_back(std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous)));
-    return *overflow_backward_plans_.back();
-  }
+  auto make = [&] {
+    backward_plan_store_.push_back(backward_plan(context(op, true), contiguous));
+    return static_cast<int32_t>(backward_plan_store_.size()) - 1;
+  };
+  if (op.inputs.size() > 64) return backward_plan_store_[static_cast<size_t>(make())];  // not cached
   uint64_t mask = 0;
   for (size_t i = 0; i < op.inputs.size(); ++i) mask |= static_cast<uint64_t>(input_requires_grad(op, i)) << i;
-  if (backward_plans_.size() != g_.ops.size()) backward_plans_.resize(g_.ops.size());
-  auto& known = backward_plans_[static_cast<size_t>(op.id)];
-  for (const CachedBackwardPlan& k : known) {
-    if (k.mask == mask && k.contiguous == contiguous) return *k.plan;
-  }
-  known.push_back({mask, contiguous, std::make_unique<BackwardPlan>(backward_plan(context(op, true), contiguous))});
-  return *known.back().plan;
+  if (first_backward_plan_.size() != g_.ops.size()) first_backward_plan_.resize(g_.ops.size());
+  BackwardPlanSlot& first = first_backward_plan_[static_cast<size_t>(op.id)];
+  if (first.plan < 0) first = {mask, contiguous, make()};
+  if (first.mask == mask && first.contiguous == contiguous) return backward_plan_store_[static_cast<size_t>(first.plan)];
+  auto [other, fresh] = other_backward_plans_.try_emplace({op.id, mask, contiguous}, -1);
+  if (fresh) other->second = make();
+  return backward_plan_store_[static_cast<size_t>(other->second)];
 }
 
 void Interpreter::backward(int iteration, int micro) {

@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -515,13 +517,16 @@ class Interpreter {
   // The memory plan, resolved per op.
   DeviceProfile no_workspace_device_;
   std::vector<bool> no_workspace_op_;
-  struct CachedBackwardPlan {
+  // node_backward_plan's cache: the plans in a deque (stable addresses), found through each op's
+  // first (inputs requiring grad, contiguity) and, for the rare op that meets another, a map.
+  struct BackwardPlanSlot {
     uint64_t mask = 0;  // bit i: input i requires grad
     bool contiguous = true;
-    std::unique_ptr<const BackwardPlan> plan;
+    int32_t plan = -1;  // index in backward_plan_store_; -1: none yet
   };
-  std::vector<std::vector<CachedBackwardPlan>> backward_plans_;  // per op (node_backward_plan)
-  std::vector<std::unique_ptr<const BackwardPlan>> overflow_backward_plans_;  // ops of over 64 inputs
+  std::deque<BackwardPlan> backward_plan_store_;
+  std::vector<BackwardPlanSlot> first_backward_plan_;  // per op
+  std::map<std::tuple<OpId, uint64_t, bool>, int32_t> other_backward_plans_;
   std::vector<bool> offload_op_;
   std::vector<int> segment_of_;  // innermost segment of an op, -1 outside checkpoints
   std::vector<CheckpointSegment> segments_;  // outer before inner (validate_plan's order)
