@@ -164,11 +164,9 @@ class Interpreter {
 
   RuleContext context(const Op& op, bool grad_mode) const {
     const DeviceProfile& device = no_workspace_op_[static_cast<size_t>(op.id)] ? no_workspace_device_ : o_.device;
-    RuleContext c{g_, op, device, grad_mode, o_.mode == RunMode::Training, {}};
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      c.input_requires_grad.push_back(grad_mode && requires_grad_[static_cast<size_t>(op.inputs[i])] &&
-                                      differentiable_input(op, static_cast<int>(i)));
-    }
+    RuleContext c{g_, op, device, grad_mode, o_.mode == RunMode::Training, std::vector<bool>(op.inputs.size(), false)};
+    if (!grad_mode) return c;
+    for (size_t i = 0; i < op.inputs.size(); ++i) c.input_requires_grad[i] = input_requires_grad(op, i);
     return c;
   }
 
