@@ -155,7 +155,7 @@ TEST(HeldStateOf, AnInferenceProgramIsZero) {
   p.buffers.push_back({100, Category::Weights, "w", kNone});
   p.events.push_back({Event::Kind::Alloc, Category::Weights, 0});
   p.steps.push_back(step(Phase::Inference, 0, 0, 1));
-  EXPECT_EQ(model_state_at_end(p), 0);
+  EXPECT_EQ(model_state(p).at_end, 0);
 }
 
 // By hand: a weight allocated in setup, a gradient made in iteration 1 and freed in iteration
@@ -174,7 +174,7 @@ TEST(HeldStateOf, CountsTheModelStateLiveAtTheEnd) {
               {K::Free, Category::Gradients, 1},   {K::Alloc, Category::Activations, 4}, {K::Alloc, Category::Gradients, 3}};
   p.steps = {step(Phase::Setup, 0, 0, 1), step(Phase::Backward, 1, 1, 2), step(Phase::Optimizer, 1, 2, 3), step(Phase::Optimizer, 2, 3, 4),
              step(Phase::Forward, 2, 4, 5), step(Phase::Backward, 2, 5, 6)};
-  EXPECT_EQ(model_state_at_end(p), 170);
+  EXPECT_EQ(model_state(p).at_end, 170);
 }
 
 }  // namespace HEADROOM_UNITY_ID

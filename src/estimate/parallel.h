@@ -92,5 +92,4 @@ std::string describe_layout(const ParallelOptions& p);
 
 PerGpu per_gpu_summary(const ParallelOptions& p, const Sharding& s, const Program& program, const SimResult& sim);
 
-
 }  // namespace headroom

@@ -9,11 +9,6 @@
 
 namespace headroom {
 
-PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
-                                        int micro_batches, int virtual_stages) {
-  return pipeline_stage_program(model, pipeline_cut(model), base, kind, stages, stage, micro_batches, virtual_stages);
-}
-
 namespace {
 
 // The program of `rank` (cut from `model` as stage `stage` of `stages`) under `kind`: its
@@ -36,10 +31,10 @@ void build_stage(const Graph& model, const RankGraph& rank, const ScheduleOption
 
 }  // namespace
 
-PipelineStageRun pipeline_stage_program(const Graph& model, const PipelineCut& cut, const ScheduleOptions& base, PipelineScheduleKind kind, int stages,
-                                        int stage, int micro_batches, int virtual_stages) {
+PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
+                                        int micro_batches, int virtual_stages) {
   PipelineStageRun r;
-  r.rank = pipeline_rank_graph(model, cut, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
+  r.rank = pipeline_rank_graph(model, stages, kind == PipelineScheduleKind::Interleaved ? virtual_stages : 1, stage);
   build_stage(model, r.rank, base, kind, stages, stage, micro_batches, r.program, r.plan, r.in_flight_micro_batches);
   return r;
 }
@@ -65,9 +60,9 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   if (!base.plan.offload.empty()) throw InputError("--offload with --pipeline-parallel is not modelled yet (checkpointing is: --checkpoint blocks or attention)");
   if (!base.plan.no_conv_workspace.empty()) throw InputError("convolution workspace choices with --pipeline-parallel are not modelled");
   const PipelineScheduleKind kind = p.schedule();
-  std::optional<PipelineCut> own_cut;
-  const PipelineCut& cut = ranks ? ranks->cut(model) : own_cut.emplace(pipeline_cut(model));
-  const int per_stage = blocks_per_stage(cut, stages, model.model);  // the split's InputErrors before any stage is built
+  RankGraphCache own;  // the stages' graphs when the caller keeps none
+  RankGraphCache& cache = ranks ? *ranks : own;
+  const int per_stage = blocks_per_stage(cache.cut(model), stages, model.model);  // the split's InputErrors before any stage is built
   int chunks = 1;
   if (kind == PipelineScheduleKind::Interleaved) {
     chunks = static_cast<int>(*p.virtual_stages);
@@ -85,8 +80,7 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
   for (int stage = 0; stage < stages; ++stage) {
     if (!every_stage && stage >= 2 && stage < stages - 1) continue;  // bounded by stage 1 (header)
     const int rank_chunks = kind == PipelineScheduleKind::Interleaved ? chunks : 1;
-    const std::shared_ptr<const RankGraph> rank =
-        ranks ? ranks->get(model, stages, rank_chunks, stage) : std::make_shared<const RankGraph>(pipeline_rank_graph(model, cut, stages, rank_chunks, stage));
+    const std::shared_ptr<const RankGraph> rank = cache.get(model, stages, rank_chunks, stage);
     Program program;
     MemoryPlan plan;
     int in_flight = 0;

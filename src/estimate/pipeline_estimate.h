@@ -80,9 +80,6 @@ struct PipelineStageRun {
 };
 PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOptions& base, PipelineScheduleKind kind, int stages, int stage,
                                         int micro_batches, int virtual_stages = 1);
-// The same with the model's cut found before (pipeline_cut(model)).
-PipelineStageRun pipeline_stage_program(const Graph& model, const PipelineCut& cut, const ScheduleOptions& base, PipelineScheduleKind kind, int stages,
-                                        int stage, int micro_batches, int virtual_stages = 1);
 
 // Copies the pipeline fields into the per-GPU summary.
 void add_pipeline_summary(const PipelineStages& s, PerGpu& g);

@@ -180,7 +180,8 @@ struct FamilyOutcome {
   std::exception_ptr error;  // anything else thrown: rethrown by the merge, in family order
 };
 
-FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, LayoutOption best);
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, std::vector<int64_t> sizes,
+                            LayoutOption best);
 
 // One family: its context (graphs shared through `graphs`), then its search; `evaluations`
 // counts the candidates simulated (one asked twice is answered from memory).
@@ -210,27 +211,28 @@ FamilyOutcome fit_family(const Engine& engine, const LayoutPlan& plan, const Lay
   CostConstants constants;
   constants.host_ranks = static_cast<int>(std::min<int64_t>(request.gpus, plan.link.gpus_per_node));
   std::optional<PlanContext> ctx;
+  std::vector<int64_t> sizes = family_micro_batches(engine, batch);
   try {
     ctx.emplace(o, plan.budget_bytes, CostModel(spec, constants), graphs);
     ctx->answer_for_layout_search();
     // The rank's graph at the largest micro-batch the family tries (the first tried, then
     // cached): a split the frontend refuses is found here.
-    const std::vector<int64_t> sizes = family_micro_batches(engine, batch);
     ctx->graph(sizes.empty() ? batch : sizes.front());
   } catch (const InputError& e) {
     out.build_error = e.what();  // merged in family order (merge_outcome)
     return out;
   }
-  out = search_family(engine, plan, request, *ctx, best);
+  out = search_family(engine, plan, request, *ctx, std::move(sizes), best);
   out.evaluations = ctx->simulations();
   return out;
 }
 
-// The search of one family in its context (fit_family); `best` holds its layout.
-FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, LayoutOption best) {
+// The search of one family in its context (fit_family) over its micro-batches
+// (family_micro_batches); `best` holds its layout.
+FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const LayoutRequest& request, PlanContext& ctx, std::vector<int64_t> sizes,
+                            LayoutOption best) {
   FamilyOutcome out;
   const int64_t batch = ctx.options().batch;
-  std::vector<int64_t> sizes = family_micro_batches(engine, batch);
   const int64_t stages = engine.pipeline_parallel;
   std::vector<Recompute> ladder = engine.ladder();
   // A candidate over the budget in model state rejects the family (plan/layout_fit.h).

@@ -406,7 +406,6 @@ const BackwardPlan& Interpreter::node_backward_plan(const Op& op, bool contiguou
   if (op.inputs.size() > 64) return backward_plan_store_[static_cast<size_t>(make())];  // not cached
   uint64_t mask = 0;
   for (size_t i = 0; i < op.inputs.size(); ++i) mask |= static_cast<uint64_t>(input_requires_grad(op, i)) << i;
-  if (first_backward_plan_.size() != g_.ops.size()) first_backward_plan_.resize(g_.ops.size());
   BackwardPlanSlot& first = first_backward_plan_[static_cast<size_t>(op.id)];
   if (first.plan < 0) first = {mask, contiguous, make()};
   if (first.mask == mask && first.contiguous == contiguous) return backward_plan_store_[static_cast<size_t>(first.plan)];

@@ -61,6 +61,4 @@ ModelStateBytes model_state(const Program& p) {
   return out;
 }
 
-int64_t model_state_at_end(const Program& p) { return model_state(p).at_end; }
-
 }  // namespace headroom

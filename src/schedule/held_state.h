@@ -38,7 +38,4 @@ struct ModelStateBytes {
 
 ModelStateBytes model_state(const Program& p);
 
-// model_state(p).at_end.
-int64_t model_state_at_end(const Program& p);
-
 }  // namespace headroom

@@ -523,7 +523,7 @@ class Interpreter {
     int32_t plan = -1;  // index in backward_plan_store_; -1: none yet
   };
   std::deque<BackwardPlan> backward_plan_store_;
-  std::vector<BackwardPlanSlot> first_backward_plan_;  // per op
+  std::vector<BackwardPlanSlot> first_backward_plan_;  // per op, sized by the constructor
   std::map<std::tuple<OpId, uint64_t, bool>, int32_t> other_backward_plans_;
   std::vector<bool> offload_op_;
   std::vector<int> segment_of_;  // innermost segment of an op, -1 outside checkpoints

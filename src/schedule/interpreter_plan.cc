@@ -16,6 +16,7 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
   segment_of_.assign(g.ops.size(), -1);
   offload_op_.assign(g.ops.size(), false);
   no_workspace_op_.assign(g.ops.size(), false);
+  first_backward_plan_.assign(g.ops.size(), {});
   validate_plan(g, plan);  // InputError on a malformed plan, before anything is built
   for (OpId id : plan.offload) offload_op_[static_cast<size_t>(id)] = true;
   for (OpId id : plan.no_conv_workspace) no_workspace_op_[static_cast<size_t>(id)] = true;

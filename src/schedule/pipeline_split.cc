@@ -27,32 +27,6 @@ std::vector<bool> carries_gradient(const Graph& g) {
 
 std::string stage_text(int stage, int stages) { return "pipeline stage " + std::to_string(stage) + " of " + std::to_string(stages); }
 
-}  // namespace
-
-namespace {
-
-int checked_blocks_per_stage(int layers, int stages, const std::string& model);
-StageGraph stage_graph(const Graph& g, const PipelineCut& cut, int stages, int stage);
-
-}  // namespace
-
-PipelineCut pipeline_cut(const Graph& g) { return {transformer_blocks(g).segments, carries_gradient(g)}; }
-
-int blocks_per_stage(const PipelineCut& cut, int stages, const std::string& model) {
-  return checked_blocks_per_stage(static_cast<int>(cut.blocks.size()), stages, model);
-}
-
-int blocks_per_stage(const Graph& g, int stages, const std::string& model) {
-  return checked_blocks_per_stage(static_cast<int>(transformer_blocks(g).segments.size()), stages, model);
-}
-
-StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
-  HEADROOM_CHECK(g.loss != kNone, "a pipeline stage needs a training graph");
-  return stage_graph(g, pipeline_cut(g), stages, stage);
-}
-
-namespace {
-
 int checked_blocks_per_stage(int layers, int stages, const std::string& model) {
   if (layers == 0) {
     throw InputError("--pipeline-parallel: model '" + model + "' has no repeated blocks (PREFIX.<i> modules) to split into pipeline stages");
@@ -206,6 +180,17 @@ StageGraph stage_graph(const Graph& g, const PipelineCut& cut, int stages, int s
 }
 
 }  // namespace
+
+PipelineCut pipeline_cut(const Graph& g) { return {transformer_blocks(g).segments, carries_gradient(g)}; }
+
+int blocks_per_stage(const PipelineCut& cut, int stages, const std::string& model) {
+  return checked_blocks_per_stage(static_cast<int>(cut.blocks.size()), stages, model);
+}
+
+StageGraph pipeline_stage_graph(const Graph& g, int stages, int stage) {
+  HEADROOM_CHECK(g.loss != kNone, "a pipeline stage needs a training graph");
+  return stage_graph(g, pipeline_cut(g), stages, stage);
+}
 
 RankGraph pipeline_rank_graph(const Graph& g, int stages, int virtual_stages, int rank) {
   return pipeline_rank_graph(g, pipeline_cut(g), stages, virtual_stages, rank);

@@ -56,7 +56,6 @@ PipelineCut pipeline_cut(const Graph& g);
 
 // Blocks per stage under Megatron's even split. InputError when the model has no repeated
 // blocks, when P exceeds them or does not divide them.
-int blocks_per_stage(const Graph& g, int stages, const std::string& model);
 int blocks_per_stage(const PipelineCut& cut, int stages, const std::string& model);
 
 // The graph of pipeline stage `stage` of `stages` (0-based). REQUIRES: g has a loss.
