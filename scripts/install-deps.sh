@@ -6,7 +6,8 @@ set -euo pipefail
 what="${1:-build}"
 build_pkgs=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev
             libcli11-dev libxxhash-dev pkg-config libonnx-dev libprotobuf-dev protobuf-compiler coinor-libcbc-dev
-            pybind11-dev python3-dev python3-pytest zsh)
+            libjemalloc-dev pybind11-dev python3-dev python3-pytest zsh)
+# libjemalloc-dev: the CLI's and the benchmarks' malloc (CMakeLists.txt, docs/speed.md).
 # zsh: tests/install checks the generated zsh completion parses (zsh -n).
 # The Python package's tests in `make test` capture torch/torchvision modules (and run examples/gemel_digits.py
 # on scikit-learn's bundled digits); measuring needs torch.
