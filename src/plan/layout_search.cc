@@ -256,13 +256,22 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     // micro-batch (the least activation memory: every size keeps min(P, m) = P micro-batches in
     // flight on stage 0) is tried as a probe, at each recompute level; when none fits, no larger
     // one does, and when only recompute fits, no larger one fits without it. The probe is not
-    // needed when the largest micro-batch fits plain, which the fit below tries first and keeps:
-    // that candidate is simulated first (and answered from memory there).
+    // needed when the largest micro-batch fits, plain or with the ladder's heaviest recompute:
+    // the family has a fit, and the fit below tries both candidates first and keeps them (they
+    // are simulated first and answered from memory there). The probe is the costliest candidate
+    // (the most micro-batches per step), the largest micro-batch the cheapest.
     bool largest_fits = false;
     if (sizes.size() > 1) {
       const Evaluation e = ctx.evaluate({MemoryPlan{}, sizes.front()});
       if (state_over(e)) return out;
       largest_fits = e.feasible;
+      const Recompute heaviest = ladder.back();
+      MemoryPlan p = recompute_plan(ctx.graph(sizes.front()), heaviest);
+      if (!largest_fits && heaviest != Recompute::None && !p.checkpoints.empty()) {
+        const Evaluation recomputed = ctx.evaluate({std::move(p), sizes.front()});
+        if (state_over(recomputed)) return out;
+        largest_fits = recomputed.feasible;
+      }
     }
     if (sizes.size() > 1 && !largest_fits) {
       bool fits = false, plain = false;
