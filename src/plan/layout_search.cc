@@ -265,12 +265,13 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
       const Evaluation e = ctx.evaluate({MemoryPlan{}, sizes.front()});
       if (state_over(e)) return out;
       largest_fits = e.feasible;
-      const Recompute heaviest = ladder.back();
-      MemoryPlan p = recompute_plan(ctx.graph(sizes.front()), heaviest);
-      if (!largest_fits && heaviest != Recompute::None && !p.checkpoints.empty()) {
-        const Evaluation recomputed = ctx.evaluate({std::move(p), sizes.front()});
-        if (state_over(recomputed)) return out;
-        largest_fits = recomputed.feasible;
+      if (!largest_fits && ladder.back() != Recompute::None) {
+        MemoryPlan p = recompute_plan(ctx.graph(sizes.front()), ladder.back());
+        if (!p.checkpoints.empty()) {
+          const Evaluation recomputed = ctx.evaluate({std::move(p), sizes.front()});
+          if (state_over(recomputed)) return out;
+          largest_fits = recomputed.feasible;
+        }
       }
     }
     if (sizes.size() > 1 && !largest_fits) {
