@@ -15,7 +15,10 @@
 #include "plan/layout_fit.h"
 #include "plan/layout_search.h"
 #include "plan/offload_traffic.h"
+#include "schedule/held_state.h"
+#include "schedule/pipeline_schedule.h"
 #include "schedule/transformer_blocks.h"
+#include "sim/simulate.h"
 #include "sim/device_catalog.h"
 
 namespace headroom {
@@ -281,6 +284,56 @@ TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
     EXPECT_FALSE(f.model_state_over_budget);
     EXPECT_EQ(f.evaluations, 6);
   }
+}
+
+// Where the layout search reads of a pipeline candidate only whether it fits (Candidate::fit_only),
+// its stages stop at the first whose live peak alone is over the budget: that stage's live peak
+// is the answer, a lower bound. Asked for its peak later, the candidate is simulated whole, as a
+// context that never stopped simulates it; asked again either way, it is answered from memory.
+TEST(LayoutFit, APipelineCandidateAskedOnlyWhetherItFitsStopsAtTheFirstStageOverTheBudget) {
+  RunArgs a;
+  a.model = "gpt2:layers=4";
+  a.batch = "4";
+  a.seq = "256";
+  a.gpu = "A100-SXM4-40GB";
+  a.margin = "0%";
+  a.precision = "bf16";
+  a.gpus = "2";
+  a.pipeline_parallel = "2";
+  a.zero = "1";
+  a.megatron = true;
+  a.micro_batch = "2";
+  Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Estimate);
+  ASSERT_TRUE(o.ok()) << o.error();
+  const GpuSpec& spec = *gpu_spec(*o.value().gpu);
+  PlanContext probe(o.value(), int64_t{1} << 50, CostModel(spec));
+  // Stage 0's live peak at micro-batch 2 (two micro-batches a step).
+  ScheduleOptions s = schedule_options(o.value());
+  s.micro_batches = 2;
+  const Program stage0 = pipeline_stage_program(probe.graph(2), s, PipelineScheduleKind::OneFOneB, 2, 0, 2).program;
+  const int64_t live0 = simulate(stage0).peak.bytes;
+  ASSERT_GT(live0, model_state(stage0).in_optimizer_step);  // the state alone is under the budget below
+  const int64_t budget = live0 - 1;
+  PlanContext ctx(o.value(), budget, CostModel(spec));
+  ctx.answer_for_layout_search();
+  const Evaluation quick = ctx.evaluate(Candidate{MemoryPlan{}, 2, /*fit_only=*/true});
+  EXPECT_FALSE(quick.feasible);
+  EXPECT_TRUE(quick.peak_is_lower_bound);
+  EXPECT_EQ(quick.peak_bytes, live0);
+  EXPECT_EQ(ctx.simulations(), 1);
+  const Evaluation whole = ctx.evaluate(Candidate{MemoryPlan{}, 2});
+  EXPECT_FALSE(whole.feasible);
+  EXPECT_FALSE(whole.peak_is_lower_bound);
+  EXPECT_GE(whole.peak_bytes, quick.peak_bytes);
+  EXPECT_EQ(ctx.simulations(), 2);
+  PlanContext never_stopped(o.value(), budget, CostModel(spec));
+  never_stopped.answer_for_layout_search();
+  const Evaluation reference = never_stopped.evaluate(Candidate{MemoryPlan{}, 2});
+  EXPECT_EQ(whole.peak_bytes, reference.peak_bytes);
+  EXPECT_EQ(whole.held_bytes, reference.held_bytes);
+  EXPECT_EQ(ctx.evaluate(Candidate{MemoryPlan{}, 2, true}).peak_bytes, whole.peak_bytes);
+  EXPECT_EQ(ctx.evaluate(Candidate{MemoryPlan{}, 2}).peak_bytes, whole.peak_bytes);
+  EXPECT_EQ(ctx.simulations(), 2);
 }
 
 TEST(LayoutSearch, BelowEveryPlainFitOnlyCheckpointedOrOffloadedLayoutsRank) {

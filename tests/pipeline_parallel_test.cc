@@ -146,6 +146,31 @@ TEST(PipelineStageProgram, ACachedRankGraphIsTheOneCutAfresh) {
   EXPECT_EQ(cached.graph.get(), &cache.get(g, 2, 2, cached.stage)->graph);  // the reported stage's graph is the cached one
 }
 
+// The layout search's families share their model graphs, and with them one block cut per graph
+// (PipelineCuts): made once, and a cache that takes its cuts from there builds the same stages.
+TEST(PipelineStageProgram, ASharedCutIsMadeOnceAndCutsTheSameStages) {
+  Graph g = model("gpt2:layers=4", 1, 64);
+  PipelineCuts cuts;
+  const PipelineCut& once = cuts.get(g);
+  EXPECT_EQ(&cuts.get(g), &once);
+  const PipelineCut own = pipeline_cut(g);
+  EXPECT_EQ(once.grad, own.grad);
+  ASSERT_EQ(once.blocks.size(), own.blocks.size());
+  for (size_t i = 0; i < own.blocks.size(); ++i) EXPECT_EQ(once.blocks[i], own.blocks[i]);
+  RankGraphCache a(&cuts), b(&cuts);
+  EXPECT_EQ(&a.cut(g), &once);
+  EXPECT_EQ(&b.cut(g), &once);
+  EstimateOptions o;
+  o.precision = Precision::Bf16;
+  ScheduleOptions so = schedule_options(o);
+  ParallelOptions p;
+  p.pipeline_parallel = 2;
+  const PipelineStages shared = simulate_pipeline_stages(g, so, p, 4, true, true, 0, &a);
+  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true, 0);
+  EXPECT_EQ(shared.stage_peak_bytes, afresh.stage_peak_bytes);
+  EXPECT_EQ(shared.program.events.size(), afresh.program.events.size());
+}
+
 TEST(PipelineStageProgram, StageZeroSavesExactlyInFlightTimesOneMicroBatch) {
   // Llama (tiny: 4 layers, h 256) and GPT-2, P = 4, m = 8: stage 0 keeps 4 micro-batches'
   // saved activations under 1F1B and all 8 under GPipe, each exactly what one forward of the

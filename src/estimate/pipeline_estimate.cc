@@ -39,7 +39,22 @@ PipelineStageRun pipeline_stage_program(const Graph& model, const ScheduleOption
   return r;
 }
 
+const PipelineCut& PipelineCuts::get(const Graph& model) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::shared_ptr<Entry>& slot = entries_[&model];
+    if (!slot) slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  // A cut that throws leaves the entry empty: the next caller makes (and throws) again.
+  std::lock_guard<std::mutex> lock(entry->making);
+  if (!entry->cut) entry->cut = pipeline_cut(model);
+  return *entry->cut;
+}
+
 const PipelineCut& RankGraphCache::cut(const Graph& model) {
+  if (shared_) return shared_->get(model);
   auto it = cuts_.find(&model);
   if (it == cuts_.end()) it = cuts_.emplace(&model, pipeline_cut(model)).first;
   return it->second;
@@ -52,7 +67,8 @@ std::shared_ptr<const RankGraph> RankGraphCache::get(const Graph& model, int sta
 }
 
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit, RankGraphCache* ranks) {
+                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit, RankGraphCache* ranks,
+                                        int64_t live_limit) {
   const int stages = static_cast<int>(p.pipeline_parallel);
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
@@ -90,7 +106,8 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
     const bool over = state && state->in_optimizer_step > model_state_limit;
     SimResult sim = over ? SimResult{} : simulate(program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
-    if (over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
+    const bool live_over = !over && live_limit > 0 && sim.peak.bytes > live_limit;
+    if (over || live_over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
       best.graph = std::shared_ptr<const Graph>(rank, &rank->graph);
       best.program = std::move(program);
       best.sim = std::move(sim);
@@ -98,8 +115,9 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
       best.in_flight_micro_batches = in_flight;
       best.plan = std::move(plan);
       best.model_state = state;
+      best.live_over = live_over;
     }
-    if (over) break;
+    if (over || live_over) break;
   }
   return best;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -34,17 +35,40 @@ struct PipelineStages {
   std::vector<int64_t> stage_peak_bytes;
   MemoryPlan plan;  // the reported stage's checkpoints, on its graph (schedule/pipeline_plan.h)
   std::optional<ModelStateBytes> model_state;  // the reported stage's, where model_state_limit had it read
+  // live_limit > 0 and the reported stage's live peak is over it: the stages after it were not
+  // built, so that peak is a lower bound of the layout's (simulate_pipeline_stages).
+  bool live_over = false;
+};
+
+// The block cuts of model graphs (pipeline_cut), each made once for every thread that asks: the
+// layout search's families share model graphs (plan/evaluate.h LayoutGraphs). Keyed by the
+// graph's address: it must outlive the cuts and not change. A cut is made by the first thread
+// that asks for it, the others wait for it.
+class PipelineCuts {
+ public:
+  const PipelineCut& get(const Graph& model);
+
+ private:
+  struct Entry {
+    std::mutex making;  // held while the cut is made
+    std::optional<PipelineCut> cut;
+  };
+  std::mutex mutex_;  // guards entries_ (not the entries' making)
+  std::map<const Graph*, std::shared_ptr<Entry>> entries_;
 };
 
 // The rank graphs cut from model graphs, kept for later evaluations that cut the same ranks (the
 // layout search's candidates at one micro-batch: each recompute level, the probe and the fit).
-// Keyed by the model graph's address: it must outlive the cache and not change. One thread.
+// Keyed by the model graph's address: it must outlive the cache and not change. One thread;
+// `shared` (may be null: cuts of its own) must outlive it.
 class RankGraphCache {
  public:
+  explicit RankGraphCache(PipelineCuts* shared = nullptr) : shared_(shared) {}
   std::shared_ptr<const RankGraph> get(const Graph& model, int stages, int virtual_stages, int rank);
   const PipelineCut& cut(const Graph& model);
 
  private:
+  PipelineCuts* shared_;
   std::map<const Graph*, PipelineCut> cuts_;
   std::map<std::tuple<const Graph*, int, int, int>, std::shared_ptr<const RankGraph>> ranks_;
 };
@@ -66,9 +90,12 @@ class RankGraphCache {
 // empty; stage_peak_bytes the stages before it), the stages after it not built: every candidate
 // then exceeds the limit.
 // `ranks`: where the stages' rank graphs are taken from and kept (nullptr: cut afresh).
+// `live_limit` > 0 (the layout search, where only whether the layout fits is read): a stage whose
+// live peak is over it is reported at once (live_over), the stages after it not built: the
+// layout's peak is at least that stage's, and any device total at least its live peak.
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
                                         bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0,
-                                        RankGraphCache* ranks = nullptr);
+                                        RankGraphCache* ranks = nullptr, int64_t live_limit = 0);
 
 // One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
 // beyond the split's): for tests and tools that look at a stage other than the peak one.

@@ -23,6 +23,7 @@ PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostMode
 PlanContext::PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost, LayoutGraphs& shared)
     : PlanContext(std::move(options), budget_bytes, std::move(cost)) {
   shared_ = &shared;
+  ranks_ = RankGraphCache(&shared.cuts());
 }
 
 std::shared_ptr<const Graph> LayoutGraphs::get(const EstimateOptions& options, int64_t batch) {
@@ -73,8 +74,12 @@ bool same_candidate(const Candidate& a, const Candidate& b) {
 
 Evaluation PlanContext::evaluate(const Candidate& c) {
   ++evaluations_;
-  for (const auto& [asked, answer] : evaluated_) {
-    if (same_candidate(asked, c)) return answer;
+  for (auto& [asked, answer] : evaluated_) {
+    if (!same_candidate(asked, c)) continue;
+    if (!answer.peak_is_lower_bound || c.fit_only) return answer;
+    answer = simulate_candidate(c);
+    ++resimulated_;
+    return answer;
   }
   Evaluation e = simulate_candidate(c);
   evaluated_.emplace_back(c, e);
@@ -92,7 +97,7 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     s.micro_batches = micro_batches;
     s.names = false;  // an evaluation reads peaks and times only
     stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false,
-                                      layout_search_ ? budget_ : 0, &ranks_);
+                                      layout_search_ ? budget_ : 0, &ranks_, layout_search_ && c.fit_only ? budget_ : 0);
   }
   Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
   Evaluation e;
@@ -103,6 +108,12 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
   e.optimizer_step_bytes = state.in_optimizer_step;
   if (layout_search_ && e.optimizer_step_bytes > budget_) {
     e.peak_bytes = e.optimizer_step_bytes;
+    return e;
+  }
+  if (stages && stages->live_over) {
+    // Any device total holds at least the live bytes (the allocator's blocks, the context).
+    e.peak_bytes = stages->sim.peak.bytes;
+    e.peak_is_lower_bound = true;
     return e;
   }
   const bool on_gpu = options_.device == "cuda" && options_.gpu;

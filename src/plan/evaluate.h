@@ -28,6 +28,10 @@ namespace headroom {
 struct Candidate {
   MemoryPlan plan;
   int64_t micro_batch = 0;  // 0: the full batch
+  // The caller reads of an infeasible candidate only that it does not fit (no message quotes its
+  // peak): under answer_for_layout_search(), a pipeline's stages stop at the first whose live
+  // peak alone is over the budget (Evaluation::peak_is_lower_bound).
+  bool fit_only = false;
 };
 
 struct Evaluation {
@@ -36,6 +40,9 @@ struct Evaluation {
   int64_t exact_peak_bytes = 0;  // live tensor bytes (torch.cuda.max_memory_allocated, unrounded)
   CategoryBytes exact_at_peak{};  // those bytes by category
   bool allocator_oom = false;  // the caching allocator ran out of the budget on the way
+  // peak_bytes is a lower bound of the peak, over the budget (Candidate::fit_only): the candidate
+  // does not fit, and no later stage was simulated.
+  bool peak_is_lower_bound = false;
   // The parameters, gradients and optimizer states the program ends with, and the most of them
   // live in its last optimizer step with that step's own buffers (schedule/held_state.h): each the
   // same for every candidate of a layout (per pipeline stage), and no more than any's peak.
@@ -57,6 +64,8 @@ struct Evaluation {
 class LayoutGraphs {
  public:
   std::shared_ptr<const Graph> get(const EstimateOptions& options, int64_t batch);
+  // The pipeline cuts of those graphs, made once for every context.
+  PipelineCuts& cuts() { return cuts_; }
 
  private:
   struct Entry {
@@ -65,6 +74,7 @@ class LayoutGraphs {
   };
   std::mutex mutex_;  // guards entries_ (not the entries' building)
   std::map<std::tuple<int64_t, bool, int64_t>, std::shared_ptr<Entry>> entries_;
+  PipelineCuts cuts_;
 };
 
 class PlanContext {
@@ -76,8 +86,8 @@ class PlanContext {
   PlanContext(EstimateOptions options, int64_t budget_bytes, CostModel cost, LayoutGraphs& shared);
 
   // A candidate evaluated before is answered from memory (a search may ask twice: the layout
-  // search's pipeline probe is also the last size its fit tries); each call counts in
-  // evaluations().
+  // search's pipeline probe is also the last size its fit tries), unless that answer's peak was a
+  // lower bound and this caller is not fit_only; each call counts in evaluations().
   Evaluation evaluate(const Candidate& c);
   // The graph at a micro-batch size (0: the full batch), built once.
   const Graph& graph(int64_t micro_batch);
@@ -97,8 +107,8 @@ class PlanContext {
   const CostModel& cost() const { return cost_; }
   int64_t budget_bytes() const { return budget_; }
   int evaluations() const { return evaluations_; }
-  // The distinct candidates simulated so far (those not answered from memory).
-  int simulations() const { return static_cast<int>(evaluated_.size()); }
+  // The candidates simulated so far (those not answered from memory).
+  int simulations() const { return static_cast<int>(evaluated_.size()) + resimulated_; }
   bool foreach() const { return schedule_.foreach; }
 
  private:
@@ -115,6 +125,7 @@ class PlanContext {
   std::map<int64_t, std::shared_ptr<const Graph>> graphs_;
   RankGraphCache ranks_;  // a pipeline layout's stage graphs, cut from graphs_
   int evaluations_ = 0;
+  int resimulated_ = 0;  // candidates simulated again for an exact peak (Candidate::fit_only)
   bool layout_search_ = false;
   std::vector<std::pair<Candidate, Evaluation>> evaluated_;  // in the order first asked
 };

@@ -14,7 +14,7 @@ MemoryPlan recompute_plan(const Graph& g, Recompute level) {
 }
 
 EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, const std::vector<Recompute>& ladder,
-                     const std::function<double(const Evaluation&, int64_t)>& step_ms) {
+                     const std::function<double(const Evaluation&, int64_t)>& step_ms, bool fit_assured) {
   EngineFit best;
   bool seen = false;
   auto consider = [&](const Evaluation& e, int64_t m, Recompute level, const MemoryPlan& plan) {
@@ -42,7 +42,7 @@ EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches
       const Recompute level = ladder[i];
       MemoryPlan plan = recompute_plan(ctx.graph(m), level);
       if (level != Recompute::None && plan.checkpoints.empty()) continue;
-      Evaluation e = ctx.evaluate(Candidate{plan, m});
+      Evaluation e = ctx.evaluate(Candidate{plan, m, fit_assured});
       ++best.evaluations;
       smallest(e.peak_bytes, m, level);
       if (e.optimizer_step_bytes > ctx.budget_bytes()) {

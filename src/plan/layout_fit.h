@@ -55,9 +55,10 @@ struct EngineFit {
 
 // `micro_batches`: the sizes to try, largest first. `ladder`: the recompute levels, lightest
 // first. `step_ms`: the step time of a fitting evaluation at micro-batch m (compute plus what the
-// engine adds).
+// engine adds). `fit_assured`: the caller knows one of the candidates fits (the layout search's
+// pipeline probe), so no smallest peak is quoted and candidates are asked Candidate::fit_only.
 EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, const std::vector<Recompute>& ladder,
-                     const std::function<double(const Evaluation&, int64_t)>& step_ms);
+                     const std::function<double(const Evaluation&, int64_t)>& step_ms, bool fit_assured = false);
 
 // The ladder {None} or {None, Full}.
 EngineFit fit_engine(PlanContext& ctx, const std::vector<int64_t>& micro_batches, bool try_checkpointing,

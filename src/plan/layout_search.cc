@@ -259,16 +259,18 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     // needed when the largest micro-batch fits, plain or with the ladder's heaviest recompute:
     // the family has a fit, and the fit below tries both candidates first and keeps them (they
     // are simulated first and answered from memory there). The probe is the costliest candidate
-    // (the most micro-batches per step), the largest micro-batch the cheapest.
+    // (the most micro-batches per step), the largest micro-batch the cheapest. Only the probe's
+    // peaks are quoted (its rejection): every other candidate is asked fit_only, and one whose
+    // first stage alone is over the budget in live bytes costs that stage's program only.
     bool largest_fits = false;
     if (sizes.size() > 1) {
-      const Evaluation e = ctx.evaluate({MemoryPlan{}, sizes.front()});
+      const Evaluation e = ctx.evaluate({MemoryPlan{}, sizes.front(), /*fit_only=*/true});
       if (state_over(e)) return out;
       largest_fits = e.feasible;
       if (!largest_fits && ladder.back() != Recompute::None) {
         MemoryPlan p = recompute_plan(ctx.graph(sizes.front()), ladder.back());
         if (!p.checkpoints.empty()) {
-          const Evaluation recomputed = ctx.evaluate({std::move(p), sizes.front()});
+          const Evaluation recomputed = ctx.evaluate({std::move(p), sizes.front(), /*fit_only=*/true});
           if (state_over(recomputed)) return out;
           largest_fits = recomputed.feasible;
         }
@@ -337,10 +339,15 @@ FamilyOutcome search_family(const Engine& engine, const LayoutPlan& plan, const 
     return out.step_ms;
   };
   // Pipeline stages checkpoint their own blocks (schedule/pipeline_plan.h).
-  EngineFit fit = fit_engine(ctx, sizes, ladder, [&](const Evaluation& e, int64_t m) {
-    LayoutOption scratch = best;
-    return step_of(e, m, scratch);
-  });
+  // A pipeline of several sizes reaches the fit only with a candidate that fits (above).
+  const bool fit_assured = stages > 1 && sizes.size() > 1;
+  EngineFit fit = fit_engine(
+      ctx, sizes, ladder,
+      [&](const Evaluation& e, int64_t m) {
+        LayoutOption scratch = best;
+        return step_of(e, m, scratch);
+      },
+      fit_assured);
   if (fit.found) {
     step_of(fit.evaluation, fit.micro_batch, best);
     best.checkpointed = fit.checkpointed;
