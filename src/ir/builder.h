@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -306,7 +307,7 @@ class GraphBuilder {
   DType act_;
   OpStage stage_ = OpStage::Model;
   std::vector<bool> contiguous_;
-  std::map<std::string, int> name_uses_;
+  std::unordered_map<std::string, int> name_uses_;  // only counted: no order read
   std::vector<TensorId> pending_holds_;
   std::vector<int8_t> tracked_;  // per tensor: -1 unknown, 0 no, 1 depends on a parameter
 };

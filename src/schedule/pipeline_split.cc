@@ -211,7 +211,7 @@ RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages
   std::map<std::string, TensorId> leaf_by_name;
   for (int c = 0; c < virtual_stages; ++c) {
     StageGraph sg = stage_graph(g, cut, stages * virtual_stages, c * stages + rank);
-    const Graph& s = sg.graph;
+    Graph& s = sg.graph;  // its tensors and ops are moved into the rank's graph
     if (c == 0) {
       m.model = s.model;
       m.dims = s.dims;
@@ -222,7 +222,7 @@ RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages
     std::vector<std::pair<std::string, TensorId>> new_leaves;  // shared with later chunks, not within this one
     const TensorId tensor_base = static_cast<TensorId>(m.tensors.size());
     const OpId op_base = static_cast<OpId>(m.ops.size());
-    for (const Tensor& t : s.tensors) {
+    for (Tensor& t : s.tensors) {
       const bool shared_leaf = t.producer == kNone && t.id != sg.received && t.tied_to == kNone;
       if (shared_leaf) {
         auto it = leaf_by_name.find(t.name);
@@ -231,10 +231,11 @@ RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages
           continue;
         }
       }
-      Tensor x = t;
+      const TensorId was = t.id;
+      Tensor x = std::move(t);
       x.id = static_cast<TensorId>(m.tensors.size());
-      id[static_cast<size_t>(t.id)] = x.id;
-      if (shared_leaf) new_leaves.emplace_back(t.name, x.id);
+      id[static_cast<size_t>(was)] = x.id;
+      if (shared_leaf) new_leaves.emplace_back(x.name, x.id);
       m.tensors.push_back(std::move(x));
     }
     leaf_by_name.insert(new_leaves.begin(), new_leaves.end());
@@ -245,8 +246,8 @@ RankGraph pipeline_rank_graph(const Graph& g, const PipelineCut& cut, int stages
       t.tied_to = map(t.tied_to);
       if (t.producer != kNone) t.producer += op_base;
     }
-    for (const Op& op : s.ops) {
-      Op x = op;
+    for (Op& op : s.ops) {
+      Op x = std::move(op);
       x.id += op_base;
       for (TensorId& t : x.inputs) t = map(t);
       for (TensorId& t : x.outputs) t = map(t);
