@@ -19,6 +19,8 @@
 #include "frontends/hf/hf_frontend.h"
 #include "schedule/pipeline_schedule.h"
 #include "schedule/pipeline_split.h"
+#include "schedule/transformer_blocks.h"
+#include "sim/simulate.h"
 
 namespace headroom {
 namespace {
@@ -138,12 +140,34 @@ TEST(PipelineStageProgram, ACachedRankGraphIsTheOneCutAfresh) {
   p.pipeline_parallel = 2;
   p.pipeline_schedule = PipelineScheduleKind::Interleaved;
   p.virtual_stages = 2;
-  const PipelineStages cached = simulate_pipeline_stages(g, so, p, 4, true, true, 0, &cache);
-  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true, 0);
+  const PipelineStages cached = simulate_pipeline_stages(g, so, p, 4, true, true, &cache);
+  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true);
   EXPECT_EQ(cached.stage_peak_bytes, afresh.stage_peak_bytes);
   EXPECT_EQ(cached.stage, afresh.stage);
   EXPECT_EQ(cached.program.events.size(), afresh.program.events.size());
   EXPECT_EQ(cached.graph.get(), &cache.get(g, 2, 2, cached.stage)->graph);  // the reported stage's graph is the cached one
+}
+
+// The layout search picks a pipeline's reported stage by live_peak_bytes, simulate()'s peak
+// alone: the two agree on every stage program, plain and checkpointed, and on whole programs.
+TEST(PipelineStageProgram, TheLivePeakAloneIsTheSimulatedPeak) {
+  for (const char* name : {"llama:layers=4,hidden=256,heads=4,ffn=512,vocab=1000", "gpt2:layers=4"}) {
+    SCOPED_TRACE(name);
+    Graph g = model(name, 2, 64);
+    EstimateOptions o;
+    o.precision = Precision::Bf16;
+    for (bool checkpointed : {false, true}) {
+      ScheduleOptions so = schedule_options(o);
+      if (checkpointed) so.plan.checkpoints = transformer_blocks(g).segments;
+      const Program whole = build_program(g, so);
+      EXPECT_EQ(live_peak_bytes(whole), simulate(whole).peak.bytes);
+      for (int stage = 0; stage < 4; ++stage) {
+        const Program p = pipeline_stage_program(g, so, PipelineScheduleKind::OneFOneB, 4, stage, 6).program;
+        EXPECT_GT(live_peak_bytes(p), 0);
+        EXPECT_EQ(live_peak_bytes(p), simulate(p).peak.bytes) << "stage " << stage << (checkpointed ? ", checkpointed" : "");
+      }
+    }
+  }
 }
 
 // The layout search's families share their model graphs, and with them one block cut per graph
@@ -165,8 +189,8 @@ TEST(PipelineStageProgram, ASharedCutIsMadeOnceAndCutsTheSameStages) {
   ScheduleOptions so = schedule_options(o);
   ParallelOptions p;
   p.pipeline_parallel = 2;
-  const PipelineStages shared = simulate_pipeline_stages(g, so, p, 4, true, true, 0, &a);
-  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true, 0);
+  const PipelineStages shared = simulate_pipeline_stages(g, so, p, 4, true, true, &a);
+  const PipelineStages afresh = simulate_pipeline_stages(g, so, p, 4, true, true);
   EXPECT_EQ(shared.stage_peak_bytes, afresh.stage_peak_bytes);
   EXPECT_EQ(shared.program.events.size(), afresh.program.events.size());
 }

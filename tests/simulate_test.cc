@@ -31,6 +31,15 @@ TEST(Simulate, FirstOccurrenceOfATiedPeakWins) {
   EXPECT_EQ(r.peak.event, 0);
 }
 
+TEST(Simulate, LivePeakAloneIsTheSimulatedPeak) {
+  // live: 100, 150 (peak), 50, 120, 70, 0; a tie later does not move it.
+  for (const char* script : {"+a:100 +b:50 | -a +c:70 | -b -c", "+a:10 -a | +b:10", "+a:5 +b:7 -a +c:5 -b -c +d:12"}) {
+    Program p = program_from_script(script);
+    EXPECT_EQ(live_peak_bytes(p), simulate(p).peak.bytes) << script;
+  }
+  EXPECT_EQ(live_peak_bytes(program_from_script("+a:100 +b:50 | -a +c:70 | -b -c")), 150);
+}
+
 TEST(Simulate, LiveAfterListsBuffersInAllocationOrder) {
   Program p = program_from_script("+a:1 +b:2 +c:3 -b");
   std::vector<BufferId> live = live_after(p, 3);

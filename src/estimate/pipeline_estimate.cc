@@ -67,8 +67,7 @@ std::shared_ptr<const RankGraph> RankGraphCache::get(const Graph& model, int sta
 }
 
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage, int64_t model_state_limit, RankGraphCache* ranks,
-                                        int64_t live_limit) {
+                                        bool micro_batch_given, bool every_stage, RankGraphCache* ranks, const StageSearch& search) {
   const int stages = static_cast<int>(p.pipeline_parallel);
   if (!micro_batch_given) {
     throw InputError("--pipeline-parallel needs --micro-batch m (and --grad-accum k: the k micro-batches the schedule pipelines)");
@@ -102,11 +101,13 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
     int in_flight = 0;
     build_stage(model, *rank, base, kind, stages, stage, micro_batches, program, plan, in_flight);
     std::optional<ModelStateBytes> state;
-    if (model_state_limit > 0) state = model_state(program);
-    const bool over = state && state->in_optimizer_step > model_state_limit;
-    SimResult sim = over ? SimResult{} : simulate(program);
+    if (search.model_state_limit > 0) state = model_state(program);
+    const bool over = state && state->in_optimizer_step > search.model_state_limit;
+    SimResult sim;
+    if (!over && search.peak_only) sim.peak.bytes = live_peak_bytes(program);
+    if (!over && !search.peak_only) sim = simulate(program);
     if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
-    const bool live_over = !over && live_limit > 0 && sim.peak.bytes > live_limit;
+    const bool live_over = !over && search.live_limit > 0 && sim.peak.bytes > search.live_limit;
     if (over || live_over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
       best.graph = std::shared_ptr<const Graph>(rank, &rank->graph);
       best.program = std::move(program);

@@ -34,8 +34,8 @@ struct PipelineStages {
   int layers_per_stage = 0;
   std::vector<int64_t> stage_peak_bytes;
   MemoryPlan plan;  // the reported stage's checkpoints, on its graph (schedule/pipeline_plan.h)
-  std::optional<ModelStateBytes> model_state;  // the reported stage's, where model_state_limit had it read
-  // live_limit > 0 and the reported stage's live peak is over it: the stages after it were not
+  std::optional<ModelStateBytes> model_state;  // the reported stage's, where StageSearch::model_state_limit had it read
+  // StageSearch::live_limit > 0 and the reported stage's live peak is over it: the stages after it were not
   // built, so that peak is a lower bound of the layout's (simulate_pipeline_stages).
   bool live_over = false;
 };
@@ -85,17 +85,24 @@ class RankGraphCache {
 // interleaved: as many), so each of its steps finds at most as many stashed forwards live as a
 // step of stage 1 doing the same work: its live peak is at most stage 1's, and stage 1 is
 // reported first on a tie. stage_peak_bytes then lists the stages simulated only.
-// `model_state_limit` > 0 (the layout search): a stage whose program holds more model state than
-// that in its last optimizer step (schedule/held_state.h) is reported at once, unsimulated (sim
-// empty; stage_peak_bytes the stages before it), the stages after it not built: every candidate
-// then exceeds the limit.
 // `ranks`: where the stages' rank graphs are taken from and kept (nullptr: cut afresh).
-// `live_limit` > 0 (the layout search, where only whether the layout fits is read): a stage whose
-// live peak is over it is reported at once (live_over), the stages after it not built: the
-// layout's peak is at least that stage's, and any device total at least its live peak.
+// `search`: what the layout search lets the stages skip (below; all off for an estimate).
+struct StageSearch {
+  // > 0: a stage whose program holds more model state than that in its last optimizer step
+  // (schedule/held_state.h) is reported at once, unsimulated (sim empty; stage_peak_bytes the
+  // stages before it), the stages after it not built: every candidate then exceeds the limit.
+  int64_t model_state_limit = 0;
+  // > 0 (only whether the layout fits is read): a stage whose live peak is over it is reported at
+  // once (live_over), the stages after it not built: the layout's peak is at least that stage's,
+  // and any device total at least its live peak.
+  int64_t live_limit = 0;
+  // Each stage's sim holds its live peak's bytes only (live_peak_bytes; no step, categories or
+  // iterations): what picks the reported stage, and all the search reads of it.
+  bool peak_only = false;
+};
 PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOptions& base, const ParallelOptions& p, int micro_batches,
-                                        bool micro_batch_given, bool every_stage = true, int64_t model_state_limit = 0,
-                                        RankGraphCache* ranks = nullptr, int64_t live_limit = 0);
+                                        bool micro_batch_given, bool every_stage = true, RankGraphCache* ranks = nullptr,
+                                        const StageSearch& search = {});
 
 // One stage's rank program under `kind` with `micro_batches` micro-batches per step (no checks
 // beyond the split's): for tests and tools that look at a stage other than the peak one.

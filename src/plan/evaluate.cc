@@ -96,8 +96,10 @@ Evaluation PlanContext::simulate_candidate(const Candidate& c) {
     const int micro_batches = static_cast<int>(options_.batch / micro);
     s.micro_batches = micro_batches;
     s.names = false;  // an evaluation reads peaks and times only
+    StageSearch search;
+    if (layout_search_) search = {.model_state_limit = budget_, .live_limit = c.fit_only ? budget_ : 0, .peak_only = true};
     stages = simulate_pipeline_stages(graph(micro), s, options_.parallel, micro_batches, /*micro_batch_given=*/true, /*every_stage=*/false,
-                                      layout_search_ ? budget_ : 0, &ranks_, layout_search_ && c.fit_only ? budget_ : 0);
+                                      &ranks_, search);
   }
   Program p = stages ? std::move(stages->program) : build(c, /*names=*/false);
   Evaluation e;

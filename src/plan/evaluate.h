@@ -100,7 +100,8 @@ class PlanContext {
   // (Evaluation::optimizer_step_bytes, at least held_bytes) is answered without any replay, its
   // peak_bytes those bytes (a lower bound); an infeasible one is not
   // timed; on a GPU the exact-heap replay is skipped (exact_peak_bytes, exact_at_peak, peak_phase
-  // and peak_op stay empty unless a pipeline's stages were simulated anyway).
+  // and peak_op stay empty; a pipeline's exact_peak_bytes is its reported stage's live peak,
+  // StageSearch::peak_only).
   void answer_for_layout_search() { layout_search_ = true; }
 
   const EstimateOptions& options() const { return options_; }

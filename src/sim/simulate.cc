@@ -80,6 +80,23 @@ SimResult simulate(const Program& program, HeapAlgorithm* algorithm) {
   return r;
 }
 
+int64_t live_peak_bytes(const Program& program) {
+  check_program_size(program);
+  int64_t total = 0, peak = 0;
+  for (const Event& e : program.events) {
+    // A retag moves bytes between categories: the total does not change.
+    if (e.kind == Event::Kind::Retag) continue;
+    const int64_t bytes = program.buffers[static_cast<size_t>(e.buffer)].bytes;
+    if (e.kind == Event::Kind::Alloc) {
+      total += bytes;
+      peak = std::max(peak, total);
+    } else {
+      total -= bytes;
+    }
+  }
+  return peak;
+}
+
 std::vector<BufferId> live_after(const Program& program, int32_t event) {
   std::vector<int32_t> born(program.buffers.size(), -1);
   std::vector<bool> alive(program.buffers.size(), false);

@@ -42,6 +42,10 @@ void check_program_size(const Program& program);
 
 SimResult simulate(const Program& program, HeapAlgorithm* algorithm = nullptr);
 
+// simulate(program).peak.bytes alone (the layout search picks a pipeline's reported stage by it
+// and reads no more; tests/simulate_test.cc checks the two agree).
+int64_t live_peak_bytes(const Program& program);
+
 // The buffers live just after event `event` (inclusive), in allocation order.
 std::vector<BufferId> live_after(const Program& program, int32_t event);
 
