@@ -236,15 +236,19 @@ class Interpreter {
   // Shared by both re-runs of region s (reentrant recompute, non-reentrant rerun_hooked): the
   // references its ops take per tensor (their inputs, the function locals it holds until it
   // returns, its return value) and, per op, the locals released after it.
+  // Made once per region and run (they depend on the graph and the regions only): a region is
+  // re-run in every micro-batch's backward, and the dense tables are the graph's size.
   struct RerunUses {
     std::vector<int> uses;
     std::vector<std::vector<TensorId>> hold_release;
+    std::vector<TensorId> read;  // the tensors with uses, ascending
   };
-  RerunUses rerun_uses(int s) const;
+  const RerunUses& rerun_uses(int s);
+  std::vector<std::unique_ptr<const RerunUses>> rerun_uses_;  // per region, made on first use
   // Binds region s's inputs to `kept` (what its call kept) and references every tensor from
   // outside the region the re-run reads; the old bindings of its inputs and of every tensor its
   // ops write go onto `restore`.
-  void bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const std::vector<int>& uses,
+  void bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const RerunUses& uses,
                          std::vector<std::pair<TensorId, BufferId>>& restore);
   // The storages region s's own ops save in its re-run (ops of nested regions save in theirs).
   std::vector<bool> own_saved_storage(int s);
@@ -252,7 +256,7 @@ class Interpreter {
   // (the old bindings on `restore`), the storages its own ops save. end_rerun puts the bindings
   // back, in reverse, so a nested re-run's rebinding never outlives it.
   struct Rerun {
-    RerunUses uses;
+    const RerunUses* uses = nullptr;  // rerun_uses(s)
     std::vector<std::pair<TensorId, BufferId>> restore;
     std::vector<bool> saved_storage;
   };

@@ -85,8 +85,8 @@ void Interpreter::rerun_hooked(int s, int iteration, int micro) {
     }
     const ForwardPlan& gp = grad_plans_[static_cast<size_t>(o)];
     const ForwardPlan fp = own(o) ? gp : hooked_plan(gp);
-    execute(op, fp, rr.uses.uses, rr.saved_storage, /*may_offload=*/false);
-    for (TensorId t : rr.uses.hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+    execute(op, fp, rr.uses->uses, rr.saved_storage, /*may_offload=*/false);
+    for (TensorId t : rr.uses->hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
     leave_calls(o);
     release_fresh();
     if (o == seg.last) {

@@ -167,10 +167,15 @@ void Interpreter::leave_calls(OpId o) {
   }
 }
 
-Interpreter::RerunUses Interpreter::rerun_uses(int s) const {
+const Interpreter::RerunUses& Interpreter::rerun_uses(int s) {
   const size_t si = static_cast<size_t>(s);
+  if (rerun_uses_.size() < segments_.size()) rerun_uses_.resize(segments_.size());
+  if (rerun_uses_[si]) return *rerun_uses_[si];
   const CheckpointSegment& seg = segments_[si];
-  RerunUses r{std::vector<int>(g_.tensors.size(), 0), std::vector<std::vector<TensorId>>(g_.ops.size())};
+  auto made = std::make_unique<RerunUses>();
+  RerunUses& r = *made;
+  r.uses.assign(g_.tensors.size(), 0);
+  r.hold_release.resize(g_.ops.size());
   for (OpId o = seg.first; o <= seg.last; ++o) {
     for (TensorId in : g_.op(o).inputs) ++r.uses[static_cast<size_t>(in)];
   }
@@ -184,10 +189,14 @@ Interpreter::RerunUses Interpreter::rerun_uses(int s) const {
   // The re-run's outputs: held by checkpoint's backward until its nested backward returns
   // (reentrant), or `_unused = function(*args)` until unpack returns (non-reentrant).
   for (TensorId t : segment_outputs_[si]) ++r.uses[static_cast<size_t>(t)];
-  return r;
+  for (size_t t = 0; t < r.uses.size(); ++t) {
+    if (r.uses[t] > 0) r.read.push_back(static_cast<TensorId>(t));
+  }
+  rerun_uses_[si] = std::move(made);
+  return *rerun_uses_[si];
 }
 
-void Interpreter::bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const std::vector<int>& uses,
+void Interpreter::bind_rerun_inputs(int s, const std::vector<BufferId>& kept, const RerunUses& uses,
                                     std::vector<std::pair<TensorId, BufferId>>& restore) {
   const size_t si = static_cast<size_t>(s);
   const CheckpointSegment& seg = segments_[si];
@@ -198,13 +207,13 @@ void Interpreter::bind_rerun_inputs(int s, const std::vector<BufferId>& kept, co
   }
   // Tensors from outside the segment (its kept inputs, weights, model inputs) already have
   // buffers; each read by a re-run op is a reference.
-  for (size_t t = 0; t < uses.size(); ++t) {
-    if (uses[t] == 0) continue;
+  for (TensorId read : uses.read) {
+    const auto t = static_cast<size_t>(read);
     OpId made = g_.tensors[t].producer;
     if (made != kNone && made >= seg.first && made <= seg.last) continue;
     BufferId b = on_device(buf_of_[t]);
     buf_of_[t] = b;
-    ref(b, uses[t]);
+    ref(b, uses.uses[t]);
   }
   // Every tensor the re-run writes gets its current buffer back afterwards.
   for (OpId o = seg.first; o <= seg.last; ++o) {
@@ -223,8 +232,8 @@ std::vector<bool> Interpreter::own_saved_storage(int s) {
 
 Interpreter::Rerun Interpreter::begin_rerun(int s, const std::vector<BufferId>& kept) {
   Rerun r;
-  r.uses = rerun_uses(s);
-  bind_rerun_inputs(s, kept, r.uses.uses, r.restore);
+  r.uses = &rerun_uses(s);
+  bind_rerun_inputs(s, kept, *r.uses, r.restore);
   r.saved_storage = own_saved_storage(s);
   return r;
 }
@@ -275,8 +284,8 @@ void Interpreter::recompute(int s, int iteration, int micro) {
       enter_call(r, /*grad_call=*/parent_[static_cast<size_t>(r)] == s, s, "recompute " + op.name);
     }
     const ForwardPlan& fp = own(o) ? grad_plans_[static_cast<size_t>(o)] : plain_plans_[static_cast<size_t>(o)];
-    execute(op, fp, rr.uses.uses, rr.saved_storage, /*may_offload=*/false);
-    for (TensorId t : rr.uses.hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
+    execute(op, fp, rr.uses->uses, rr.saved_storage, /*may_offload=*/false);
+    for (TensorId t : rr.uses->hold_release[static_cast<size_t>(o)]) unref(buf_of_[static_cast<size_t>(t)]);
     leave_calls(o);
     release_fresh();
     if (o == seg.last && fork_rng != kNone) unref(fork_rng);  // fork_rng exits before the nested backward
