@@ -205,7 +205,8 @@ struct SmallLayout {
   int64_t held = 0;     // Evaluation::held_bytes, the same at every candidate
   int64_t in_step = 0;  // Evaluation::optimizer_step_bytes, likewise
 };
-SmallLayout small_layout(void (*engine)(RunArgs&)) {
+// The run of SmallLayout before its engine is chosen.
+RunArgs small_run() {
   RunArgs a;
   a.model = "gpt2:layers=4";
   a.batch = "4";
@@ -214,6 +215,10 @@ SmallLayout small_layout(void (*engine)(RunArgs&)) {
   a.margin = "0%";
   a.precision = "bf16";
   a.gpus = "2";
+  return a;
+}
+SmallLayout small_layout(void (*engine)(RunArgs&)) {
+  RunArgs a = small_run();
   engine(a);
   Result<EstimateOptions> o = to_estimate_options(a, RunCommand::Plan);
   EXPECT_TRUE(o.ok()) << o.error();
@@ -291,14 +296,7 @@ TEST(LayoutFit, AModelStateOverTheBudgetEndsTheSearchAtTheFirstCandidate) {
 // is the answer, a lower bound. Asked for its peak later, the candidate is simulated whole, as a
 // context that never stopped simulates it; asked again either way, it is answered from memory.
 TEST(LayoutFit, APipelineCandidateAskedOnlyWhetherItFitsStopsAtTheFirstStageOverTheBudget) {
-  RunArgs a;
-  a.model = "gpt2:layers=4";
-  a.batch = "4";
-  a.seq = "256";
-  a.gpu = "A100-SXM4-40GB";
-  a.margin = "0%";
-  a.precision = "bf16";
-  a.gpus = "2";
+  RunArgs a = small_run();  // as one pipeline of 2 stages, micro-batch 2
   a.pipeline_parallel = "2";
   a.zero = "1";
   a.megatron = true;

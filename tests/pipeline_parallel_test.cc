@@ -54,6 +54,16 @@ Graph model(const std::string& name, int64_t batch, int64_t seq) {
   return build_graph(o, batch);
 }
 
+// The two tiny decoders the stage tests run: Llama (4 layers, h 256) and GPT-2 (4 layers).
+const char* const kTinyDecoders[] = {"llama:layers=4,hidden=256,heads=4,ffn=512,vocab=1000", "gpt2:layers=4"};
+
+// A bf16 training run's schedule options, the stage tests' base.
+ScheduleOptions bf16_schedule() {
+  EstimateOptions o;
+  o.precision = Precision::Bf16;
+  return schedule_options(o);
+}
+
 TEST(PipelineSplit, LlamaTwoSevenBStagesHoldTheirShareOfTheParameters) {
   // Llama-2-7B (32 layers, h 4096, MLP 11008, vocab 32000) in 4 stages of 8 layers. One layer:
   // q, k, v, o 4 * 4096^2 = 67,108,864 + gate, up, down 3 * 4096 * 11008 = 135,266,304 + two
@@ -133,9 +143,7 @@ TEST(PipelineStageProgram, ACachedRankGraphIsTheOneCutAfresh) {
   for (size_t i = 0; i < fresh.graph.ops.size(); ++i) EXPECT_EQ(once->graph.ops[i].name, fresh.graph.ops[i].name);
   EXPECT_EQ(once->graph.tensors.size(), fresh.graph.tensors.size());
   ASSERT_EQ(once->chunks.size(), 2u);
-  EstimateOptions o;
-  o.precision = Precision::Bf16;
-  ScheduleOptions so = schedule_options(o);
+  const ScheduleOptions so = bf16_schedule();
   ParallelOptions p;
   p.pipeline_parallel = 2;
   p.pipeline_schedule = PipelineScheduleKind::Interleaved;
@@ -151,13 +159,11 @@ TEST(PipelineStageProgram, ACachedRankGraphIsTheOneCutAfresh) {
 // The layout search picks a pipeline's reported stage by live_peak_bytes, simulate()'s peak
 // alone: the two agree on every stage program, plain and checkpointed, and on whole programs.
 TEST(PipelineStageProgram, TheLivePeakAloneIsTheSimulatedPeak) {
-  for (const char* name : {"llama:layers=4,hidden=256,heads=4,ffn=512,vocab=1000", "gpt2:layers=4"}) {
+  for (const char* name : kTinyDecoders) {
     SCOPED_TRACE(name);
     Graph g = model(name, 2, 64);
-    EstimateOptions o;
-    o.precision = Precision::Bf16;
     for (bool checkpointed : {false, true}) {
-      ScheduleOptions so = schedule_options(o);
+      ScheduleOptions so = bf16_schedule();
       if (checkpointed) so.plan.checkpoints = transformer_blocks(g).segments;
       const Program whole = build_program(g, so);
       EXPECT_EQ(live_peak_bytes(whole), simulate(whole).peak.bytes);
@@ -184,9 +190,7 @@ TEST(PipelineStageProgram, ASharedCutIsMadeOnceAndCutsTheSameStages) {
   RankGraphCache a(&cuts), b(&cuts);
   EXPECT_EQ(&a.cut(g), &once);
   EXPECT_EQ(&b.cut(g), &once);
-  EstimateOptions o;
-  o.precision = Precision::Bf16;
-  ScheduleOptions so = schedule_options(o);
+  const ScheduleOptions so = bf16_schedule();
   ParallelOptions p;
   p.pipeline_parallel = 2;
   const PipelineStages shared = simulate_pipeline_stages(g, so, p, 4, true, true, &a);
@@ -199,12 +203,10 @@ TEST(PipelineStageProgram, StageZeroSavesExactlyInFlightTimesOneMicroBatch) {
   // Llama (tiny: 4 layers, h 256) and GPT-2, P = 4, m = 8: stage 0 keeps 4 micro-batches'
   // saved activations under 1F1B and all 8 under GPipe, each exactly what one forward of the
   // stage saves (its m = 1 program); the last stage keeps 1 under 1F1B.
-  for (const char* name : {"llama:layers=4,hidden=256,heads=4,ffn=512,vocab=1000", "gpt2:layers=4"}) {
+  for (const char* name : kTinyDecoders) {
     SCOPED_TRACE(name);
     Graph g = model(name, 2, 64);
-    EstimateOptions o;
-    o.precision = Precision::Bf16;
-    ScheduleOptions so = schedule_options(o);
+    const ScheduleOptions so = bf16_schedule();
     for (int stage : {0, 3}) {
       const int64_t one = live_at_first_backward(pipeline_stage_program(g, so, PipelineScheduleKind::OneFOneB, 4, stage, 1).program).saved;
       EXPECT_GT(one, 0);
