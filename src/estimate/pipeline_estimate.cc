@@ -104,9 +104,11 @@ PipelineStages simulate_pipeline_stages(const Graph& model, const ScheduleOption
     if (search.model_state_limit > 0) state = model_state(program);
     const bool over = state && state->in_optimizer_step > search.model_state_limit;
     SimResult sim;
-    if (!over && search.peak_only) sim.peak.bytes = live_peak_bytes(program);
-    if (!over && !search.peak_only) sim = simulate(program);
-    if (!over) best.stage_peak_bytes.push_back(sim.peak.bytes);
+    if (!over) {
+      if (search.peak_only) sim.peak.bytes = live_peak_bytes(program);
+      else sim = simulate(program);
+      best.stage_peak_bytes.push_back(sim.peak.bytes);
+    }
     const bool live_over = !over && search.live_limit > 0 && sim.peak.bytes > search.live_limit;
     if (over || live_over || stage == 0 || sim.peak.bytes > best.sim.peak.bytes) {
       best.graph = std::shared_ptr<const Graph>(rank, &rank->graph);

@@ -244,7 +244,7 @@ class Interpreter {
     std::vector<TensorId> read;  // the tensors with uses, ascending
   };
   const RerunUses& rerun_uses(int s);
-  std::vector<std::unique_ptr<const RerunUses>> rerun_uses_;  // per region, made on first use
+  std::vector<std::unique_ptr<const RerunUses>> rerun_uses_;  // per region (sized with segments_), made on first use
   // Binds region s's inputs to `kept` (what its call kept) and references every tensor from
   // outside the region the re-run reads; the old bindings of its inputs and of every tensor its
   // ops write go onto `restore`.

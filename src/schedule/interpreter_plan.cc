@@ -65,6 +65,7 @@ Interpreter::Interpreter(const Graph& g, const ScheduleOptions& o) : g_(g), o_(o
     segment_outputs_.push_back(std::move(outputs));
   }
   call_held_.assign(segments_.size(), {});
+  rerun_uses_.resize(segments_.size());
   non_reentrant_ = plan.checkpoint_impl == CheckpointImpl::NonReentrant;
   region_graph_held_.assign(segments_.size(), {});
   init_sharding();
@@ -169,7 +170,6 @@ void Interpreter::leave_calls(OpId o) {
 
 const Interpreter::RerunUses& Interpreter::rerun_uses(int s) {
   const size_t si = static_cast<size_t>(s);
-  if (rerun_uses_.size() < segments_.size()) rerun_uses_.resize(segments_.size());
   if (rerun_uses_[si]) return *rerun_uses_[si];
   const CheckpointSegment& seg = segments_[si];
   auto made = std::make_unique<RerunUses>();
