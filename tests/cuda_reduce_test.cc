@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "estimate/estimate.h"
 #include "ir/builder.h"
 #include "kernel_event_sizes.h"
 #include "training/cuda_reduce.h"
@@ -108,6 +109,68 @@ TEST(CudaReduce, BiasGradientsBorrowTheStagingOnCudaOnly) {
   // gradient is the incoming one.
   EXPECT_EQ(back(cuda, "shift", {true, true}), (std::vector<int64_t>{4'096, 8'388'608, 32, 0, 0}));
   EXPECT_EQ(back(cpu, "shift", {true, true}), (std::vector<int64_t>{4'096}));
+}
+
+TEST(CudaReduce, ANamedGpuStagesWithItsOwnSmCounts) {
+  // The mlp (16 x Linear(1024, 1024) + GELU, Adam) at batch 16,384: each bias gradient sums
+  // 16,384 rows of C = 1,024. grid.x = 8 (as at batch 1,024 above), 4,096 values per thread
+  // (ctas2 = 256, ctas3 = 16), 128 threads per block:
+  //  - H100-SXM, and no GPU named (the measured H100): ctas1 = ceil(132 * 16 / 8) = 264 -> 256:
+  //    4 * 1,024 * 256 * 128 = 134,217,728 and 32 bytes of semaphores;
+  //  - A100 (108 SMs): ctas1 = ceil(1,728 / 8) = 216: 4 * 1,024 * 216 * 128 = 113,246,208;
+  //  - T4 (40 SMs of 1,024 threads): ctas1 = ceil(40 * 8 / 8) = 40: 20,971,520.
+  // The backward's peak holds the first bias gradient's staging on the H100 and the A100, so
+  // their peaks differ by 134,217,728 - 113,246,208 = 20,971,520. On the T4 the staging is no
+  // longer the largest transient: the peak moves to the next op, with no temporary.
+  EstimateOptions o;
+  o.model = "mlp";
+  o.batch = 16384;
+  o.optimizer = OptimizerKind::Adam;
+  o.cublas_workspace_bytes = 0;  // the same program on every GPU but for the staging
+  auto on = [&](const std::string& gpu) {
+    EstimateOptions e = o;
+    if (!gpu.empty()) {
+      e.gpu = GpuOptions{};
+      e.gpu->gpu = gpu;
+    }
+    Result<Estimate> r = estimate(e);
+    EXPECT_TRUE(r.ok()) << r.error();
+    return r.ok() ? r.value() : Estimate{};
+  };
+  const size_t temporaries = static_cast<size_t>(Category::Temporaries);
+  const Estimate h100 = on("H100-SXM"), a100 = on("A100-SXM4-80GB"), t4 = on("T4"), none = on("");
+  EXPECT_EQ(h100.breakdown_at_peak[temporaries], 134'217'728 + 32);
+  EXPECT_EQ(a100.breakdown_at_peak[temporaries], 113'246'208 + 32);
+  EXPECT_EQ(t4.breakdown_at_peak[temporaries], 0);
+  EXPECT_EQ(h100.peak_bytes - a100.peak_bytes, 20'971'520);
+  EXPECT_LT(t4.peak_bytes, a100.peak_bytes);
+  EXPECT_EQ(none.peak_bytes, h100.peak_bytes);
+  EXPECT_EQ(none.breakdown_at_peak, h100.breakdown_at_peak);
+  CudaReduction bias;
+  bias.num_outputs = 1024;
+  bias.inputs_per_output = 16384;
+  EXPECT_EQ(cuda_reduce_staging(bias, ReduceDevice{40, 1024}).buffer_bytes, 20'971'520);
+}
+
+TEST(CudaReduce, AProgramListsTheReductionsItStaged) {
+  // One bias gradient per Linear: the mlp's 16, with their shapes (Program::cuda_reductions,
+  // what fit --gpu all compares across SM counts). The CPU stages nothing and lists nothing.
+  EstimateOptions o;
+  o.model = "mlp";
+  o.batch = 64;
+  o.keep_program = true;
+  Result<Estimate> cuda = estimate(o);
+  ASSERT_TRUE(cuda.ok()) << cuda.error();
+  ASSERT_EQ(cuda.value().program.cuda_reductions.size(), 16u);
+  for (const CudaReduction& r : cuda.value().program.cuda_reductions) {
+    EXPECT_EQ(r.num_outputs, 1024);
+    EXPECT_EQ(r.inputs_per_output, 64);
+    EXPECT_FALSE(r.innermost);
+  }
+  o.device = "cpu";
+  Result<Estimate> cpu = estimate(o);
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  EXPECT_TRUE(cpu.value().program.cuda_reductions.empty());
 }
 
 }  // namespace HEADROOM_UNITY_ID

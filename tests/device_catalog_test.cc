@@ -71,6 +71,16 @@ TEST(DeviceCatalog, PinnedEntries) {
   // RTX 4090: 24564 MiB, 1008 GB/s.
   EXPECT_EQ(c.find("RTX-4090").memory_bytes, 24564 * MiB);
   EXPECT_DOUBLE_EQ(c.find("RTX-4090").memory_bandwidth_bytes_per_s, 1008e9);
+  // SM counts as torch.cuda.get_device_properties reports them; threads per SM by compute
+  // capability (2048 on 8.0 and 9.0, 1024 on 7.5, 1536 on 8.6 and 8.9).
+  EXPECT_EQ(a100.multiprocessors, 108);
+  EXPECT_EQ(a100.max_threads_per_multiprocessor, 2048);
+  EXPECT_EQ(h100.multiprocessors, 132);
+  EXPECT_EQ(c.find("H100-PCIe").multiprocessors, 114);
+  EXPECT_EQ(t4.multiprocessors, 40);
+  EXPECT_EQ(t4.max_threads_per_multiprocessor, 1024);
+  EXPECT_EQ(c.find("A10G").multiprocessors, 80);
+  EXPECT_EQ(c.find("L40S").max_threads_per_multiprocessor, 1536);
 }
 
 TEST(DeviceCatalog, LookupIgnoresCaseSpacesDashesAndVendorPrefixes) {
@@ -108,12 +118,14 @@ TEST(DeviceCatalog, RejectsMalformedCatalogs) {
             }).find("missing field 'aliases'"),
             std::string::npos);
   const char* twice = R"({"gpus": [
-    {"name": "G1", "aliases": ["same"], "architecture": "ampere", "memory_mib": 1,
+    {"name": "G1", "aliases": ["same"], "architecture": "ampere", "multiprocessors": 1,
+     "max_threads_per_multiprocessor": 1, "memory_mib": 1,
      "memory_nominal": "", "memory_bandwidth_gb_per_s": 1, "fp32_tflops": 1, "tf32_tflops": null,
      "fp16_tflops": null, "bf16_tflops": null, "fp8_tflops": null,
      "host_link": {"kind": "pcie", "generation": 4, "lanes": 16, "bandwidth_gb_per_s": 1},
      "source": "s"},
-    {"name": "G2", "aliases": ["SAME"], "architecture": "ampere", "memory_mib": 1,
+    {"name": "G2", "aliases": ["SAME"], "architecture": "ampere", "multiprocessors": 1,
+     "max_threads_per_multiprocessor": 1, "memory_mib": 1,
      "memory_nominal": "", "memory_bandwidth_gb_per_s": 1, "fp32_tflops": 1, "tf32_tflops": null,
      "fp16_tflops": null, "bf16_tflops": null, "fp8_tflops": null,
      "host_link": {"kind": "nvlink-c2c", "bandwidth_gb_per_s": 450}, "source": "s"}]})";

@@ -198,6 +198,28 @@ TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
   EXPECT_EQ(work.replays, 243);
 }
 
+TEST(FitAll, GpusWhoseSmCountsStageAReductionDifferentlyGetTheirOwnPrograms) {
+  // The mlp's bias gradients stage by the SM count from batch 4,096 on (values per thread >=
+  // 256 after block.y) until the split by values outgrows every GPU's grid (tests/cuda_reduce_
+  // test.cc works batch 16,384): the doubling passes through those sizes, where each SM count
+  // whose staging differs gets its own program. The reports are fit()'s on each GPU, and the
+  // sweep builds more programs than one that gives every GPU the H100's counts.
+  FitOptions f;
+  f.estimate.model = "mlp";
+  f.estimate.optimizer = OptimizerKind::Adam;
+  GpuOptions g;
+  g.margin = 0.05;
+  expect_same_reports(f, catalog(g));
+  FitAllWork own, one;
+  ASSERT_TRUE(fit_all(f, catalog(g), {}, &own).ok());
+  FitOptions same = f;
+  same.estimate.reduce_device = kMeasuredGpu;
+  ASSERT_TRUE(fit_all(same, catalog(g), {}, &one).ok());
+  EXPECT_GT(own.programs, one.programs);
+  EXPECT_GT(own.shared, 0);  // sizes where the counts stage alike still share
+  EXPECT_EQ(one.shared, 0);
+}
+
 TEST(FitAll, FirstErrorIsFitsError) {
   FitOptions f = resnet18();
   f.estimate.device = "cpu";

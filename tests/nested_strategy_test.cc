@@ -83,13 +83,14 @@ EstimateOptions bert_large_a100() {
 }
 
 TEST(NestedStrategy, BertLargeAt50PercentNestsAndBeatsSegments) {
-  // 23 regions, 3 of them inside another: 1,608.8 ms against the segments' 1,615.7 ms. At 50 %
+  // 23 regions, 3 of them inside another: 1,610.5 ms against the segments' 1,616.0 ms. At 50 %
   // (docs/planning.md's row) the CUDA profile's PyTorch 2.x rules (the softmax backward's
   // temporary, gradients summed in place) now make the 18 single-level segments the faster
   // plan (+11.0 %), so the nesting case was pinned at 55 %; the CUDA reductions' staging
   // buffers of the bias gradients (training/cuda_reduce.h) moved the peak the fraction is taken
-  // of, and at 55 % 17 single-level segments are chosen now: 54 %.
-  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.54), 3);
+  // of (54 %), and again when they split by the A100's 108 SMs instead of the H100's 132 (its
+  // 8,192 rows of bias gradient stage less): 52 %, where the plan nests as before.
+  EXPECT_EQ(check_rotor_plan("bert-large", 16, 512, 0.52), 3);
 }
 
 TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
@@ -98,7 +99,7 @@ TEST(NestedStrategy, JsonRegionsReEstimateThePlan) {
   const EstimateOptions run = bert_large_a100();
   PlanRequest req;
   req.run = run;
-  req.activation_fraction = 0.54;
+  req.activation_fraction = 0.52;
   req.strategy = "checkpoint";
   Result<Plan> r = make_plan(req);
   ASSERT_TRUE(r.ok()) << r.error();

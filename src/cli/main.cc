@@ -594,12 +594,12 @@ int run_plan_checkmate(const std::string& file, const std::string& budget, const
 }
 
 int run_gpus() {
-  std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "aliases");
+  std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10} {:>5}  {}\n", "gpu", "memory", "arch", "fp32 TF/s", "SMs", "aliases");
   for (const GpuSpec& g : DeviceCatalog::builtin().gpus()) {
     std::string aliases;
     for (const std::string& al : g.aliases) aliases += (aliases.empty() ? "" : ", ") + al;
-    std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10.1f}  {}\n", g.name, human_bytes(g.memory_bytes), g.architecture,
-                             g.fp32_flops / 1e12, aliases);
+    std::cout << fmt::format("{:<18} {:>10}  {:<10} {:>10.1f} {:>5}  {}\n", g.name, human_bytes(g.memory_bytes), g.architecture,
+                             g.fp32_flops / 1e12, g.multiprocessors, aliases);
   }
   return 0;
 }

@@ -20,6 +20,11 @@ int64_t cublas_workspace_for(const GpuSpec* spec) {
   return hopper_or_later ? 32LL << 20 : 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
 
+ReduceDevice reduce_device_for(const GpuSpec* spec) {
+  if (!spec) return kMeasuredGpu;
+  return ReduceDevice{spec->multiprocessors, spec->max_threads_per_multiprocessor};
+}
+
 DeviceBudget device_budget(const GpuOptions& o, const ContextUse& use) {
   if (o.margin < 0.0 || o.margin > 0.9) throw InputError("margin must be between 0% and 90%");
   const GpuSpec* spec = gpu_spec(o);

@@ -56,6 +56,8 @@ struct DeviceMemory {
 const GpuSpec* gpu_spec(const GpuOptions& options);
 // The cuBLAS workspace per handle of that GPU: 32 MiB on Hopper and later, 8,519,680 before.
 int64_t cublas_workspace_for(const GpuSpec* spec);
+// The SM counts of that GPU (the measured H100's without a spec, as for --gpu-memory alone).
+ReduceDevice reduce_device_for(const GpuSpec* spec);
 
 // Replays `p` on the caching allocator, with the context of what `p` uses. InputError for an
 // unknown GPU or bad options.

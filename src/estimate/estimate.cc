@@ -102,8 +102,12 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   s.foreach = optimizer_has_foreach(o.optimizer) && o.foreach.value_or(s.device.default_foreach);
   if (o.device == "cpu") s.device.threads = o.threads.value_or(1);
   if (o.device == "cuda") {
-    if (o.gpu && !o.gpu->gpu.empty()) s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
+    if (o.gpu && !o.gpu->gpu.empty()) {
+      s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
+      s.device.reduce_device = reduce_device_for(gpu_spec(*o.gpu));
+    }
     if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;
+    if (o.reduce_device) s.device.reduce_device = *o.reduce_device;
     if (o.conv_workspace) s.device.conv_workspace = *o.conv_workspace;
     s.device.conv_workspace_bytes = o.conv_workspace_bytes;
   }

@@ -69,6 +69,10 @@ struct EstimateOptions {
   // bytes per handle, 32 MiB on Hopper GPUs; cuDNN by the Activation policy).
   // CUBLAS_WORKSPACE_CONFIG=:0:0 corresponds to cublas_workspace_bytes = 0.
   std::optional<int64_t> cublas_workspace_bytes;
+  // The SM counts CUDA reductions split over (training/cuda_reduce.h). Unset: the named GPU's
+  // (`gpu`), else the measured H100's. Set by callers that build a GPU's program without naming
+  // the GPU (fit --gpu all, estimate/fit_all.cc).
+  std::optional<ReduceDevice> reduce_device;
   std::optional<ConvWorkspace> conv_workspace;
   int64_t conv_workspace_bytes = 0;  // with ConvWorkspace::Fixed
   // A GPU to check against (device cuda only): adds the CUDA context and the caching allocator.

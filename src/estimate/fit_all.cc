@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "estimate/device_budget.h"
 #include "estimate/estimate_program.h"
@@ -17,12 +18,34 @@
 namespace headroom {
 namespace {
 
-// The cuBLAS workspace a GPU's program uses: the user's override, else the GPU's (-1: the device
-// default, for --gpu-memory without a name), as schedule_options() picks it.
-int64_t workspace_key(const EstimateOptions& e, const GpuOptions& g) {
-  if (e.cublas_workspace_bytes) return *e.cublas_workspace_bytes;
-  if (!g.gpu.empty()) return cublas_workspace_for(gpu_spec(g));
-  return -1;
+// What of a GPU goes into its program: the cuBLAS workspace (the user's override, else the
+// GPU's; -1: the device default, for --gpu-memory without a name, as schedule_options() picks
+// it) and the SM counts its CUDA reductions split over (the GPU's, else the measured H100's).
+struct GpuKey {
+  int64_t workspace = -1;
+  ReduceDevice reduce = kMeasuredGpu;
+  bool operator<(const GpuKey& o) const {
+    return std::tie(workspace, reduce.multiprocessors, reduce.max_threads_per_multiprocessor) <
+           std::tie(o.workspace, o.reduce.multiprocessors, o.reduce.max_threads_per_multiprocessor);
+  }
+};
+
+GpuKey gpu_key(const EstimateOptions& e, const GpuOptions& g) {
+  const GpuSpec* spec = g.gpu.empty() ? nullptr : gpu_spec(g);
+  GpuKey k;
+  k.workspace = e.cublas_workspace_bytes ? *e.cublas_workspace_bytes : spec ? cublas_workspace_for(spec) : -1;
+  k.reduce = e.reduce_device ? *e.reduce_device : reduce_device_for(spec);
+  return k;
+}
+
+// Whether every CUDA reduction of `p` stages the same on SM counts `a` and `b`: then p, built
+// with either, is the program of both (Program::cuda_reductions).
+bool same_staging(const Program& p, const ReduceDevice& a, const ReduceDevice& b) {
+  if (a == b) return true;
+  for (const CudaReduction& r : p.cuda_reductions) {
+    if (!(cuda_reduce_staging(r, a) == cuda_reduce_staging(r, b))) return false;
+  }
+  return true;
 }
 
 // The largest segment any allocation of the program can make the caching allocator ask the
@@ -36,56 +59,51 @@ int64_t largest_segment(const Program& p) {
 }
 
 // The programs of the sweep, each built once, and their exact peaks and allocator replays, each
-// computed once when first asked.
+// computed once per (program, workspace) when first asked.
 class SharedSweep {
  public:
   struct Run {
     bool ok = false;
     std::string error;  // when !ok: estimate()'s error at this size
-    std::optional<int64_t> peak_bytes;  // the exact peak, once simulated
     int64_t rounded_peak = 0;  // rounded_live_peak: no replay of the program reserves less
     int64_t largest_segment = 0;
-    Program* program = nullptr;  // owned by the sweep; one per size, shared by its workspaces
-    // When the program is shared: its cuBLAS workspace buffers, set to `workspace` bytes before
-    // each replay of this run.
-    std::vector<BufferId> workspace_buffers;
+    Program* program = nullptr;  // owned by the sweep; shared by the runs it is the program of
+    ReduceDevice staged_for;     // the SM counts the program was built with
+    // The run's cuBLAS workspace; when the program is shared and was built with a positive one,
+    // its workspace buffers, set to `workspace` bytes before each use of this run.
     int64_t workspace = 0;
+    std::vector<BufferId> workspace_buffers;
   };
 
   SharedSweep(const FitOptions& o, FitAllWork& work) : o_(o), work_(work) {}
 
-  // The program at size v with workspace `key`, without a GPU, or estimate()'s error there.
-  // A second workspace at the same size reuses the first program with the workspace buffers
-  // resized: the workspace changes nothing else in a program (Interpreter::cublas_workspace).
-  // Generation runs are built again: the workspace can change which window holds the peak.
-  Run& run(int64_t v, int64_t key) {
+  // The program at size v for a GPU with `key`, without a GPU, or estimate()'s error there.
+  // A program already built at v is reused when it is this key's program: its reductions stage
+  // the same on this key's SM counts (a pipelined run needs the same counts: they can change
+  // which stage it reports), and its workspace is this key's or both are positive (the workspace
+  // buffers are resized: the workspace changes nothing else in a program,
+  // Interpreter::cublas_workspace). Generation runs are built again: the workspace can change
+  // which window holds the peak.
+  Run& run(int64_t v, const GpuKey& key) {
     auto [it, added] = runs_.try_emplace({v, key});
     Run& r = it->second;
     if (!added) return r;
-    Run* base = nullptr;
-    int64_t base_key = 0;
-    for (auto b = runs_.lower_bound({v, std::numeric_limits<int64_t>::min()}); b != runs_.end() && b->first.first == v; ++b) {
-      if (b->first.second > 0 && b->second.ok) {
-        base = &b->second;
-        base_key = b->first.second;
-        break;
-      }
-    }
-    if (key > 0 && !o_.estimate.generation && base) {
-      if (base->workspace_buffers.empty()) {
+    if (Run* base = shared_base(v, key)) {
+      const bool resized = base->workspace != key.workspace;
+      if (base->workspace > 0 && base->workspace_buffers.empty()) {
         for (size_t i = 0; i < base->program->buffers.size(); ++i) {
           const Buffer& b = base->program->buffers[i];
           if (b.category == Category::Workspaces && b.name.rfind("cuBLAS workspace", 0) == 0) {
-            HEADROOM_CHECK(b.bytes == base_key, "a cuBLAS workspace buffer has the workspace's size");
+            HEADROOM_CHECK(b.bytes == base->workspace, "a cuBLAS workspace buffer has the workspace's size");
             base->workspace_buffers.push_back(static_cast<BufferId>(i));
           }
         }
-        base->workspace = base_key;
       }
       r.program = base->program;
+      r.staged_for = base->staged_for;
+      r.workspace = key.workspace;
       r.workspace_buffers = base->workspace_buffers;
-      r.workspace = key;
-      ++work_.resized;
+      ++(resized ? work_.resized : work_.shared);
       use(r);
       Result<bool> sized = capture_input_errors([&] {
         check_program_size(*r.program);  // what simulate() checks first
@@ -105,7 +123,10 @@ class SharedSweep {
     else e.seq = v;
     e.top_tensors = 0;
     e.keep_program = true;
-    if (key >= 0) e.cublas_workspace_bytes = key;
+    if (key.workspace >= 0) e.cublas_workspace_bytes = key.workspace;
+    e.reduce_device = key.reduce;
+    r.staged_for = key.reduce;
+    r.workspace = key.workspace;
     ++work_.programs;
     if (e.generation || e.parallel.pipeline_parallel > 1) {
       // These runs choose their program by simulating it: estimate() gives both.
@@ -115,8 +136,8 @@ class SharedSweep {
         r.error = est.error();
         return r;
       }
-      r.peak_bytes = est.value().peak_bytes;
       programs_.push_back(std::make_unique<Program>(std::move(est.value().program)));
+      peaks_[{programs_.back().get(), r.workspace}] = est.value().peak_bytes;
     } else {
       Result<Program> p = estimate_program(e);
       if (!p.ok()) {
@@ -131,34 +152,47 @@ class SharedSweep {
   }
 
   // estimate()'s peak_bytes at run (v, key).
-  int64_t peak_bytes(int64_t v, int64_t key) {
-    Run& r = runs_.at({v, key});
-    if (!r.peak_bytes) {
+  int64_t peak_bytes(int64_t v, const GpuKey& key) {
+    const Run& r = runs_.at({v, key});
+    auto [it, added] = peaks_.try_emplace({r.program, r.workspace});
+    if (added) {
       ++work_.exact_peaks;
       use(r);
-      r.peak_bytes = simulate(*r.program).peak.bytes;
+      it->second = simulate(*r.program).peak.bytes;
     }
-    return *r.peak_bytes;
+    return it->second;
   }
 
   // The allocator stats of run (v, key) without a capacity, with these allocator settings.
-  const CachingAllocatorStats& unlimited(int64_t v, int64_t key, const CachingAllocatorOptions& a) {
-    return replay_once({v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, 0},
-                       runs_.at({v, key}), a);
+  const CachingAllocatorStats& unlimited(int64_t v, const GpuKey& key, const CachingAllocatorOptions& a) {
+    return replay_once(runs_.at({v, key}), a, 0);
   }
 
   // The allocator stats of run (v, key) on a GPU with these allocator settings and budget.
-  const CachingAllocatorStats& replay(int64_t v, int64_t key, const GpuOptions& g, const DeviceBudget& b) {
+  const CachingAllocatorStats& replay(int64_t v, const GpuKey& key, const GpuOptions& g, const DeviceBudget& b) {
     const CachingAllocatorOptions& a = g.allocator;
     if (!a.expandable_segments) {
       const CachingAllocatorStats& u = unlimited(v, key, a);
       if (u.peak_reserved_bytes <= b.allocator_bytes) return u;
     }
-    return replay_once({v, key, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, b.allocator_bytes},
-                       runs_.at({v, key}), allocator_options(g, b));
+    return replay_once(runs_.at({v, key}), allocator_options(g, b), b.allocator_bytes);
   }
 
  private:
+  // A run at v whose program is key's, preferring one with key's workspace (no resizing).
+  Run* shared_base(int64_t v, const GpuKey& key) {
+    if (o_.estimate.generation) return nullptr;
+    const bool pipelined = o_.estimate.parallel.pipeline_parallel > 1;
+    Run* resizable = nullptr;
+    for (auto b = runs_.lower_bound({v, GpuKey{std::numeric_limits<int64_t>::min(), {}}}); b != runs_.end() && b->first.first == v; ++b) {
+      Run& base = b->second;
+      if (!base.ok) continue;
+      if (pipelined ? !(base.staged_for == key.reduce) : !same_staging(*base.program, base.staged_for, key.reduce)) continue;
+      if (base.workspace == key.workspace) return &base;
+      if (!resizable && base.workspace > 0 && key.workspace > 0) resizable = &base;
+    }
+    return resizable;
+  }
   // Sets a shared program's workspace buffers to this run's workspace.
   static void use(const Run& r) {
     for (BufferId id : r.workspace_buffers) r.program->buffers[static_cast<size_t>(id)].bytes = r.workspace;
@@ -172,15 +206,18 @@ class SharedSweep {
 
   const FitOptions& o_;
   FitAllWork& work_;
-  std::map<std::pair<int64_t, int64_t>, Run> runs_;
+  std::map<std::pair<int64_t, GpuKey>, Run> runs_;
   std::vector<std::unique_ptr<Program>> programs_;
-  // (size, workspace, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
-  using ReplayKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t>;
-  const CachingAllocatorStats& replay_once(const ReplayKey& k, const Run& r, CachingAllocatorOptions a) {
+  // Exact peaks by (program, workspace).
+  std::map<std::pair<const Program*, int64_t>, int64_t> peaks_;
+  // (program, workspace, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
+  using ReplayKey = std::tuple<const Program*, int64_t, int64_t, int64_t, bool, int64_t>;
+  const CachingAllocatorStats& replay_once(const Run& r, CachingAllocatorOptions a, int64_t capacity) {
+    const ReplayKey k{r.program, r.workspace, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, capacity};
     auto [it, added] = replays_.try_emplace(k);
     if (added) {
       ++work_.replays;
-      a.capacity_bytes = std::get<5>(k);
+      a.capacity_bytes = capacity;
       CachingAllocator alloc(a);
       use(r);
       replay_allocations(*r.program, alloc);
@@ -265,7 +302,7 @@ class GpuPoints final : public FitPoints {
       HEADROOM_CHECK(!refused.ok(), "estimate() refuses a GPU without --device cuda");
       throw InputError(refused.error());
     }
-    if (!key_) key_ = workspace_key(o_.estimate, g_);
+    if (!key_) key_ = gpu_key(o_.estimate, g_);
     const SharedSweep::Run& r = sweep_.run(v, *key_);
     if (!r.ok) throw InputError(r.error);
     return r;
@@ -283,7 +320,7 @@ class GpuPoints final : public FitPoints {
   const FitOptions& o_;
   const GpuOptions& g_;
   SharedSweep& sweep_;
-  std::optional<int64_t> key_;
+  std::optional<GpuKey> key_;
   std::map<int64_t, FitPoint> cache_;
   std::map<int64_t, bool> answered_;  // valid sizes fits() answered without a point
   int evaluations_ = 0;

@@ -3,7 +3,10 @@
 //
 // Why sharing is exact: the program of a size depends on the GPU only through the cuBLAS
 // workspace (32 MiB per handle on Hopper and later, 8,519,680 bytes before:
-// cublas_workspace_for), so each (size, workspace) program is built and simulated once. The
+// cublas_workspace_for) and the staging of its CUDA reductions, which the SM counts size
+// (training/cuda_reduce.h). A program built for one GPU is another's when each reduction it
+// records (Program::cuda_reductions) stages the same on both; its workspace buffers are resized
+// for a GPU with another workspace. So each distinct program is built and simulated once. The
 // caching allocator depends on the GPU only through its capacity, and only when a new segment
 // would pass it: a replay without a limit whose reserved peak is within a GPU's allocator budget
 // never came near that limit, so the limited replay makes the same calls and ends in the same
@@ -38,6 +41,7 @@ using FitProgress = std::function<void(size_t index, size_t count, const std::st
 struct FitAllWork {
   int programs = 0;     // programs built (graph and interpreter; generation: both windows, once)
   int resized = 0;      // programs reused with another cuBLAS workspace, not built again
+  int shared = 0;       // programs reused with the same workspace on other SM counts
   int exact_peaks = 0;  // exact-heap simulations (the peak a report prints)
   int replays = 0;      // caching-allocator replays
 };

@@ -33,6 +33,7 @@ Program resident_set_program(const std::vector<SetMember>& members) {
     // One process: its CUDA context holds what any member loaded.
     q.context_use.forward = q.context_use.forward || p.context_use.forward;
     q.context_use.convolution = q.context_use.convolution || p.context_use.convolution;
+    q.cuda_reductions.insert(q.cuda_reductions.end(), p.cuda_reductions.begin(), p.cuda_reductions.end());
     HEADROOM_CHECK(!p.steps.empty() && setup_step(p.steps.front()), "a program starts with its setup");
     const std::vector<bool> kept = never_freed(p);
     remap[m].assign(p.buffers.size(), kNone);

@@ -401,6 +401,8 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
 const BackwardPlan& Interpreter::node_backward_plan(const Op& op, bool contiguous) {
   auto make = [&] {
     backward_plan_store_.push_back(backward_plan(context(op, true), contiguous));
+    const std::vector<CudaReduction>& reductions = backward_plan_store_.back().cuda_reductions;
+    p_.cuda_reductions.insert(p_.cuda_reductions.end(), reductions.begin(), reductions.end());
     return static_cast<int32_t>(backward_plan_store_.size()) - 1;
   };
   if (op.inputs.size() > 64) return backward_plan_store_[static_cast<size_t>(make())];  // not cached

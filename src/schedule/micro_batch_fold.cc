@@ -212,6 +212,7 @@ std::optional<Program> expand_micro_batches(const Program& built, const std::vec
   }
   out.host = built.host;
   out.context_use = built.context_use;
+  out.cuda_reductions = built.cuda_reductions;
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "training/cuda_reduce.h"
 
 namespace headroom {
 
@@ -136,6 +137,12 @@ struct Program {
   std::vector<Transfer> transfers;  // in issue order; empty without offloading
   std::vector<HostState> host;      // empty without engine offloading
   ContextUse context_use;
+  // Every CUDA reduction the interpreter's backward plans sized staging for (training/cuda_reduce.h),
+  // with ScheduleOptions' SM counts: the program depends on the GPU's SM counts only through
+  // these, so it is the same on a GPU where cuda_reduce_staging gives each of them the same
+  // staging (fit --gpu all shares programs so, estimate/fit_all.cc). The micro-batch fold and a
+  // pack's resident set keep their programs' lists.
+  std::vector<CudaReduction> cuda_reductions;
 };
 
 // Throws std::logic_error when an invariant above is broken.

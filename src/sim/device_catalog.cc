@@ -90,6 +90,8 @@ GpuSpec parse_entry(const json& e, std::string_view origin, size_t index) {
       kArchitectures.end()) {
     throw InputError(fmt::format("{}: unknown architecture '{}'", where, g.architecture));
   }
+  g.multiprocessors = whole_number(e, "multiprocessors", where);
+  g.max_threads_per_multiprocessor = whole_number(e, "max_threads_per_multiprocessor", where);
   const double mib = number(e, "memory_mib", where);
   if (mib <= 0 || mib != static_cast<double>(static_cast<int64_t>(mib)) || mib > (1LL << 40)) {
     throw InputError(fmt::format("{}: 'memory_mib' must be a positive whole number", where));

@@ -27,6 +27,10 @@ struct GpuSpec {
   std::string name;                  // canonical, e.g. "A100-SXM4-80GB"
   std::vector<std::string> aliases;  // e.g. "NVIDIA A100-SXM4-80GB" (nvidia-smi's name)
   std::string architecture;          // volta, turing, ampere, ada, hopper, blackwell
+  // cudaDeviceProp's multiProcessorCount and maxThreadsPerMultiProcessor: ATen's CUDA reductions
+  // size their grids by them (training/cuda_reduce.h), so a reduction's staging differs by GPU.
+  int multiprocessors = 0;
+  int max_threads_per_multiprocessor = 0;
   int64_t memory_bytes = 0;          // total as nvidia-smi reports it (MiB * 2^20)
   std::string memory_nominal;        // datasheet capacity, e.g. "80 GB HBM2e"
   double memory_bandwidth_bytes_per_s = 0;

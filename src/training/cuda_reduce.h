@@ -40,16 +40,18 @@ struct CudaReduction {
 struct ReduceDevice {
   int64_t multiprocessors = 0;                   // multiProcessorCount
   int64_t max_threads_per_multiprocessor = 0;    // maxThreadsPerMultiProcessor
+  friend bool operator==(const ReduceDevice&, const ReduceDevice&) = default;
 };
 
-// The H100 80GB HBM3 (SXM5) that validation/measured_cuda*.json were measured on. The op rules
-// use it for every CUDA run: neither DeviceProfile nor the GPU catalog has SM counts yet, so a
-// GPU with fewer SMs (an A100 has 108) splits some reductions differently.
+// The H100 80GB HBM3 (SXM5) that validation/measured_cuda*.json were measured on: the counts a
+// CUDA run uses when no GPU is named (DeviceProfile::reduce_device). A named GPU brings its own
+// from the catalog (data/gpus.json), so an A100 (108 SMs) splits some reductions differently.
 inline constexpr ReduceDevice kMeasuredGpu{132, 2048};
 
 struct CudaReduceStaging {
   int64_t buffer_bytes = 0;     // 0: no global reduce, nothing borrowed
   int64_t semaphore_bytes = 0;
+  friend bool operator==(const CudaReduceStaging&, const CudaReduceStaging&) = default;
 };
 
 // REQUIRES: the device's counts are positive.

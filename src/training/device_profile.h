@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/dtype.h"
+#include "training/cuda_reduce.h"
 
 namespace headroom {
 
@@ -104,6 +105,9 @@ struct DeviceProfile {
   // default), so --cublas-workspace 0 has none (aten/src/ATen/cuda/CublasHandlePool.cpp).
   // 0 on the CPU and on 1.13, whose Lt path allocated its workspace per call.
   int64_t cublaslt_workspace_bytes = 0;
+  // The SM counts ATen's CUDA reductions split their inputs by (training/cuda_reduce.h): the
+  // named GPU's, else the measured H100's. Unused on the CPU, whose reductions borrow nothing.
+  ReduceDevice reduce_device = kMeasuredGpu;
   ConvWorkspace conv_workspace = ConvWorkspace::None;
   int64_t conv_workspace_bytes = 0;  // for ConvWorkspace::Fixed
 

@@ -67,11 +67,13 @@ int add_temp(std::vector<LocalEvent>& ev, int64_t bytes, int& counter) {
 // A CUDA reduction's staging buffer and semaphores (training/cuda_reduce.h), borrowed after its
 // result is allocated and returned before the call ends (measured on the H100 with 2.11, a
 // Linear's bias gradient: +grad +buffer +semaphores -semaphores -buffer). Keyed on the CUDA
-// profile, with the measured H100's SM count (kMeasuredGpu); the CPU's reductions borrow nothing.
-void reduction_staging(const RuleContext& c, std::vector<LocalEvent>& ev, int& counter, const CudaReduction& r) {
+// profile, with its GPU's SM counts; the CPU's reductions borrow nothing.
+void reduction_staging(const RuleContext& c, BackwardPlan& b, int& counter, const CudaReduction& r) {
   if (c.device.name != "cuda") return;
-  const CudaReduceStaging s = cuda_reduce_staging(r, kMeasuredGpu);
+  b.cuda_reductions.push_back(r);
+  const CudaReduceStaging s = cuda_reduce_staging(r, c.device.reduce_device);
   if (s.buffer_bytes == 0) return;
+  std::vector<LocalEvent>& ev = b.events;
   int buffer = add_temp(ev, s.buffer_bytes, counter);
   int semaphores = add_temp(ev, s.semaphore_bytes, counter);
   ev.push_back({K::FreeTemp, semaphores, 0});
@@ -139,7 +141,7 @@ void push_broadcast_grad(const RuleContext& c, BackwardPlan& b, int i, bool inco
   GradOut g = passthrough_or_reduce(c, i, incoming_contiguous);
   push_grad(b, g);
   if (g.kind != GradOut::Kind::New) return;
-  if (std::optional<CudaReduction> r = broadcast_reduction(c, i)) reduction_staging(c, b.events, counter, *r);
+  if (std::optional<CudaReduction> r = broadcast_reduction(c, i)) reduction_staging(c, b, counter, *r);
 }
 
 // The convolution call in cuDNN's terms: a transposed convolution is the backward-data of the
@@ -784,7 +786,7 @@ BackwardPlan backward_plan(const RuleContext& c, bool incoming_contiguous) {
           CudaReduction r;
           r.num_outputs = in_t(c, 2).numel();
           r.inputs_per_output = out_t(c, 0).numel() / std::max<int64_t>(1, r.num_outputs);
-          reduction_staging(c, b.events, t, r);
+          reduction_staging(c, b, t, r);
         }
       }
       return b;

@@ -77,6 +77,9 @@ struct GradOut {
 struct BackwardPlan {
   std::vector<GradOut> grads;      // for inputs that require grad, in input order
   std::vector<LocalEvent> events;  // AllocGrad(g) refers to grads[g]; temporaries too
+  // Every CUDA reduction whose staging the plan asked for (borrowed or not): what of the plan
+  // depends on the GPU's SM counts (Program::cuda_reductions).
+  std::vector<CudaReduction> cuda_reductions;
 };
 
 ForwardPlan forward_plan(const RuleContext& ctx);
