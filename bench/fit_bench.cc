@@ -70,6 +70,7 @@ void shared(benchmark::State& state, const FitOptions& base) {
   for (auto _ : state) benchmark::DoNotOptimize(fit_all(base, gpus, {}, &work));
   state.counters["programs"] = work.programs;
   state.counters["resized"] = work.resized;
+  state.counters["shared"] = work.shared;
   state.counters["exact_peaks"] = work.exact_peaks;
   state.counters["replays"] = work.replays;
 }

@@ -188,36 +188,56 @@ TEST(FitAll, SimulatesLessThanTheLoopOverFit) {
   // 14 searches of about 32 sizes each (doubling, bisection, the two reported points and the 16
   // sizes below the answer that fit() re-checks): 449 whole estimates in the loop.
   EXPECT_EQ(loop, 449);
-  // 211 programs built, 30 resized; exact peaks only for the points printed (at_max and next of
+  // 211 programs built; exact peaks only for the points printed (at_max and next of
   // 14 GPUs: 24 distinct); 243 replays, about one per program. These count work, not memory; the
   // measured CUDA rules of 2026-11-26 (the stack's context, estimate/cuda_context.h; Adam's one
   // foreach list; cudnn9's workspaces; PyTorch 2.x's autograd rules) moved the answers.
   EXPECT_EQ(work.programs, 211);
-  EXPECT_EQ(work.resized, 30);
+  // Of the other GPUs' requests for a size already built, 60 reuse it with the other workspace
+  // (the Hopper GPUs' 32 MiB, by two SM counts: 132 and the H100 PCIe's 114) and 148 with the
+  // same one on other SM counts. resnet50's one reduction, the fc bias (1,000 outputs) over the
+  // batch, borrows from batch 1,024 on, but split by its values (ceil(batch / 64) blocks, 24 at
+  // the H200's 1,492) under every GPU's grid (the T4's ceil(320 / 8) = 40): the same staging on
+  // every GPU, so the same replays.
+  EXPECT_EQ(work.resized, 60);
+  EXPECT_EQ(work.shared, 148);
   EXPECT_EQ(work.exact_peaks, 24);
   EXPECT_EQ(work.replays, 243);
 }
 
-TEST(FitAll, GpusWhoseSmCountsStageAReductionDifferentlyGetTheirOwnPrograms) {
-  // The mlp's bias gradients stage by the SM count from batch 4,096 on (values per thread >=
-  // 256 after block.y) until the split by values outgrows every GPU's grid (tests/cuda_reduce_
-  // test.cc works batch 16,384): the doubling passes through those sizes, where each SM count
-  // whose staging differs gets its own program. The reports are fit()'s on each GPU, and the
-  // sweep builds more programs than one that gives every GPU the H100's counts.
+TEST(FitAll, GpusWhoseSmCountsStageAReductionDifferentlyShareResizedOrGetTheirOwnPrograms) {
+  // The mlp's bias gradients (C = 1,024) stage by the SM count from batch 4,096 on (256 values
+  // per thread after block.y) until the split by values outgrows every GPU's grid
+  // (tests/cuda_reduce_test.cc works batch 16,384). Every GPU borrows there, each its own size:
+  // the GPUs share each size's program with its staging buffers resized, and each set of sizes
+  // is replayed (and its peak simulated) on its own. Against a sweep that gives every GPU the
+  // H100's counts: the same programs, more replays. The reports are fit()'s on each GPU.
   FitOptions f;
   f.estimate.model = "mlp";
   f.estimate.optimizer = OptimizerKind::Adam;
   GpuOptions g;
   g.margin = 0.05;
   expect_same_reports(f, catalog(g));
+  FitOptions h100 = f;
+  h100.estimate.reduce_device = kMeasuredGpu;
   FitAllWork own, one;
   ASSERT_TRUE(fit_all(f, catalog(g), {}, &own).ok());
-  FitOptions same = f;
-  same.estimate.reduce_device = kMeasuredGpu;
-  ASSERT_TRUE(fit_all(same, catalog(g), {}, &one).ok());
-  EXPECT_GT(own.programs, one.programs);
-  EXPECT_GT(own.shared, 0);  // sizes where the counts stage alike still share
+  ASSERT_TRUE(fit_all(h100, catalog(g), {}, &one).ok());
+  EXPECT_EQ(own.programs, one.programs);
+  EXPECT_GT(own.replays, one.replays);
+  EXPECT_GT(own.shared, 0);
   EXPECT_EQ(one.shared, 0);
+
+  // With C = 3,001 (odd: one output per thread, 32 x 16 = 512 threads, grid.x = ceil(3,001 / 32)
+  // = 94) the T4's target grid is 40 x (1,024 / 512) = 80 blocks: under 94, so it borrows
+  // nothing where every other GPU (the L4's 58 x 3 = 174 and up) borrows from 4,096 rows on. Its
+  // program there has fewer buffers: the T4 builds its own.
+  f.estimate.model = "mlp:dim=3001,layers=2";
+  h100.estimate.model = f.estimate.model;
+  expect_same_reports(f, catalog(g));
+  ASSERT_TRUE(fit_all(f, catalog(g), {}, &own).ok());
+  ASSERT_TRUE(fit_all(h100, catalog(g), {}, &one).ok());
+  EXPECT_GT(own.programs, one.programs);
 }
 
 TEST(FitAll, FirstErrorIsFitsError) {

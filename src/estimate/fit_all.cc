@@ -24,6 +24,7 @@ namespace {
 struct GpuKey {
   int64_t workspace = -1;
   ReduceDevice reduce = kMeasuredGpu;
+  bool operator==(const GpuKey&) const = default;
   bool operator<(const GpuKey& o) const {
     return std::tie(workspace, reduce.multiprocessors, reduce.max_threads_per_multiprocessor) <
            std::tie(o.workspace, o.reduce.multiprocessors, o.reduce.max_threads_per_multiprocessor);
@@ -38,16 +39,6 @@ GpuKey gpu_key(const EstimateOptions& e, const GpuOptions& g) {
   return k;
 }
 
-// Whether every CUDA reduction of `p` stages the same on SM counts `a` and `b`: then p, built
-// with either, is the program of both (Program::cuda_reductions).
-bool same_staging(const Program& p, const ReduceDevice& a, const ReduceDevice& b) {
-  if (a == b) return true;
-  for (const CudaReduction& r : p.cuda_reductions) {
-    if (!(cuda_reduce_staging(r, a) == cuda_reduce_staging(r, b))) return false;
-  }
-  return true;
-}
-
 // The largest segment any allocation of the program can make the caching allocator ask the
 // device for (get_allocation_size of each request).
 int64_t largest_segment(const Program& p) {
@@ -58,60 +49,55 @@ int64_t largest_segment(const Program& p) {
   return s;
 }
 
-// The programs of the sweep, each built once, and their exact peaks and allocator replays, each
-// computed once per (program, workspace) when first asked.
+// The programs of the sweep, each built once and shared by the GPUs it is the program of, and
+// their exact peaks and allocator replays, each computed once per version of a program (its
+// workspace and staging sizes) when first asked.
 class SharedSweep {
  public:
+  // A program as built, and what other GPUs change in it.
+  struct Built {
+    std::unique_ptr<Program> program;
+    GpuKey key;  // what it was built with
+    // Its cuBLAS workspace buffers, found when another workspace first shares it (key.workspace > 0).
+    std::vector<BufferId> workspace_buffers;
+    bool workspace_found = false;
+    // Each reduction's staging buffer bytes for each set of SM counts that shares it: [0] as built.
+    std::vector<std::vector<int64_t>> stagings;
+    std::vector<BufferId> staging_buffers;  // Buffer::reduction >= 0
+  };
   struct Run {
     bool ok = false;
     std::string error;  // when !ok: estimate()'s error at this size
     int64_t rounded_peak = 0;  // rounded_live_peak: no replay of the program reserves less
     int64_t largest_segment = 0;
-    Program* program = nullptr;  // owned by the sweep; shared by the runs it is the program of
-    ReduceDevice staged_for;     // the SM counts the program was built with
-    // The run's cuBLAS workspace; when the program is shared and was built with a positive one,
-    // its workspace buffers, set to `workspace` bytes before each use of this run.
-    int64_t workspace = 0;
-    std::vector<BufferId> workspace_buffers;
+    Built* built = nullptr;  // the program this run uses
+    int64_t workspace = 0;   // its workspace buffers' size here (when built.key.workspace > 0)
+    size_t staging = 0;      // its staging sizes here: built->stagings[staging]
   };
 
   SharedSweep(const FitOptions& o, FitAllWork& work) : o_(o), work_(work) {}
 
   // The program at size v for a GPU with `key`, without a GPU, or estimate()'s error there.
-  // A program already built at v is reused when it is this key's program: its reductions stage
-  // the same on this key's SM counts (a pipelined run needs the same counts: they can change
-  // which stage it reports), and its workspace is this key's or both are positive (the workspace
-  // buffers are resized: the workspace changes nothing else in a program,
-  // Interpreter::cublas_workspace). Generation runs are built again: the workspace can change
-  // which window holds the peak.
+  // A program built at v for another key is reused when it is this key's program but for sizes:
+  // its workspace is this key's, or both are positive (the workspace buffers are resized: the
+  // workspace changes nothing else in a program, Interpreter::cublas_workspace), and each of its
+  // CUDA reductions borrows staging on this key's SM counts exactly when it did on its own (the
+  // staging buffers are resized, the semaphores do not depend on the GPU). A pipelined run
+  // needs the same SM counts: the staging can change which stage it reports. Generation runs
+  // are built again: the workspace can change which window holds the peak.
   Run& run(int64_t v, const GpuKey& key) {
     auto [it, added] = runs_.try_emplace({v, key});
     Run& r = it->second;
     if (!added) return r;
-    if (Run* base = shared_base(v, key)) {
-      const bool resized = base->workspace != key.workspace;
-      if (base->workspace > 0 && base->workspace_buffers.empty()) {
-        for (size_t i = 0; i < base->program->buffers.size(); ++i) {
-          const Buffer& b = base->program->buffers[i];
-          if (b.category == Category::Workspaces && b.name.rfind("cuBLAS workspace", 0) == 0) {
-            HEADROOM_CHECK(b.bytes == base->workspace, "a cuBLAS workspace buffer has the workspace's size");
-            base->workspace_buffers.push_back(static_cast<BufferId>(i));
-          }
-        }
-      }
-      r.program = base->program;
-      r.staged_for = base->staged_for;
-      r.workspace = key.workspace;
-      r.workspace_buffers = base->workspace_buffers;
-      ++(resized ? work_.resized : work_.shared);
+    if (share(v, key, r)) {
       use(r);
       Result<bool> sized = capture_input_errors([&] {
-        check_program_size(*r.program);  // what simulate() checks first
+        check_program_size(*r.built->program);  // what simulate() checks first
         return true;
       });
       if (!sized.ok()) {
         r.error = sized.error();
-        r.program = nullptr;
+        r.built = nullptr;
         return r;
       }
       measure(r);
@@ -125,9 +111,9 @@ class SharedSweep {
     e.keep_program = true;
     if (key.workspace >= 0) e.cublas_workspace_bytes = key.workspace;
     e.reduce_device = key.reduce;
-    r.staged_for = key.reduce;
-    r.workspace = key.workspace;
     ++work_.programs;
+    std::optional<int64_t> peak;
+    Program program;
     if (e.generation || e.parallel.pipeline_parallel > 1) {
       // These runs choose their program by simulating it: estimate() gives both.
       ++work_.exact_peaks;
@@ -136,17 +122,27 @@ class SharedSweep {
         r.error = est.error();
         return r;
       }
-      programs_.push_back(std::make_unique<Program>(std::move(est.value().program)));
-      peaks_[{programs_.back().get(), r.workspace}] = est.value().peak_bytes;
+      program = std::move(est.value().program);
+      peak = est.value().peak_bytes;
     } else {
       Result<Program> p = estimate_program(e);
       if (!p.ok()) {
         r.error = p.error();
         return r;
       }
-      programs_.push_back(std::make_unique<Program>(p.value()));
+      program = std::move(p.value());
     }
-    r.program = programs_.back().get();
+    built_.push_back(std::make_unique<Built>());
+    Built& b = *built_.back();
+    b.program = std::make_unique<Program>(std::move(program));
+    b.key = key;
+    b.stagings.push_back(staging_sizes(*b.program, key.reduce));
+    for (size_t i = 0; i < b.program->buffers.size(); ++i) {
+      if (b.program->buffers[i].reduction >= 0) b.staging_buffers.push_back(static_cast<BufferId>(i));
+    }
+    r.built = &b;
+    r.workspace = key.workspace;
+    if (peak) peaks_[version(r)] = *peak;
     measure(r);
     return r;
   }
@@ -154,11 +150,11 @@ class SharedSweep {
   // estimate()'s peak_bytes at run (v, key).
   int64_t peak_bytes(int64_t v, const GpuKey& key) {
     const Run& r = runs_.at({v, key});
-    auto [it, added] = peaks_.try_emplace({r.program, r.workspace});
+    auto [it, added] = peaks_.try_emplace(version(r));
     if (added) {
       ++work_.exact_peaks;
       use(r);
-      it->second = simulate(*r.program).peak.bytes;
+      it->second = simulate(*r.built->program).peak.bytes;
     }
     return it->second;
   }
@@ -179,48 +175,95 @@ class SharedSweep {
   }
 
  private:
-  // A run at v whose program is key's, preferring one with key's workspace (no resizing).
-  Run* shared_base(int64_t v, const GpuKey& key) {
-    if (o_.estimate.generation) return nullptr;
-    const bool pipelined = o_.estimate.parallel.pipeline_parallel > 1;
-    Run* resizable = nullptr;
-    for (auto b = runs_.lower_bound({v, GpuKey{std::numeric_limits<int64_t>::min(), {}}}); b != runs_.end() && b->first.first == v; ++b) {
-      Run& base = b->second;
-      if (!base.ok) continue;
-      if (pipelined ? !(base.staged_for == key.reduce) : !same_staging(*base.program, base.staged_for, key.reduce)) continue;
-      if (base.workspace == key.workspace) return &base;
-      if (!resizable && base.workspace > 0 && key.workspace > 0) resizable = &base;
-    }
-    return resizable;
+  // Each reduction's staging buffer bytes on SM counts `d` (0: none borrowed).
+  static std::vector<int64_t> staging_sizes(const Program& p, const ReduceDevice& d) {
+    std::vector<int64_t> s;
+    s.reserve(p.cuda_reductions.size());
+    for (const CudaReduction& r : p.cuda_reductions) s.push_back(cuda_reduce_staging(r, d).buffer_bytes);
+    return s;
   }
-  // Sets a shared program's workspace buffers to this run's workspace.
+
+  // Points r at a program built at v that is key's but for sizes (run() says when), preferring
+  // one built with key's workspace; false when there is none.
+  bool share(int64_t v, const GpuKey& key, Run& r) {
+    if (o_.estimate.generation) return false;
+    const bool pipelined = o_.estimate.parallel.pipeline_parallel > 1;
+    Built* found = nullptr;
+    std::vector<int64_t> found_sizes;
+    for (auto b = runs_.lower_bound({v, GpuKey{std::numeric_limits<int64_t>::min(), {}}}); b != runs_.end() && b->first.first == v; ++b) {
+      const Run& other = b->second;
+      if (!other.ok || !(other.built->key == b->first.second)) continue;  // only the programs as built
+      Built& built = *other.built;
+      const bool same_workspace = built.key.workspace == key.workspace;
+      if (!same_workspace && !(built.key.workspace > 0 && key.workspace > 0)) continue;
+      if (pipelined && !(built.key.reduce == key.reduce)) continue;
+      if (found && (found->key.workspace == key.workspace || !same_workspace)) continue;
+      std::vector<int64_t> sizes = staging_sizes(*built.program, key.reduce);
+      const std::vector<int64_t>& own = built.stagings.front();
+      bool borrows_alike = true;
+      for (size_t i = 0; i < sizes.size(); ++i) borrows_alike = borrows_alike && (sizes[i] == 0) == (own[i] == 0);
+      if (!borrows_alike) continue;
+      found = &built;
+      found_sizes = std::move(sizes);
+    }
+    if (!found) return false;
+    if (found->key.workspace > 0 && !found->workspace_found) {
+      // Before any other run has resized them: every run sets them at use().
+      for (size_t i = 0; i < found->program->buffers.size(); ++i) {
+        const Buffer& b = found->program->buffers[i];
+        if (b.category == Category::Workspaces && b.name.rfind("cuBLAS workspace", 0) == 0) {
+          HEADROOM_CHECK(b.bytes == found->key.workspace, "a cuBLAS workspace buffer has the workspace's size");
+          found->workspace_buffers.push_back(static_cast<BufferId>(i));
+        }
+      }
+      found->workspace_found = true;
+    }
+    auto same = std::find(found->stagings.begin(), found->stagings.end(), found_sizes);
+    r.staging = static_cast<size_t>(same - found->stagings.begin());
+    if (same == found->stagings.end()) found->stagings.push_back(std::move(found_sizes));
+    r.built = found;
+    r.workspace = key.workspace;
+    ++(found->key.workspace != key.workspace ? work_.resized : work_.shared);
+    return true;
+  }
+
+  // Sets a shared program's workspace and staging buffers to this run's sizes.
   static void use(const Run& r) {
-    for (BufferId id : r.workspace_buffers) r.program->buffers[static_cast<size_t>(id)].bytes = r.workspace;
+    Program& p = *r.built->program;
+    for (BufferId id : r.built->workspace_buffers) p.buffers[static_cast<size_t>(id)].bytes = r.workspace;
+    const std::vector<int64_t>& sizes = r.built->stagings[r.staging];
+    for (BufferId id : r.built->staging_buffers) {
+      Buffer& b = p.buffers[static_cast<size_t>(id)];
+      b.bytes = sizes[static_cast<size_t>(b.reduction)];
+    }
   }
   // The bounds of a built run, read from its program.
   static void measure(Run& r) {
     r.ok = true;
-    r.rounded_peak = rounded_live_peak(*r.program);
-    r.largest_segment = largest_segment(*r.program);
+    r.rounded_peak = rounded_live_peak(*r.built->program);
+    r.largest_segment = largest_segment(*r.built->program);
   }
+
+  // A version of a program: the program, its workspace and its staging sizes.
+  using Version = std::tuple<const Built*, int64_t, size_t>;
+  static Version version(const Run& r) { return {r.built, r.workspace, r.staging}; }
 
   const FitOptions& o_;
   FitAllWork& work_;
   std::map<std::pair<int64_t, GpuKey>, Run> runs_;
-  std::vector<std::unique_ptr<Program>> programs_;
-  // Exact peaks by (program, workspace).
-  std::map<std::pair<const Program*, int64_t>, int64_t> peaks_;
-  // (program, workspace, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
-  using ReplayKey = std::tuple<const Program*, int64_t, int64_t, int64_t, bool, int64_t>;
+  std::vector<std::unique_ptr<Built>> built_;
+  std::map<Version, int64_t> peaks_;  // exact peaks
+  // (version, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
+  using ReplayKey = std::tuple<Version, int64_t, int64_t, bool, int64_t>;
   const CachingAllocatorStats& replay_once(const Run& r, CachingAllocatorOptions a, int64_t capacity) {
-    const ReplayKey k{r.program, r.workspace, a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, capacity};
+    const ReplayKey k{version(r), a.max_split_size_bytes, a.max_non_split_rounding_bytes, a.expandable_segments, capacity};
     auto [it, added] = replays_.try_emplace(k);
     if (added) {
       ++work_.replays;
       a.capacity_bytes = capacity;
       CachingAllocator alloc(a);
       use(r);
-      replay_allocations(*r.program, alloc);
+      replay_allocations(*r.built->program, alloc);
       it->second = alloc.stats();
     }
     return it->second;
@@ -309,7 +352,7 @@ class GpuPoints final : public FitPoints {
   }
 
   // The GPU's budget for a run: the CUDA context depends on what its program uses.
-  DeviceBudget budget(const SharedSweep::Run& r) const { return device_budget(g_, r.program->context_use); }
+  DeviceBudget budget(const SharedSweep::Run& r) const { return device_budget(g_, r.built->program->context_use); }
 
   // What estimate() with this GPU reports at v.
   FitPoint point(int64_t v) {

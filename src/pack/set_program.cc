@@ -33,6 +33,7 @@ Program resident_set_program(const std::vector<SetMember>& members) {
     // One process: its CUDA context holds what any member loaded.
     q.context_use.forward = q.context_use.forward || p.context_use.forward;
     q.context_use.convolution = q.context_use.convolution || p.context_use.convolution;
+    const auto reductions_at = static_cast<int32_t>(q.cuda_reductions.size());
     q.cuda_reductions.insert(q.cuda_reductions.end(), p.cuda_reductions.begin(), p.cuda_reductions.end());
     HEADROOM_CHECK(!p.steps.empty() && setup_step(p.steps.front()), "a program starts with its setup");
     const std::vector<bool> kept = never_freed(p);
@@ -55,6 +56,7 @@ Program resident_set_program(const std::vector<SetMember>& members) {
       }
       remap[m][b] = static_cast<BufferId>(q.buffers.size());
       q.buffers.push_back(buf);
+      if (buf.reduction >= 0) q.buffers.back().reduction += reductions_at;
     }
   }
 

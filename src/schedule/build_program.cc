@@ -401,8 +401,13 @@ void Interpreter::accumulate_grad(TensorId param, int, int) {
 const BackwardPlan& Interpreter::node_backward_plan(const Op& op, bool contiguous) {
   auto make = [&] {
     backward_plan_store_.push_back(backward_plan(context(op, true), contiguous));
-    const std::vector<CudaReduction>& reductions = backward_plan_store_.back().cuda_reductions;
-    p_.cuda_reductions.insert(p_.cuda_reductions.end(), reductions.begin(), reductions.end());
+    // The plan's staging buffers name their reductions by the program's index from here on.
+    BackwardPlan& plan = backward_plan_store_.back();
+    const auto at = static_cast<int32_t>(p_.cuda_reductions.size());
+    for (LocalEvent& e : plan.events) {
+      if (e.reduction >= 0) e.reduction += at;
+    }
+    p_.cuda_reductions.insert(p_.cuda_reductions.end(), plan.cuda_reductions.begin(), plan.cuda_reductions.end());
     return static_cast<int32_t>(backward_plan_store_.size()) - 1;
   };
   if (op.inputs.size() > 64) return backward_plan_store_[static_cast<size_t>(make())];  // not cached
@@ -601,6 +606,7 @@ void Interpreter::backward(int iteration, int micro) {
         case LocalEvent::Kind::AllocTemp: {
           BufferId t = new_buffer(e.bytes, e.workspace ? Category::Workspaces : Category::Temporaries,
                                   buffer_name(op.name, e.workspace ? ".grad_workspace" : ".grad_tmp"), op.id);
+          p_.buffers[static_cast<size_t>(t)].reduction = e.reduction;
           temps.push_back(t);
           alloc(t);
           ref(t);

@@ -35,6 +35,9 @@ std::string_view phase_name(Phase p) {
 }
 
 void validate_program(const Program& p) {
+  for (const Buffer& b : p.buffers) {
+    HEADROOM_CHECK(b.reduction < static_cast<int64_t>(p.cuda_reductions.size()), "a staging buffer of an unlisted reduction: " + b.name);
+  }
   enum class State : uint8_t { Unborn, Live, Dead };
   std::vector<State> state(p.buffers.size(), State::Unborn);
   for (const Event& e : p.events) {

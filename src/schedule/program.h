@@ -7,7 +7,8 @@
 //  - every buffer is allocated exactly once, freed at most once, after its allocation;
 //  - a retag only touches a live buffer;
 //  - steps cover the events in order without gaps: steps[i].end_event == steps[i+1].first_event;
-//  - only optimizer steps carry a parameter update (Step::update), all of its counts positive.
+//  - only optimizer steps carry a parameter update (Step::update), all of its counts positive;
+//  - a staging buffer's reduction (Buffer::reduction) is listed in cuda_reductions.
 // Buffers still live at the end (weights, optimizer state) are simply never freed.
 #pragma once
 
@@ -48,6 +49,9 @@ struct Buffer {
   Category category = Category::Activations;
   std::string name;    // tensor or role name, e.g. "layer1.0.conv1" or "layer1.0.conv1.weight.grad"
   OpId op = kNone;     // the graph op that made it (kNone for setup and optimizer buffers)
+  // A CUDA reduction's staging buffer: its reduction's index in Program::cuda_reductions, whose
+  // SM counts size it (-1 otherwise; the semaphores beside it do not depend on the GPU).
+  int32_t reduction = -1;
 };
 
 struct Event {
@@ -139,9 +143,10 @@ struct Program {
   ContextUse context_use;
   // Every CUDA reduction the interpreter's backward plans sized staging for (training/cuda_reduce.h),
   // with ScheduleOptions' SM counts: the program depends on the GPU's SM counts only through
-  // these, so it is the same on a GPU where cuda_reduce_staging gives each of them the same
-  // staging (fit --gpu all shares programs so, estimate/fit_all.cc). The micro-batch fold and a
-  // pack's resident set keep their programs' lists.
+  // these, so on a GPU where cuda_reduce_staging borrows for the same reductions it is this
+  // program with each staging buffer (Buffer::reduction) resized (fit --gpu all shares programs
+  // so, estimate/fit_all.cc). The micro-batch fold keeps the list; a pack's resident set joins
+  // its programs' lists and renumbers its buffers' indices.
   std::vector<CudaReduction> cuda_reductions;
 };
 

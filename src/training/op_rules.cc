@@ -75,6 +75,7 @@ void reduction_staging(const RuleContext& c, BackwardPlan& b, int& counter, cons
   if (s.buffer_bytes == 0) return;
   std::vector<LocalEvent>& ev = b.events;
   int buffer = add_temp(ev, s.buffer_bytes, counter);
+  ev.back().reduction = static_cast<int32_t>(b.cuda_reductions.size()) - 1;
   int semaphores = add_temp(ev, s.semaphore_bytes, counter);
   ev.push_back({K::FreeTemp, semaphores, 0});
   ev.push_back({K::FreeTemp, buffer, 0});

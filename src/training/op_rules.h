@@ -32,6 +32,9 @@ struct LocalEvent {
   int index = 0;       // output, extra, temp or grad index
   int64_t bytes = 0;   // for AllocTemp
   bool workspace = false;  // an AllocTemp that is a library workspace (cuDNN)
+  // An AllocTemp that is a CUDA reduction's staging buffer: the reduction's index in
+  // BackwardPlan::cuda_reductions (-1 otherwise).
+  int32_t reduction = -1;
 };
 
 struct Ref {
