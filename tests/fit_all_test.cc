@@ -4,6 +4,8 @@
 // first error.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "estimate/fit_all.h"
 #include "frontends/model_source.h"
 #include "report/fit_report.h"
@@ -227,6 +229,18 @@ TEST(FitAll, GpusWhoseSmCountsStageAReductionDifferentlyShareResizedOrGetTheirOw
   EXPECT_GT(own.replays, one.replays);
   EXPECT_GT(own.shared, 0);
   EXPECT_EQ(one.shared, 0);
+
+  // Inference has no backward, so nothing stages: every GPU's key is the workspace alone, and
+  // the sweep does exactly the work of one on the H100's counts.
+  f.estimate.mode = RunMode::Inference;
+  h100.estimate.mode = RunMode::Inference;
+  expect_same_reports(f, catalog(g));
+  ASSERT_TRUE(fit_all(f, catalog(g), {}, &own).ok());
+  ASSERT_TRUE(fit_all(h100, catalog(g), {}, &one).ok());
+  EXPECT_EQ(std::tie(own.programs, own.resized, own.shared, own.exact_peaks, own.replays),
+            std::tie(one.programs, one.resized, one.shared, one.exact_peaks, one.replays));
+  f.estimate.mode = RunMode::Training;
+  h100.estimate.mode = RunMode::Training;
 
   // With C = 3,001 (odd: one output per thread, 32 x 16 = 512 threads, grid.x = ceil(3,001 / 32)
   // = 94) the T4's target grid is 40 x (1,024 / 512) = 80 blocks: under 94, so it borrows

@@ -31,11 +31,14 @@ struct GpuKey {
   }
 };
 
+// Only a backward stages reductions (training/op_rules.cc): inference and generation programs
+// are the same on every SM count, and key on the measured H100's.
 GpuKey gpu_key(const EstimateOptions& e, const GpuOptions& g) {
   const GpuSpec* spec = g.gpu.empty() ? nullptr : gpu_spec(g);
   GpuKey k;
   k.workspace = e.cublas_workspace_bytes ? *e.cublas_workspace_bytes : spec ? cublas_workspace_for(spec) : -1;
   k.reduce = e.reduce_device ? *e.reduce_device : reduce_device_for(spec);
+  if (e.generation || e.mode != RunMode::Training) k.reduce = kMeasuredGpu;
   return k;
 }
 
@@ -57,6 +60,7 @@ class SharedSweep {
   // A program as built, and what other GPUs change in it.
   struct Built {
     std::unique_ptr<Program> program;
+    size_t index = 0;  // in built_
     GpuKey key;  // what it was built with
     // Its cuBLAS workspace buffers, found when another workspace first shares it (key.workspace > 0).
     std::vector<BufferId> workspace_buffers;
@@ -90,17 +94,17 @@ class SharedSweep {
     Run& r = it->second;
     if (!added) return r;
     if (share(v, key, r)) {
-      use(r);
-      Result<bool> sized = capture_input_errors([&] {
-        check_program_size(*r.built->program);  // what simulate() checks first
-        return true;
-      });
-      if (!sized.ok()) {
-        r.error = sized.error();
-        r.built = nullptr;
-        return r;
+      auto [bounds, fresh] = bounds_.try_emplace(version(r));
+      if (fresh) {
+        use(r);
+        Result<bool> sized = capture_input_errors([&] {
+          check_program_size(*r.built->program);  // what simulate() checks first
+          return true;
+        });
+        if (sized.ok()) bounds->second = measure(*r.built->program);
+        else bounds->second.error = sized.error();
       }
-      measure(r);
+      set_bounds(r, bounds->second);
       return r;
     }
     EstimateOptions e = o_.estimate;
@@ -113,7 +117,7 @@ class SharedSweep {
     e.reduce_device = key.reduce;
     ++work_.programs;
     std::optional<int64_t> peak;
-    Program program;
+    std::unique_ptr<Program> program;
     if (e.generation || e.parallel.pipeline_parallel > 1) {
       // These runs choose their program by simulating it: estimate() gives both.
       ++work_.exact_peaks;
@@ -122,7 +126,7 @@ class SharedSweep {
         r.error = est.error();
         return r;
       }
-      program = std::move(est.value().program);
+      program = std::make_unique<Program>(std::move(est.value().program));
       peak = est.value().peak_bytes;
     } else {
       Result<Program> p = estimate_program(e);
@@ -130,11 +134,14 @@ class SharedSweep {
         r.error = p.error();
         return r;
       }
-      program = std::move(p.value());
+      // A copy, not a move: the compact copy keeps the heap from fragmenting while the sweep
+      // holds a program per size (docs/speed.md, "fit --gpu all").
+      program = std::make_unique<Program>(p.value());
     }
     built_.push_back(std::make_unique<Built>());
     Built& b = *built_.back();
-    b.program = std::make_unique<Program>(std::move(program));
+    b.index = built_.size() - 1;
+    b.program = std::move(program);
     b.key = key;
     b.stagings.push_back(staging_sizes(*b.program, key.reduce));
     for (size_t i = 0; i < b.program->buffers.size(); ++i) {
@@ -143,7 +150,7 @@ class SharedSweep {
     r.built = &b;
     r.workspace = key.workspace;
     if (peak) peaks_[version(r)] = *peak;
-    measure(r);
+    set_bounds(r, bounds_[version(r)] = measure(*b.program));
     return r;
   }
 
@@ -237,22 +244,34 @@ class SharedSweep {
       b.bytes = sizes[static_cast<size_t>(b.reduction)];
     }
   }
-  // The bounds of a built run, read from its program.
-  static void measure(Run& r) {
+  // What a run reads of its version of a program: the bounds, or the size check's error.
+  struct Bounds {
+    std::string error;
+    int64_t rounded_peak = 0;
+    int64_t largest_segment = 0;
+  };
+  static Bounds measure(const Program& p) { return Bounds{"", rounded_live_peak(p), largest_segment(p)}; }
+  static void set_bounds(Run& r, const Bounds& b) {
+    if (!b.error.empty()) {
+      r.error = b.error;
+      r.built = nullptr;
+      return;
+    }
     r.ok = true;
-    r.rounded_peak = rounded_live_peak(*r.built->program);
-    r.largest_segment = largest_segment(*r.built->program);
+    r.rounded_peak = b.rounded_peak;
+    r.largest_segment = b.largest_segment;
   }
 
-  // A version of a program: the program, its workspace and its staging sizes.
-  using Version = std::tuple<const Built*, int64_t, size_t>;
-  static Version version(const Run& r) { return {r.built, r.workspace, r.staging}; }
+  // A version of a program: the program (its index in built_), its workspace and its staging sizes.
+  using Version = std::tuple<size_t, int64_t, size_t>;
+  static Version version(const Run& r) { return {r.built->index, r.workspace, r.staging}; }
 
   const FitOptions& o_;
   FitAllWork& work_;
   std::map<std::pair<int64_t, GpuKey>, Run> runs_;
   std::vector<std::unique_ptr<Built>> built_;
   std::map<Version, int64_t> peaks_;  // exact peaks
+  std::map<Version, Bounds> bounds_;
   // (version, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).
   using ReplayKey = std::tuple<Version, int64_t, int64_t, bool, int64_t>;
   const CachingAllocatorStats& replay_once(const Run& r, CachingAllocatorOptions a, int64_t capacity) {

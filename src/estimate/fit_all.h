@@ -12,7 +12,8 @@
 // never came near that limit, so the limited replay makes the same calls and ends in the same
 // state. Such GPUs read the unlimited replay; the others (and expandable segments, whose address
 // range is sized from the capacity) replay the program with their own limit. Replays are shared
-// only between GPUs with the same allocator settings, once per (size, workspace, settings, limit).
+// only between GPUs with the same allocator settings, once per (version of a program: its
+// workspace and staging sizes; settings, limit).
 //
 // Work is done only where fit()'s search needs it: a size asked only "does it fit?" is built
 // (estimate_program.h) and replayed, but its exact peak is simulated only when a report prints
