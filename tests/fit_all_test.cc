@@ -153,6 +153,34 @@ TEST(FitAll, TrainingInferenceAndGenerationAreFitOnEach) {
   expect_same_reports(gen, small);
 }
 
+TEST(FitAll, PipelinedRunsAreSharedOnlyOnTheirOwnSmCounts) {
+  // A pipelined run reports its highest stage, which the staging sizes can change: a program is
+  // shared only by GPUs with its SM counts. These four all differ (the T4 and the A100 with
+  // 8,519,680-byte workspaces, the H100 SXM and PCIe with 32 MiB), so each builds its own at
+  // every size, and each report is fit()'s. The sequence is searched (up to gpt2's 1,024) at
+  // batch 4 in micro-batches of 2.
+  FitOptions pp;
+  pp.estimate.model = "gpt2:layers=4";
+  pp.estimate.precision = Precision::Bf16;
+  pp.estimate.batch = 4;
+  pp.estimate.micro_batch = 2;
+  pp.estimate.parallel.gpus = 2;
+  pp.estimate.parallel.pipeline_parallel = 2;
+  pp.axis = FitAxis::Seq;
+  std::vector<GpuOptions> gpus;
+  for (const char* name : {"T4", "A100-SXM4-80GB", "H100-SXM", "H100-PCIe"}) {
+    GpuOptions g;
+    g.gpu = name;
+    gpus.push_back(g);
+  }
+  expect_same_reports(pp, gpus);
+  FitAllWork work;
+  ASSERT_TRUE(fit_all(pp, gpus, {}, &work).ok());
+  EXPECT_GT(work.programs, 0);
+  EXPECT_EQ(work.resized, 0);
+  EXPECT_EQ(work.shared, 0);
+}
+
 TEST(FitAll, NothingFitsAnywhereAndEverythingFitsEverywhere) {
   // Llama-3.1-70B trained in fp32 with Adam holds 16 bytes per parameter: past every catalog GPU
   // at batch 1, so each report is the footprint at batch 1.
