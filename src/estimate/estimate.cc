@@ -103,8 +103,9 @@ ScheduleOptions schedule_options(const EstimateOptions& o) {
   if (o.device == "cpu") s.device.threads = o.threads.value_or(1);
   if (o.device == "cuda") {
     if (o.gpu && !o.gpu->gpu.empty()) {
-      s.device.cublas_workspace_bytes = cublas_workspace_for(gpu_spec(*o.gpu));
-      s.device.reduce_device = reduce_device_for(gpu_spec(*o.gpu));
+      const GpuSpec* spec = gpu_spec(*o.gpu);
+      s.device.cublas_workspace_bytes = cublas_workspace_for(spec);
+      s.device.reduce_device = reduce_device_for(spec);
     }
     if (o.cublas_workspace_bytes) s.device.cublas_workspace_bytes = *o.cublas_workspace_bytes;
     if (o.reduce_device) s.device.reduce_device = *o.reduce_device;

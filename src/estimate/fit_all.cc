@@ -1,7 +1,6 @@
 #include "estimate/fit_all.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,7 +23,6 @@ namespace {
 struct GpuKey {
   int64_t workspace = -1;
   ReduceDevice reduce = kMeasuredGpu;
-  bool operator==(const GpuKey&) const = default;
   bool operator<(const GpuKey& o) const {
     return std::tie(workspace, reduce.multiprocessors, reduce.max_threads_per_multiprocessor) <
            std::tie(o.workspace, o.reduce.multiprocessors, o.reduce.max_threads_per_multiprocessor);
@@ -62,9 +60,7 @@ class SharedSweep {
     std::unique_ptr<Program> program;
     size_t index = 0;  // in built_
     GpuKey key;  // what it was built with
-    // Its cuBLAS workspace buffers, found when another workspace first shares it (key.workspace > 0).
-    std::vector<BufferId> workspace_buffers;
-    bool workspace_found = false;
+    std::vector<BufferId> workspace_buffers;  // its cuBLAS workspaces (none when key.workspace <= 0)
     // Each reduction's staging buffer bytes for each set of SM counts that shares it: [0] as built.
     std::vector<std::vector<int64_t>> stagings;
     std::vector<BufferId> staging_buffers;  // Buffer::reduction >= 0
@@ -145,8 +141,14 @@ class SharedSweep {
     b.key = key;
     b.stagings.push_back(staging_sizes(*b.program, key.reduce));
     for (size_t i = 0; i < b.program->buffers.size(); ++i) {
-      if (b.program->buffers[i].reduction >= 0) b.staging_buffers.push_back(static_cast<BufferId>(i));
+      const Buffer& buf = b.program->buffers[i];
+      if (buf.reduction >= 0) b.staging_buffers.push_back(static_cast<BufferId>(i));
+      if (key.workspace > 0 && buf.category == Category::Workspaces && buf.name.rfind("cuBLAS workspace", 0) == 0) {
+        HEADROOM_CHECK(buf.bytes == key.workspace, "a cuBLAS workspace buffer has the workspace's size");
+        b.workspace_buffers.push_back(static_cast<BufferId>(i));
+      }
     }
+    built_at_[v].push_back(&b);
     r.built = &b;
     r.workspace = key.workspace;
     if (peak) peaks_[version(r)] = *peak;
@@ -197,10 +199,10 @@ class SharedSweep {
     const bool pipelined = o_.estimate.parallel.pipeline_parallel > 1;
     Built* found = nullptr;
     std::vector<int64_t> found_sizes;
-    for (auto b = runs_.lower_bound({v, GpuKey{std::numeric_limits<int64_t>::min(), {}}}); b != runs_.end() && b->first.first == v; ++b) {
-      const Run& other = b->second;
-      if (!other.ok || !(other.built->key == b->first.second)) continue;  // only the programs as built
-      Built& built = *other.built;
+    auto at = built_at_.find(v);
+    if (at == built_at_.end()) return false;
+    for (Built* candidate : at->second) {
+      Built& built = *candidate;
       const bool same_workspace = built.key.workspace == key.workspace;
       if (!same_workspace && !(built.key.workspace > 0 && key.workspace > 0)) continue;
       if (pipelined && !(built.key.reduce == key.reduce)) continue;
@@ -214,17 +216,6 @@ class SharedSweep {
       found_sizes = std::move(sizes);
     }
     if (!found) return false;
-    if (found->key.workspace > 0 && !found->workspace_found) {
-      // Before any other run has resized them: every run sets them at use().
-      for (size_t i = 0; i < found->program->buffers.size(); ++i) {
-        const Buffer& b = found->program->buffers[i];
-        if (b.category == Category::Workspaces && b.name.rfind("cuBLAS workspace", 0) == 0) {
-          HEADROOM_CHECK(b.bytes == found->key.workspace, "a cuBLAS workspace buffer has the workspace's size");
-          found->workspace_buffers.push_back(static_cast<BufferId>(i));
-        }
-      }
-      found->workspace_found = true;
-    }
     auto same = std::find(found->stagings.begin(), found->stagings.end(), found_sizes);
     r.staging = static_cast<size_t>(same - found->stagings.begin());
     if (same == found->stagings.end()) found->stagings.push_back(std::move(found_sizes));
@@ -270,6 +261,7 @@ class SharedSweep {
   FitAllWork& work_;
   std::map<std::pair<int64_t, GpuKey>, Run> runs_;
   std::vector<std::unique_ptr<Built>> built_;
+  std::map<int64_t, std::vector<Built*>> built_at_;  // by size, in the order built
   std::map<Version, int64_t> peaks_;  // exact peaks
   std::map<Version, Bounds> bounds_;
   // (version, max_split_size, max_non_split_rounding, expandable, capacity; 0 = none).

@@ -4,9 +4,11 @@
 // Why sharing is exact: the program of a size depends on the GPU only through the cuBLAS
 // workspace (32 MiB per handle on Hopper and later, 8,519,680 bytes before:
 // cublas_workspace_for) and the staging of its CUDA reductions, which the SM counts size
-// (training/cuda_reduce.h). A program built for one GPU is another's when each reduction it
-// records (Program::cuda_reductions) stages the same on both; its workspace buffers are resized
-// for a GPU with another workspace. So each distinct program is built and simulated once. The
+// (training/cuda_reduce.h). A program built for one GPU is another's, but for buffer sizes, when
+// the other borrows staging for the same reductions it records (Program::cuda_reductions): its
+// staging buffers (Buffer::reduction) and, for a GPU with another workspace, its workspace
+// buffers are resized. So each distinct program is built once, and each version of it (its
+// workspace and staging sizes) simulated once. The
 // caching allocator depends on the GPU only through its capacity, and only when a new segment
 // would pass it: a replay without a limit whose reserved peak is within a GPU's allocator budget
 // never came near that limit, so the limited replay makes the same calls and ends in the same
