@@ -131,6 +131,25 @@ TEST(DeviceCatalog, RejectsMalformedCatalogs) {
      "host_link": {"kind": "nvlink-c2c", "bandwidth_gb_per_s": 450}, "source": "s"}]})";
   EXPECT_NE(error_of([&] { DeviceCatalog::from_json(twice, "x.json"); }).find("names both"),
             std::string::npos);
+  // The SM counts size reductions' grids: required, positive and whole.
+  const std::string one = R"({"gpus": [
+    {"name": "G1", "aliases": [], "architecture": "ampere", "multiprocessors": SMS,
+     "max_threads_per_multiprocessor": 2048, "memory_mib": 1,
+     "memory_nominal": "", "memory_bandwidth_gb_per_s": 1, "fp32_tflops": 1, "tf32_tflops": null,
+     "fp16_tflops": null, "bf16_tflops": null, "fp8_tflops": null,
+     "host_link": {"kind": "nvlink-c2c", "bandwidth_gb_per_s": 450}, "source": "s"}]})";
+  auto with_sms = [&](const std::string& sms) {
+    std::string text = one;
+    text.replace(text.find("SMS"), 3, sms);
+    return error_of([&] { DeviceCatalog::from_json(text, "x.json"); });
+  };
+  EXPECT_EQ(with_sms("108"), "");
+  EXPECT_NE(with_sms("0").find("'multiprocessors' must be positive"), std::string::npos) << with_sms("0");
+  EXPECT_NE(with_sms("10.5").find("'multiprocessors' must be a whole number"), std::string::npos) << with_sms("10.5");
+  std::string missing = one;
+  missing.replace(missing.find("\"multiprocessors\": SMS,"), 23, "");
+  EXPECT_NE(error_of([&] { DeviceCatalog::from_json(missing, "x.json"); }).find("missing field 'multiprocessors'"),
+            std::string::npos);
 }
 
 TEST(DeviceCatalog, AliasesAreUnique) {
